@@ -1,0 +1,115 @@
+"""Question taxonomies: the built-in TableBench and FREB-TQA ones, and workspace-defined ones.
+
+A taxonomy is a set of (type, subtype) categories. Names are kept exactly as the benchmarks
+spell them in their data, typos included (``Multi-hop NumericalReasoing``), so that imported
+items and generated ones land in the same category.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from tqaforge.errors import TaxonomyError
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    type: str
+    subtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class Taxonomy:
+    name: str
+    categories: tuple[Category, ...]
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.type for c in self.categories))
+
+    @property
+    def subtypes(self) -> tuple[str, ...]:
+        return tuple(c.subtype for c in self.categories)
+
+    def type_of(self, subtype: str) -> str:
+        """The type a subtype belongs to; raises :class:`TaxonomyError` for unknown names."""
+        for c in self.categories:
+            if c.subtype == subtype:
+                return c.type
+        raise TaxonomyError(
+            f"subtype {subtype!r} is not in taxonomy {self.name!r}",
+            hint="known subtypes: " + ", ".join(self.subtypes),
+        )
+
+    def validate(self, type_: str | None, subtype: str | None) -> None:
+        """Raise unless (type, subtype) is a category of this taxonomy."""
+        if subtype is None:
+            return
+        expected = self.type_of(subtype)
+        if type_ is not None and type_ != expected:
+            raise TaxonomyError(
+                f"subtype {subtype!r} belongs to type {expected!r}, not {type_!r}"
+            )
+
+
+def _taxonomy(name: str, groups: Mapping[str, Iterable[str]]) -> Taxonomy:
+    return Taxonomy(
+        name=name,
+        categories=tuple(Category(t, s) for t, subs in groups.items() for s in subs),
+    )
+
+
+TABLEBENCH = _taxonomy(
+    "tablebench",
+    {
+        "FactChecking": ["MatchBased", "Multi-hop FactChecking"],
+        "NumericalReasoning": [
+            "ArithmeticCalculation",
+            "Comparison",
+            "Aggregation",
+            "Ranking",
+            "Counting",
+            "Time-basedCalculation",
+            "Multi-hop NumericalReasoing",
+            "Domain-Specific",
+        ],
+        "DataAnalysis": [
+            "DescriptiveAnalysis",
+            "AnomalyDetection",
+            "StatisticalAnalysis",
+            "CorrelationAnalysis",
+            "CausalAnalysis",
+            "TrendForecasting",
+            "ImpactAnalysis",
+        ],
+        "Visualization": ["ChartGeneration"],
+    },
+)
+
+# FREB-TQA splits questions by what answering needs: a cell (extraction) or a computation
+# over cells (reasoning). Both are subtypes of one type so a question carries one label.
+FREB_TQA = _taxonomy("freb-tqa", {"QuestionType": ["extraction", "reasoning"]})
+
+BUILTIN: dict[str, Taxonomy] = {t.name: t for t in (TABLEBENCH, FREB_TQA)}
+
+
+def custom_taxonomy(name: str, categories: Iterable[Mapping[str, str]]) -> Taxonomy:
+    """A workspace-defined taxonomy from config entries ``{type = "...", subtype = "..."}``."""
+    cats: list[Category] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(categories):
+        try:
+            cat = Category(str(entry["type"]), str(entry["subtype"]))
+        except KeyError as exc:
+            raise TaxonomyError(
+                f"category {i + 1} of taxonomy {name!r} lacks {exc.args[0]!r}",
+                hint='write each category as {type = "...", subtype = "..."}',
+            ) from None
+        if cat.subtype in seen:
+            raise TaxonomyError(f"subtype {cat.subtype!r} appears twice in taxonomy {name!r}")
+        seen.add(cat.subtype)
+        cats.append(cat)
+    if not cats:
+        raise TaxonomyError(f"taxonomy {name!r} defines no categories")
+    return Taxonomy(name=name, categories=tuple(cats))

@@ -1,0 +1,17 @@
+"""Tables: the canonical value object, readers, statistics and (later) serializers and perturbations."""
+
+from tqaforge.tables.source import ReadRecord, ReadResult, SourceItem
+from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter, TableStats, table_stats
+from tqaforge.tables.table import Table, content_hash
+
+__all__ = [
+    "ReadRecord",
+    "ReadResult",
+    "SelectionFilter",
+    "SourceItem",
+    "TABLEBENCH_FILTER",
+    "Table",
+    "TableStats",
+    "content_hash",
+    "table_stats",
+]

@@ -1,0 +1,45 @@
+"""Cell normalisation and number parsing, shared by stats, matching and perturbations."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# A number as tables write it: optional sign or accounting parentheses, currency, thousands
+# separators, decimals, an optional percent or scale suffix. "$ 1,305", "(5,906)", "65.7%", "-0.3".
+_NUMBER = re.compile(
+    r"""^\(?\s*[-+\u2212]?\s*[$€£¥]?\s*[-+\u2212]?
+        (?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?
+        \s*(?:%|k|m|bn|million|billion)?\s*\)?$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_HAS_DIGIT = re.compile(r"\d")
+
+
+def normalize_cell(text: str) -> str:
+    """Lower-case, NFKC, whitespace-collapsed form used to compare cells and answers."""
+    text = unicodedata.normalize("NFKC", text).replace("\\n", " ")
+    return " ".join(text.lower().split())
+
+
+def is_numeric(text: str) -> bool:
+    """True when the cell reads as one number (currency, separators, %, parentheses allowed)."""
+    text = text.strip()
+    if not text or not _HAS_DIGIT.search(text):
+        return False
+    return bool(_NUMBER.match(text))
+
+
+def parse_number(text: str) -> float | None:
+    """The value of a numeric cell, or None. ``(5,906)`` is -5906; ``65.7%`` is 65.7."""
+    if not is_numeric(text):
+        return None
+    t = text.strip()
+    negative = t.startswith("(") and t.endswith(")")
+    t = re.sub(r"[()$€£¥,%\s]", "", t).replace("\u2212", "-")
+    t = re.sub(r"(?i)(k|m|bn|million|billion)$", "", t)
+    try:
+        value = float(t)
+    except ValueError:
+        return None
+    return -value if negative else value
