@@ -1,0 +1,233 @@
+"""The records: one SQLModel table per pipeline artefact.
+
+Ids are content hashes of what makes a record what it is (see each ``make_id``), so every step is
+idempotent: writing the same thing twice finds the existing row. Every record says who or what
+made it (``origin``, ``created_by``), from which inputs, and with which seed where chance was
+involved. JSON columns hold structured values whose shape the stages own.
+
+Schema changes go through an Alembic migration in ``tqaforge/migrations/versions``; a test
+checks that the migrations and these classes agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from tqaforge.tables.table import content_hash
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+
+
+
+class TableRecord(SQLModel, table=True):
+    """A stored table (the record behind :class:`tqaforge.tables.Table`)."""
+
+    __tablename__ = "tables"
+
+    id: str = Field(primary_key=True, max_length=64)
+    header: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    rows: list[list[str]] = Field(sa_column=Column(JSON, nullable=False))
+    caption: Optional[str] = Field(default=None, sa_column=Column(Text))
+    source: Optional[str] = Field(default=None, sa_column=Column(Text))
+    licence: Optional[str] = None
+    n_rows: int
+    n_cols: int
+    numeric_share: float
+    imported_from: Optional[str] = Field(default=None, sa_column=Column(Text))
+    origin: str = "import"
+    created_by: str = "tqaforge"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Question(SQLModel, table=True):
+    """A question about one table, in a category of the workspace's taxonomy."""
+
+    __tablename__ = "questions"
+    __table_args__ = (
+        Index("ix_questions_subtype_status", "subtype", "status"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    table_id: str = Field(foreign_key="tables.id", index=True, max_length=64)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    taxonomy: Optional[str] = None
+    qtype: Optional[str] = None
+    subtype: Optional[str] = None
+    question_type: Optional[str] = None  # extraction | reasoning (FREB-TQA)
+    status: str = Field(default="proposed", index=True)
+    origin: str = "import"
+    created_by: str = "tqaforge"
+    source: Optional[str] = Field(default=None, sa_column=Column(Text))  # file or dataset
+    source_id: Optional[str] = None
+    relevant_cells: Optional[list[list[int]]] = Field(default=None, sa_column=Column(JSON))
+    lineage: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    meta: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    round: Optional[int] = None
+    seed: Optional[int] = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @staticmethod
+    def make_id(table_id: str, text: str, subtype: str | None) -> str:
+        # The same words about the same table in two categories are two questions
+        # (TableBench has such a pair, sharing one source id).
+        return content_hash({"table": table_id, "text": " ".join(text.split()), "subtype": subtype})
+
+
+class AnswerCandidate(SQLModel, table=True):
+    """One agent's answer to a question (DP, TCoT, SCoT or PoT), parsed from its reply."""
+
+    __tablename__ = "answer_candidates"
+
+    id: str = Field(primary_key=True, max_length=64)
+    question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
+    method: str
+    sample: int = 0
+    raw: str = Field(default="", sa_column=Column(Text, nullable=False))
+    code: Optional[str] = Field(default=None, sa_column=Column(Text))
+    value: Optional[str] = Field(default=None, sa_column=Column(Text))
+    status: str = "ok"
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    llm_call_id: Optional[str] = Field(default=None, foreign_key="llm_calls.id", max_length=64)
+    model: Optional[str] = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Answer(SQLModel, table=True):
+    """The gold (or candidate-gold) answer of a question and how it was decided."""
+
+    __tablename__ = "answers"
+
+    id: str = Field(primary_key=True, max_length=64)
+    question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    values: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    status: str = Field(default="gold", index=True)
+    origin: str = "import"
+    method: Optional[str] = None  # "import", "vote", "human", ...
+    votes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    created_by: str = "tqaforge"
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @staticmethod
+    def make_id(question_id: str, origin: str, values: list[str]) -> str:
+        return content_hash({"question": question_id, "origin": origin, "values": values})
+
+
+class Variant(SQLModel, table=True):
+    """A question's table changed by a perturbation and rendered in a serialization."""
+
+    __tablename__ = "variants"
+
+    id: str = Field(primary_key=True, max_length=64)
+    question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
+    table_id: str = Field(foreign_key="tables.id", max_length=64)
+    perturbation: str
+    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    seed: Optional[int] = None
+    serialization: Optional[str] = None
+    table: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    changes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    answer_effect: Optional[str] = None
+    answers: Optional[list[str]] = Field(default=None, sa_column=Column(JSON))
+    status: str = Field(default="built", index=True)
+    skip_reason: Optional[str] = Field(default=None, sa_column=Column(Text))
+    origin: str = "rule"
+    created_by: str = "tqaforge"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AnnotationTask(SQLModel, table=True):
+    """A unit of work for people (one Label Studio task), about one target record."""
+
+    __tablename__ = "annotation_tasks"
+    __table_args__ = (UniqueConstraint("kind", "target_type", "target_id", name="uq_task_target"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    kind: str  # question_review, answer_verification, relevant_cells, value_modification, ...
+    target_type: str  # question | answer | variant
+    target_id: str = Field(max_length=64)
+    payload: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    status: str = Field(default="pending", index=True)
+    ls_project_id: Optional[int] = None
+    ls_task_id: Optional[int] = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Annotation(SQLModel, table=True):
+    """One person's (or one agent's) label on a task. Never deleted by any command."""
+
+    __tablename__ = "annotations"
+    __table_args__ = (UniqueConstraint("task_id", "annotator", "source_ref", name="uq_annotation"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    task_id: str = Field(foreign_key="annotation_tasks.id", index=True, max_length=64)
+    annotator: str
+    kind: str
+    label: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    source: str = "labelstudio"  # labelstudio | app | cli | agent | simulation
+    source_ref: str = ""  # e.g. the Label Studio annotation id
+    lead_time: Optional[float] = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMCall(SQLModel, table=True):
+    """One request to a model and its reply: cache, cost ledger and provenance in one."""
+
+    __tablename__ = "llm_calls"
+
+    id: str = Field(primary_key=True, max_length=64)  # hash of the request (+ sample index)
+    model: str
+    endpoint: Optional[str] = None
+    messages: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    seed: Optional[int] = None
+    sample: int = 0
+    response: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    text: Optional[str] = Field(default=None, sa_column=Column(Text))
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_ms: Optional[float] = None
+    status: str = "ok"
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    purpose: Optional[str] = None  # generate_questions, answer_tcot, verify, classify, ...
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Release(SQLModel, table=True):
+    """A frozen benchmark release. Once frozen, never rewritten."""
+
+    __tablename__ = "releases"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_release_version"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str
+    version: str
+    path: Optional[str] = Field(default=None, sa_column=Column(Text))
+    checksum: Optional[str] = None
+    manifest: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    frozen: bool = False
+    created_by: str = "tqaforge"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+ALL_RECORDS = (
+    TableRecord,
+    Question,
+    AnswerCandidate,
+    Answer,
+    Variant,
+    AnnotationTask,
+    Annotation,
+    LLMCall,
+    Release,
+)
