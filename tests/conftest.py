@@ -1,0 +1,77 @@
+"""Shared fixtures: workspaces on SQLite and (when configured) PostgreSQL, and the shared data."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tqaforge.store import Workspace, init_workspace
+
+PG_ENV = "TQAFORGE_TEST_DATABASE_URL"
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_data_path(*parts: str) -> Path:
+    """A path under ../shared/data; the test is skipped when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available: {path}")
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.exists():
+        pytest.skip("../shared/data is absent")
+    return SHARED_DATA
+
+
+def _pg_schema_url(base: str) -> Iterator[str]:
+    """A fresh PostgreSQL schema per test, so tests never see each other's rows."""
+    schema = "tqf_" + uuid.uuid4().hex[:12]
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in base else "?"
+    try:
+        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each store test runs on SQLite and, when TQAFORGE_TEST_DATABASE_URL is set, PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"{PG_ENV} not set")
+    yield from _pg_schema_url(base)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A fresh workspace whose database is the parametrised one."""
+    monkeypatch.setenv("TQAFORGE_DATABASE_URL", database_url)
+    ws = init_workspace(tmp_path / "ws", name="test")
+    yield ws
+    ws.close()
+
+
+@pytest.fixture
+def sqlite_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A workspace on its own SQLite file (for tests about files, not about the database)."""
+    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
+    ws = init_workspace(tmp_path / "ws", name="test")
+    yield ws
+    ws.close()

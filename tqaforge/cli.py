@@ -1,0 +1,215 @@
+"""The ``tqaforge`` command line. Thin: parse, call one library function, print.
+
+Every command works on the workspace in the current directory (or a parent), or the one given
+with ``--workspace DIR``. Errors print their message (no traceback) and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from tqaforge import catalog
+from tqaforge.errors import TqaforgeError
+from tqaforge.store import Workspace, init_workspace, open_workspace
+from tqaforge.tables.importer import ImportOptions, import_paths
+from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
+
+app = typer.Typer(help="Build table-reasoning benchmarks for LLMs.", no_args_is_help=True, add_completion=False)
+tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True)
+questions_app = typer.Typer(help="Inspect questions.", no_args_is_help=True)
+app.add_typer(tables_app, name="tables")
+app.add_typer(questions_app, name="questions")
+
+out = Console()
+err = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly_errors(fn: F) -> F:
+    """Turn tqaforge errors into a one-paragraph message and exit status 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TqaforgeError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: finished work is stored; run the command again to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    workspace: Optional[Path] = typer.Option(
+        None, "--workspace", "-w", help="Workspace directory (default: the current one or a parent).",
+        envvar="TQAFORGE_WORKSPACE",
+    ),
+) -> None:
+    ctx.obj = {"workspace": workspace}
+
+
+def _ws(ctx: typer.Context) -> Workspace:
+    root = ctx.find_root().obj.get("workspace") if ctx.find_root().obj else None
+    return open_workspace(root)
+
+
+@app.command()
+@friendly_errors
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the workspace."),
+    name: Optional[str] = typer.Option(None, help="Workspace name (default: the directory name)."),
+    taxonomy: str = typer.Option("tablebench", help="tablebench, freb-tqa or custom."),
+    database_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL instead of the SQLite file."),
+) -> None:
+    """Create a benchmark workspace (tqaforge.toml + database), or bring one up to date."""
+    ws = init_workspace(directory, name=name, taxonomy=taxonomy, database_url=database_url)
+    out.print(f"workspace [bold]{ws.config.name}[/] ready in {ws.root}")
+    out.print(f"database: {ws.database_url}")
+
+
+@app.command()
+@friendly_errors
+def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Counts per pipeline stage: the funnel from tables to releases."""
+    f = catalog.funnel(_ws(ctx))
+    if as_json:
+        out.print_json(json.dumps({"stages": f.as_dict(), "llm_cost": f.llm_cost}))
+        return
+    t = RichTable(title="pipeline funnel")
+    t.add_column("stage")
+    t.add_column("total", justify="right")
+    t.add_column("by status")
+    for stage, counts in f.stages:
+        detail = ", ".join(f"{k}: {v}" for k, v in counts.items() if k != "total")
+        t.add_row(stage, str(counts["total"]), detail)
+    out.print(t)
+    out.print(f"LLM cost so far: ${f.llm_cost:.4f}")
+
+
+@tables_app.command("import")
+@friendly_errors
+def tables_import(
+    ctx: typer.Context,
+    paths: list[Path] = typer.Argument(..., help="Files or directories to import."),
+    format: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="csv, tsv, json, html, markdown, excel, tablebench, freb-tqa (default: detect).",
+    ),
+    min_rows: int = typer.Option(1, help="Reject tables with fewer data rows."),
+    min_cols: int = typer.Option(1, help="Reject tables with fewer columns."),
+    min_numeric_share: float = typer.Option(0.0, help="Reject tables with a smaller share of numeric cells."),
+    tablebench_filter: bool = typer.Option(
+        False, "--tablebench-filter", help="TableBench's selection: >= 8 rows, >= 5 columns, numeric share >= 0.5."
+    ),
+    lenient_headers: bool = typer.Option(
+        False, "--lenient-headers", help="Accept blank or duplicate header names in generic files."
+    ),
+) -> None:
+    """Import tables (and the questions and answers of benchmark files) into the workspace."""
+    ws = _ws(ctx)
+    selection = TABLEBENCH_FILTER if tablebench_filter else SelectionFilter(min_rows, min_cols, min_numeric_share)
+    options = ImportOptions(format=format, selection=selection, strict_headers=False if lenient_headers else None)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("importing", total=0)
+
+        def on_file(path: str, n: int) -> None:
+            progress.update(task, total=(progress.tasks[0].total or 0) + n, description=f"importing {Path(path).name}")
+
+        summary = import_paths(ws, paths, options, on_file=on_file, on_progress=lambda n: progress.advance(task, n))
+    for f in summary.files:
+        if f.error:
+            err.print(f"[red]failed[/] {f.error}", highlight=False)
+    out.print(
+        f"imported {summary.total('tables_new')} tables, {summary.total('questions_new')} questions, "
+        f"{summary.total('answers_new')} answers; already present: {summary.total('tables_present')} tables, "
+        f"{summary.total('questions_present')} questions; rejected: {len(summary.rejected)} tables; "
+        f"failed files: {len(summary.failed)} of {len(summary.files)}"
+    )
+    for location, reason in summary.rejected[:20]:
+        out.print(f"  rejected {location}: {reason}", highlight=False)
+    if len(summary.rejected) > 20:
+        out.print(f"  ... and {len(summary.rejected) - 20} more rejected")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@tables_app.command("list")
+@friendly_errors
+def tables_list(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, help="How many to show."),
+    offset: int = typer.Option(0, help="How many to skip."),
+) -> None:
+    """List the tables with their size and question count."""
+    ws = _ws(ctx)
+    rows = catalog.list_tables(ws, limit=limit, offset=offset)
+    counts = catalog.count_questions_by_table(ws, [r.id for r in rows])
+    t = RichTable()
+    for col in ("id", "rows", "cols", "numeric", "questions", "from"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.id[:12], str(r.n_rows), str(r.n_cols), f"{r.numeric_share:.0%}", str(counts.get(r.id, 0)), r.imported_from or "")
+    out.print(t)
+
+
+@tables_app.command("show")
+@friendly_errors
+def tables_show(
+    ctx: typer.Context,
+    table_id: str = typer.Argument(..., help="Table id or a unique prefix of it."),
+    max_rows: int = typer.Option(30, help="Rows to print."),
+) -> None:
+    """Print a table, its statistics and its questions with their answers."""
+    d = catalog.show_table(_ws(ctx), table_id)
+    rec = d.table
+    out.print(f"[bold]{rec.id}[/]  {rec.n_rows} rows x {rec.n_cols} columns, numeric share {rec.numeric_share:.0%}")
+    for label, value in (("caption", rec.caption), ("source", rec.source), ("licence", rec.licence), ("imported from", rec.imported_from)):
+        if value:
+            out.print(f"{label}: {value}", highlight=False)
+    t = RichTable(*[h or "(blank)" for h in rec.header])
+    for row in rec.rows[:max_rows]:
+        t.add_row(*row)
+    out.print(t)
+    if rec.n_rows > max_rows:
+        out.print(f"... {rec.n_rows - max_rows} more rows")
+    for q in d.questions:
+        answers = "; ".join(a.value for a in d.answers.get(q.id, []))
+        out.print(f"- [{q.status}] {q.subtype or '-'}: {q.text}  [dim]→ {answers or '(no answer)'}[/]  ({q.id[:10]})", highlight=False)
+
+
+@questions_app.command("list")
+@friendly_errors
+def questions_list(
+    ctx: typer.Context,
+    table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
+    subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
+    status: Optional[str] = typer.Option(None, help="proposed, accepted, rejected or seed."),
+    limit: int = typer.Option(50, help="How many to show."),
+    offset: int = typer.Option(0, help="How many to skip."),
+) -> None:
+    """List questions, filtered by table, subtype and status."""
+    rows = catalog.list_questions(_ws(ctx), table_id=table, subtype=subtype, status=status, limit=limit, offset=offset)
+    t = RichTable()
+    for col in ("id", "table", "subtype", "status", "question"):
+        t.add_column(col)
+    for q in rows:
+        t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", q.status, q.text)
+    out.print(t)
