@@ -33,8 +33,8 @@ class TableRecord(SQLModel, table=True):
     __tablename__ = "tables"
 
     id: str = Field(primary_key=True, max_length=64)
-    header: list[str] = Field(sa_column=Column(JSON, nullable=False))
-    rows: list[list[str]] = Field(sa_column=Column(JSON, nullable=False))
+    header: list[str] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
+    rows: list[list[str]] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
     caption: Optional[str] = Field(default=None, sa_column=Column(Text))
     source: Optional[str] = Field(default=None, sa_column=Column(Text))
     licence: Optional[str] = None
@@ -67,9 +67,9 @@ class Question(SQLModel, table=True):
     created_by: str = "tqaforge"
     source: Optional[str] = Field(default=None, sa_column=Column(Text))  # file or dataset
     source_id: Optional[str] = None
-    relevant_cells: Optional[list[list[int]]] = Field(default=None, sa_column=Column(JSON))
-    lineage: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
-    meta: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    relevant_cells: Optional[list[list[int]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    lineage: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    meta: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     round: Optional[int] = None
     seed: Optional[int] = None
     created_at: datetime = Field(default_factory=utcnow)
@@ -109,11 +109,11 @@ class Answer(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
     value: str = Field(sa_column=Column(Text, nullable=False))
-    values: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    values: list[str] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
     status: str = Field(default="gold", index=True)
     origin: str = "import"
     method: Optional[str] = None  # "import", "vote", "human", ...
-    votes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    votes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -131,13 +131,13 @@ class Variant(SQLModel, table=True):
     question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
     table_id: str = Field(foreign_key="tables.id", max_length=64)
     perturbation: str
-    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     seed: Optional[int] = None
     serialization: Optional[str] = None
-    table: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
-    changes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    table: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    changes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     answer_effect: Optional[str] = None
-    answers: Optional[list[str]] = Field(default=None, sa_column=Column(JSON))
+    answers: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     status: str = Field(default="built", index=True)
     skip_reason: Optional[str] = Field(default=None, sa_column=Column(Text))
     origin: str = "rule"
@@ -155,7 +155,7 @@ class AnnotationTask(SQLModel, table=True):
     kind: str  # question_review, answer_verification, relevant_cells, value_modification, ...
     target_type: str  # question | answer | variant
     target_id: str = Field(max_length=64)
-    payload: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    payload: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     status: str = Field(default="pending", index=True)
     ls_project_id: Optional[int] = None
     ls_task_id: Optional[int] = None
@@ -172,7 +172,7 @@ class Annotation(SQLModel, table=True):
     task_id: str = Field(foreign_key="annotation_tasks.id", index=True, max_length=64)
     annotator: str
     kind: str
-    label: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    label: Optional[Any] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     source: str = "labelstudio"  # labelstudio | app | cli | agent | simulation
     source_ref: str = ""  # e.g. the Label Studio annotation id
     lead_time: Optional[float] = None
@@ -187,11 +187,11 @@ class LLMCall(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)  # hash of the request (+ sample index)
     model: str
     endpoint: Optional[str] = None
-    messages: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
-    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    messages: list[dict[str, Any]] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
+    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     seed: Optional[int] = None
     sample: int = 0
-    response: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    response: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     text: Optional[str] = Field(default=None, sa_column=Column(Text))
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -214,7 +214,7 @@ class Release(SQLModel, table=True):
     version: str
     path: Optional[str] = Field(default=None, sa_column=Column(Text))
     checksum: Optional[str] = None
-    manifest: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON))
+    manifest: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     frozen: bool = False
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)

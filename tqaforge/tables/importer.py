@@ -190,6 +190,9 @@ def _store(
     seen_tables: set[str] = set()
     seen_questions: set[str] = set()
 
+    # Parents before children: the records have no ORM relationships to order the inserts.
+    new_questions: list[Question] = []
+    new_answers: list[Answer] = []
     for record in kept:
         tid = record.table.id
         if tid in present_tables or tid in seen_tables:
@@ -204,13 +207,18 @@ def _store(
                 outcome.questions_present += 1
                 continue
             seen_questions.add(qid)
-            session.add(_question_record(qid, tid, item, record.location, options.created_by))
+            new_questions.append(_question_record(qid, tid, item, record.location, options.created_by))
             if item.answers:
-                session.add(_answer_record(qid, item, options.created_by))
-                outcome.answers_new += 1
-            outcome.questions_new += 1
+                new_answers.append(_answer_record(qid, item, options.created_by))
         if on_progress:
             on_progress(1)
+    session.flush()
+    session.add_all(new_questions)
+    session.flush()
+    session.add_all(new_answers)
+    session.flush()
+    outcome.questions_new = len(new_questions)
+    outcome.answers_new = len(new_answers)
     if on_progress and len(kept) < len(result.records):
         on_progress(len(result.records) - len(kept))
 
