@@ -76,10 +76,14 @@ class Question(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
     @staticmethod
-    def make_id(table_id: str, text: str, subtype: str | None) -> str:
-        # The same words about the same table in two categories are two questions
-        # (TableBench has such a pair, sharing one source id).
-        return content_hash({"table": table_id, "text": " ".join(text.split()), "subtype": subtype})
+    def make_id(table_id: str, text: str, subtype: str | None, source_id: str | None = None) -> str:
+        # The same words about the same table in two categories are two questions (TableBench
+        # has such a pair, sharing one source id); a dataset's two items with the same words
+        # but their own ids are two items too (FREB-TQA has one, with different relevant cells).
+        key = {"table": table_id, "text": " ".join(text.split()), "subtype": subtype}
+        if source_id is not None:
+            key["source_id"] = source_id
+        return content_hash(key)
 
 
 class AnswerCandidate(SQLModel, table=True):

@@ -2,7 +2,7 @@
 
 A file either imports whole or not at all (its transaction rolls back and its error is reported),
 and the other files of the same call still import. Re-importing is a no-op: tables are keyed by
-their content hash, questions by (table, text, subtype), answers by (question, origin, values).
+their content hash, questions by (table, text, subtype, source id), answers by (question, origin, values).
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def _store(
             kept.append(record)
 
     present_tables = _existing_ids(session, TableRecord, (r.table.id for r in kept))
-    planned = [(r, item, Question.make_id(r.table.id, item.question, item.subtype)) for r in kept for item in r.items]
+    planned = [(r, item, Question.make_id(r.table.id, item.question, item.subtype, item.source_id)) for r in kept for item in r.items]
     present_questions = _existing_ids(session, Question, (qid for _, _, qid in planned))
     seen_tables: set[str] = set()
     seen_questions: set[str] = set()
@@ -202,7 +202,7 @@ def _store(
             outcome.tables_new += 1
         seen_tables.add(tid)
         for item in record.items:
-            qid = Question.make_id(tid, item.question, item.subtype)
+            qid = Question.make_id(tid, item.question, item.subtype, item.source_id)
             if qid in present_questions or qid in seen_questions:
                 outcome.questions_present += 1
                 continue

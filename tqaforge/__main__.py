@@ -1,0 +1,5 @@
+"""``python -m tqaforge`` runs the CLI."""
+
+from tqaforge.cli import app
+
+app()
