@@ -1,0 +1,108 @@
+"""The Streamlit app: the home page shows the funnel and the tables of a real workspace.
+
+``AppTest`` runs the page script for real (no browser); the browser test below loads the page
+served by ``streamlit run`` in headless Chromium when Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tqaforge.tables.importer import import_paths
+
+HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture
+def demo_workspace(sqlite_workspace, monkeypatch):
+    summary = import_paths(sqlite_workspace, [DATA / "tables", DATA / "sample"])
+    assert summary.failed == []
+    monkeypatch.setenv("TQAFORGE_WORKSPACE", str(sqlite_workspace.root))
+    return sqlite_workspace, summary
+
+
+def test_home_page_shows_funnel_and_tables(demo_workspace):
+    ws, summary = demo_workspace
+    at = AppTest.from_file(str(HOME), default_timeout=60).run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["tables"] == str(summary.total("tables_new"))
+    assert metrics["questions"] == str(summary.total("questions_new"))
+    frames = [df.value for df in at.dataframe]
+    tables_frame = next(f for f in frames if "numeric share" in f.columns)
+    assert len(tables_frame) == summary.total("tables_new")
+    assert any("tqaforge" in t.value for t in at.title)
+
+
+def test_home_page_without_workspace_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("TQAFORGE_WORKSPACE", str(tmp_path))
+    at = AppTest.from_file(str(HOME), default_timeout=60).run()
+    assert at.error and "tqaforge init" in at.error[0].value
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+                    reason="chromium/chromedriver not installed (apt-get install chromium chromium-driver)")
+def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path):
+    ws, summary = demo_workspace
+    port = _free_port()
+    env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(url + "_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("streamlit did not start")
+        from selenium import webdriver
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = shutil.which("chromium")
+        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                     "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                     "--window-size=1400,2000"):
+            opts.add_argument(flag)
+        service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+        driver = webdriver.Chrome(options=opts, service=service)
+        try:
+            driver.get(url)
+            WebDriverWait(driver, 60).until(lambda d: "Tables" in d.find_element(By.TAG_NAME, "body").text
+                                            and d.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'))
+            body = driver.find_element(By.TAG_NAME, "body").text
+            assert "Pipeline funnel" in body and "Questions per subtype" in body
+            metrics = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')
+            shown = {m.text.split("\n")[0]: m.text.split("\n")[-1] for m in metrics}
+            assert shown["tables"] == str(summary.total("tables_new"))
+            driver.save_screenshot(str(tmp_path / "home.png"))
+        finally:
+            driver.quit()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
