@@ -109,7 +109,7 @@ def test_failure_while_storing_rolls_back_the_whole_file(sqlite_workspace, tmp_p
             for i in range(5)]
     path = tmp_path / "bench.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    real = importer._answer_record
+    real = importer._answer_row
     calls = {"n": 0}
 
     def failing(*args, **kwargs):
@@ -118,11 +118,11 @@ def test_failure_while_storing_rolls_back_the_whole_file(sqlite_workspace, tmp_p
             raise TqaforgeError("disk full (injected)")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(importer, "_answer_record", failing)
+    monkeypatch.setattr(importer, "_answer_row", failing)
     summary = import_paths(sqlite_workspace, [path])
     assert "disk full" in summary.files[0].error
     assert _count(sqlite_workspace, TableRecord) == _count(sqlite_workspace, Question) == 0
-    monkeypatch.setattr(importer, "_answer_record", real)
+    monkeypatch.setattr(importer, "_answer_row", real)
     assert import_paths(sqlite_workspace, [path]).total("questions_new") == 5
 
 

@@ -39,6 +39,7 @@ class Table:
     caption: str | None = field(default=None, compare=False)
     source: str | None = field(default=None, compare=False)
     licence: str | None = field(default=None, compare=False)
+    _id: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.header:
@@ -72,7 +73,11 @@ class Table:
     @property
     def id(self) -> str:
         """Content hash of header and rows: equal tables have equal ids."""
-        return content_hash({"header": list(self.header), "rows": [list(r) for r in self.rows]})
+        if not self._id:
+            # Computed once: hashing a large table is the costliest thing about it.
+            digest = content_hash({"header": list(self.header), "rows": [list(r) for r in self.rows]})
+            object.__setattr__(self, "_id", digest)
+        return self._id
 
     @property
     def n_rows(self) -> int:
