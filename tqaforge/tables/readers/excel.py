@@ -1,0 +1,110 @@
+"""Excel workbooks (.xlsx, via openpyxl): every worksheet with content is one table.
+
+The first non-empty row is the header. Leading empty rows and empty columns at either side are
+ignored, and so are empty rows at the end (a spreadsheet cannot tell them from unused rows);
+empty rows inside the table are rows of empty cells. Formulas are read as their cached values.
+Numbers keep no ``.0`` when integral, booleans read ``TRUE``/``FALSE`` as Excel shows them, and
+dates and times are written in ISO 8601.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqaforge.errors import ReaderError
+from tqaforge.tables.readers._common import finish_table, read_bytes, to_cell
+from tqaforge.tables.source import ReadRecord, ReadResult
+from tqaforge.tables.table import Table
+
+if TYPE_CHECKING:
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
+
+
+def _excel_cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ") if value.time() != dt.time(0) else value.date().isoformat()
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return to_cell(value)
+
+
+def _column_letter(index: int) -> str:
+    from openpyxl.utils import get_column_letter
+
+    return get_column_letter(index)
+
+
+def read_excel(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+    """Read every non-empty worksheet of an .xlsx workbook as one table. ``encoding`` is
+    accepted for a uniform reader signature and ignored (the format fixes it)."""
+    from openpyxl import load_workbook  # imported here: openpyxl is slow to import
+
+    read_bytes(path)  # the same "no such file" errors as the other readers
+    try:
+        workbook = load_workbook(path, read_only=True, data_only=True)
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
+        raise ReaderError(
+            str(path),
+            f"not a readable .xlsx workbook ({type(exc).__name__}: {exc})",
+            hint="old .xls files must be saved as .xlsx first",
+        ) from None
+    records: list[ReadRecord] = []
+    try:
+        for sheet in workbook.worksheets:
+            table = _read_sheet(path, sheet, strict_headers)
+            if table is not None:
+                records.append(ReadRecord(table=table, location=f"{path}#{sheet.title}"))
+    finally:
+        workbook.close()
+    if not records:
+        raise ReaderError(str(path), "every worksheet is empty")
+    return ReadResult(path=str(path), format="excel", records=records)
+
+
+def _read_sheet(path: Path, sheet: "ReadOnlyWorksheet", strict_headers: bool) -> Table | None:
+    """The sheet's table, or None for a sheet without content."""
+    where = f"sheet {sheet.title!r}: "
+    # Read-only sheets trust the file's stored dimensions, which some writers get wrong;
+    # forgetting them makes openpyxl read every row that is actually there.
+    sheet.reset_dimensions()
+    raw = [
+        (n, [_excel_cell(v) for v in values])
+        for n, values in enumerate(sheet.iter_rows(values_only=True), start=1)
+    ]
+    filled = [(n, cells) for n, cells in raw if any(c != "" for c in cells)]
+    if not filled:
+        return None
+    first_row, last_row = filled[0][0], filled[-1][0]
+    used_cols = [i for _, cells in filled for i, c in enumerate(cells) if c != ""]
+    left, right = min(used_cols), max(used_cols)
+    header_n, header_cells = filled[0]
+    header_cells = header_cells + [""] * (right + 1 - len(header_cells))
+    header_width = max(i for i, c in enumerate(header_cells) if c != "") + 1
+    rows: list[list[str]] = []
+    for n, cells in raw:
+        if not first_row < n <= last_row:
+            continue
+        cells = cells + [""] * (right + 1 - len(cells))
+        beyond = [i for i in range(header_width, right + 1) if cells[i] != ""]
+        if beyond:
+            raise ReaderError(
+                str(path),
+                f"{where}cell {_column_letter(beyond[0] + 1)}{n} lies right of the last header column "
+                f"{_column_letter(header_width)}",
+                row=n,
+                hint="give the column a header, or delete the stray cell",
+            )
+        rows.append(cells[left:header_width])
+    header = header_cells[left:header_width]
+    try:
+        return finish_table(path, header, rows, strict_headers=strict_headers, where=where)
+    except ReaderError as exc:
+        # Table rows count from the header; the sheet's row numbers are what a user sees.
+        if exc.row is not None:
+            raise ReaderError(str(path), exc.problem, row=exc.row - 1 + header_n, hint=exc.hint) from None
+        raise
