@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from sqlmodel import func, select
 
 from conftest import shared_data_path

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from charset_normalizer import from_bytes
 
 from tqaforge.errors import ReaderError
+from tqaforge.tables.source import ReadRecord
 from tqaforge.tables.table import Table
 
 # Longest first: the UTF-32-LE mark starts with the UTF-16-LE one.
@@ -173,3 +174,10 @@ def finish_table(
             hint="a table needs at least one row below its header",
         )
     return Table(header=tuple(header), rows=tuple(tuple(r) for r in rows), caption=caption)
+
+
+def table_records(path: Path, tables: Sequence[Table]) -> list[ReadRecord]:
+    """One record per table; with several tables in a file each location says which one."""
+    if len(tables) == 1:
+        return [ReadRecord(table=tables[0], location=str(path))]
+    return [ReadRecord(table=t, location=f"{path}#table-{n}") for n, t in enumerate(tables, start=1)]

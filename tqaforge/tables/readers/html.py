@@ -18,8 +18,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes
-from tqaforge.tables.source import ReadRecord, ReadResult
+from tqaforge.tables.readers._common import decode, finish_table, read_bytes, table_records
+from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
 # A span this large is a typo or an attack; browsers clamp colspan at 1000 and rowspan at 65534.
@@ -254,8 +254,5 @@ def read_html(path: Path, *, strict_headers: bool = True, encoding: str | None =
                 caption=caption or None,
             )
         )
-    if len(tables) == 1:
-        records = [ReadRecord(table=tables[0], location=str(path))]
-    else:
-        records = [ReadRecord(table=t, location=f"{path}#table-{n}") for n, t in enumerate(tables, start=1)]
+    records = table_records(path, tables)
     return ReadResult(path=str(path), format="html", records=records)

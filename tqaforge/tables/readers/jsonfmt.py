@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes, to_cell
-from tqaforge.tables.source import ReadRecord, ReadResult
+from tqaforge.tables.readers._common import decode, finish_table, read_bytes, to_cell, table_records
+from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
 _SHAPES_HINT = (
@@ -138,8 +138,5 @@ def read_json(path: Path, *, strict_headers: bool = True, encoding: str | None =
         raise ReaderError(str(path), "the JSON holds no table (empty list or object)")
     else:
         raise ReaderError(str(path), f"a JSON {type(data).__name__} is not a table", hint=_SHAPES_HINT)
-    if len(tables) == 1:
-        records = [ReadRecord(table=tables[0], location=str(path))]
-    else:
-        records = [ReadRecord(table=t, location=f"{path}#table-{n}") for n, t in enumerate(tables, start=1)]
+    records = table_records(path, tables)
     return ReadResult(path=str(path), format="json", records=records)

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes
-from tqaforge.tables.source import ReadRecord, ReadResult
+from tqaforge.tables.readers._common import decode, finish_table, read_bytes, table_records
+from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -126,8 +126,5 @@ def read_markdown(path: Path, *, strict_headers: bool = True, encoding: str | No
             row_lines=[line for line, _ in body],
         )
         found.append((header_line, table))
-    if len(found) == 1:
-        records = [ReadRecord(table=found[0][1], location=str(path))]
-    else:
-        records = [ReadRecord(table=t, location=f"{path}#table-{n}") for n, (_, t) in enumerate(found, start=1)]
+    records = table_records(path, [t for _, t in found])
     return ReadResult(path=str(path), format="markdown", records=records)
