@@ -83,7 +83,7 @@ def test_tablebench_sample_has_two_items_per_subtype():
 
 
 def test_freb_rel_sample_carries_relevant_cells():
-    rows = [json.loads(line) for line in _lines(SAMPLE / "freb_rel_sample.jsonl")]
+    rows = [json.loads(line) for line in _lines(SAMPLE / "tat_nonfactoid_dev_sample.jsonl")]
     assert 8 <= len(rows) <= 12
     for r in rows:
         header, *body = r["table"]
@@ -127,7 +127,7 @@ def test_table_file_cells_are_the_source_cells(path):
     ("sample", "source"),
     [
         ("tablebench_sample.jsonl", "tablebench/TableBench.jsonl"),
-        ("freb_rel_sample.jsonl", "freb-tqa/02_rel/tat_nonfactoid_dev.jsonl"),
+        ("tat_nonfactoid_dev_sample.jsonl", "freb-tqa/02_rel/tat_nonfactoid_dev.jsonl"),
     ],
 )
 def test_sample_lines_are_verbatim(sample, source):

@@ -24,9 +24,12 @@ for col, (stage, counts) in zip(cols, f.stages):
     col.metric(stage, counts["total"])
 st.dataframe(
     pd.DataFrame(
-        [{"stage": s, **{k: v for k, v in c.items()}} for s, c in f.stages]
-    ).fillna(0).set_index("stage"),
-    width="stretch",
+        [
+            {"stage": s, "total": c["total"], "by status": ", ".join(f"{k}: {v}" for k, v in c.items() if k != "total")}
+            for s, c in f.stages
+        ]
+    ),
+    width="stretch", hide_index=True,
 )
 st.caption(f"LLM cost so far: ${f.llm_cost:.4f}")
 
