@@ -1,0 +1,356 @@
+r"""Prompt serializations: a :class:`Table` as the text put in an LLM prompt.
+
+>>> t = Table.build(["Name", "Age"], [["Sophia", "26"], ["Aarav", "34"]])
+>>> serialize(t, "indexed_row_major")
+'col : Name | Age row 1 : Sophia | 26 row 2 : Aarav | 34'
+>>> print(serialize(t, "dataframe"))
+pd.DataFrame({"Name": ["Sophia", "Aarav"], "Age": [26, 34]}, index=[0, 1])
+
+:data:`SERIALIZATIONS` maps each name to its function (``Table -> str``);
+:data:`TORR_SERIALIZATIONS` are ToRR's seven (its appendix A.5.1, Table 3); ``xml``, ``latex``
+and ``grid`` are the three the capability-based TableBench adds (its Figure 5).
+
+Rules every serializer keeps:
+
+* It never raises, whatever the cell text: a prompt can always be built.
+* Cell text is escaped wherever the format needs it, so that no cell can break the structure
+  (end a row or a cell early, open an element, comment out the rest of a line).
+* Only the header and rows are serialized; caption, source and licence are left to the prompt
+  template (as in ToRR and unitxt), so that two serializations differ in format only.
+* The text has no trailing line break.
+* Where a format makes header names keys (``json``, ``dataframe``), repeated names would
+  collide: the second ``a`` becomes ``a_1``, the third ``a_2`` (skipping suffixes that are
+  header names already), see :func:`unique_names`. Blank names stay blank (``""`` is a valid key).
+
+The table below is GitHub Markdown (``\|`` is a pipe inside a cell).
+
+| format | shape | escaping | where it differs from the papers |
+| --- | --- | --- | --- |
+| html | `<table>`, `<thead>` with one `<tr>` of `<th>`, `<tbody>` with a `<tr>` of `<td>` per line (``writers.write_html``) | `&` `<` `>` as entities; line breaks as `<br>` | quotes are not escaped (cells are element content, never attribute values) |
+| csv | RFC 4180 (``writers.write_csv``): comma-separated, quoted only where needed | `"` doubled; cells holding `,` `"` CR or LF quoted; every cell quoted when any holds `;` TAB `\|` or the first name starts with U+FEFF | lines end with CRLF (RFC 4180; with LF alone the csv module leaves a bare CR unquoted); no space after the comma (the paper's `Name, Age` is its typesetting) |
+| json | `{"0": {"Name": "Sophia", "Age": "26"}, "1": {...}}` on one line | `json.dumps(ensure_ascii=False)` | repeated header names get suffixes; a table without rows is `{}` (the shape has no place for the header) |
+| markdown | `\| Name \| Age \|`, `\| --- \| --- \|`, a line per row | `\` as `\\`, `\|` as `\\|`, each line break (CRLF, CR, LF) as `<br>`; cells are not stripped | the paper shows no escaping |
+| indexed_row_major | `col : Name \| Age row 1 : Sophia \| 26 row 2 : ...` on one line | plain escapes: `\` `\|` LF CR TAB as `\\` `\\|` `\n` `\r` `\t` | the papers escape nothing; the words `row 2 :` inside a cell stay as they are |
+| dataframe | `pd.DataFrame({"Name": ["Sophia"], "Age": [26]}, index=[0])` on one line, a valid Python expression | strings as JSON string literals (valid Python literals) | a column is written as numbers only when every cell is an int whose `str` is the cell, or every cell a finite float whose `str` is the cell; other columns (`"3"` beside `"2.5"`, `"007"`, `""`) stay strings, so evaluating the text gives back the exact cells |
+| concatenation | the header, then every cell row by row, joined by single spaces | plain escapes (as indexed_row_major) | the papers escape nothing |
+| xml | `<Table>`, `<Header>` of `<Column>name</Column>`, then a `<Row>` of `<Cell>value</Cell>` per line | `&` `<` `>` as entities, CR as `&#13;` (parsers turn a raw CR into LF); characters XML 1.0 cannot hold (C0 controls but TAB LF CR; U+FFFE, U+FFFF) become U+FFFD | element names are fixed, never header names (which are not valid XML names in general) |
+| latex | `\begin{tabular}{ll}`, `\hline` after it and after every row, rows `a & b \\` | `&` `%` `$` `#` `_` `{` `}` with a backslash; `\` `~` `^` as `\textbackslash{}` `\textasciitilde{}` `\textasciicircum{}`; line breaks as `\newline` | every column is `l` (the paper's figure shows `r` for its numbers) |
+| grid | tabulate's "grid": `+---+` rules between rows, `+===+` under the header, cells left-aligned and padded | plain escapes (as indexed_row_major), so each row is one line | widths count code points, so wide (CJK) and combining characters misalign the rules on screen (the structure stays intact); the paper's figure is too garbled to show whether it has `=` under the header |
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+
+from tqaforge.errors import TableError
+from tqaforge.tables.table import Table
+from tqaforge.tables.writers import _XML_ILLEGAL, _markdown_text, write_csv, write_html
+
+Serializer = Callable[[Table], str]
+
+# Built once: json.dumps with any option builds a new encoder on every call.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
+def unique_names(header: Sequence[str]) -> list[str]:
+    """Header names made unique for formats that use them as keys.
+
+    The first of equal names keeps its name; later ones get ``_1``, ``_2``... (the smallest
+    suffix that is neither a header name nor already given).
+
+    >>> unique_names(["a", "a", "a_1", ""])
+    ['a', 'a_2', 'a_1', '']
+    """
+    if len(set(header)) == len(header):
+        return list(header)
+    taken = set(header)
+    used: set[str] = set()
+    out: list[str] = []
+    for name in header:
+        if name in used:
+            k = 1
+            while f"{name}_{k}" in taken or f"{name}_{k}" in used:
+                k += 1
+            name = f"{name}_{k}"
+        used.add(name)
+        out.append(name)
+    return out
+
+
+def _escaped(table: Table, specials: str, escape: Callable[[str], str]) -> Sequence[Sequence[str]]:
+    """Header and rows with every cell escaped; when no cell holds any of ``specials`` (most
+    tables), the cells as they are, found by one scan of the whole text instead of a call
+    per cell."""
+    grid = (table.header, *table.rows)
+    blob = "".join(map("".join, grid))
+    for ch in specials:
+        if ch in blob:
+            return [list(map(escape, row)) for row in grid]
+    return grid
+
+
+# Escapes of the plain-text formats (indexed_row_major, concatenation, grid): the papers have
+# none; these keep a cell on one line and its pipes apart from the separators.
+_PLAIN_SPECIALS = "\\|\n\r\t"
+
+
+def _plain(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def serialize_html(table: Table) -> str:
+    """``<table>`` with ``<thead>``/``<tbody>`` (as :func:`writers.write_html`, without caption).
+
+    >>> print(serialize_html(Table.build(["a"], [["x<y"]])))
+    <table>
+    <thead>
+    <tr><th>a</th></tr>
+    </thead>
+    <tbody>
+    <tr><td>x&lt;y</td></tr>
+    </tbody>
+    </table>
+    """
+    bare = table if table.caption is None else table.with_metadata(caption=None)
+    return write_html(bare, lossy=True).removesuffix("\n")
+
+
+def serialize_csv(table: Table) -> str:
+    """RFC 4180 CSV (as :func:`writers.write_csv`: CRLF line ends), without the last line end."""
+    return write_csv(table).removesuffix("\r\n")
+
+
+def serialize_json(table: Table) -> str:
+    """``{"0": {name: cell, ...}, "1": ...}`` keyed by 0-based row index; cells stay strings.
+
+    >>> serialize_json(Table.build(["a", "a"], [["1", "2"]]))
+    '{"0": {"a": "1", "a_1": "2"}}'
+    """
+    names = unique_names(table.header)
+    return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
+
+
+def _markdown_cell(text: str) -> str:
+    text = _markdown_text(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\n", "<br>")
+
+
+def serialize_markdown(table: Table) -> str:
+    """A GitHub pipe table; ``|`` and ``\\`` escaped, line breaks as ``<br>``, cells not stripped.
+
+    >>> print(serialize_markdown(Table.build(["a", "b"], [["x|y", "1\\n2"]])))
+    | a | b |
+    | --- | --- |
+    | x\\|y | 1<br>2 |
+    """
+    header, *rows = _escaped(table, "\\|\n\r", _markdown_cell)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * table.n_cols) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def serialize_indexed_row_major(table: Table) -> str:
+    """``col : a | b row 1 : x | y ...`` on one line (rows numbered from 1)."""
+    header, *rows = _escaped(table, _PLAIN_SPECIALS, _plain)
+    parts = ["col : " + " | ".join(header)]
+    parts += [f"row {i} : " + " | ".join(row) for i, row in enumerate(rows, start=1)]
+    return " ".join(parts)
+
+
+def _number(text: str) -> int | float | None:
+    """The number whose ``str`` is exactly ``text``, or None."""
+    if not text or text[-1] not in "0123456789":  # cheap rejection of most words
+        return None
+    digits = text[1:] if text[0] == "-" else text
+    if digits.isascii() and digits.isdigit():  # no exception raised for the common integers
+        try:
+            value = int(text)
+        except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+            return None
+        return value if str(value) == text else None  # "007" and "-0" stay strings
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and str(number) == text else None
+
+
+def _column_values(cells: tuple[str, ...]) -> list[object]:
+    """The column as Python values: all ints or all floats when every cell is one exactly,
+    else the strings (so ``int``/``float`` of a parsed-back value always prints the cell)."""
+    numbers: list[object] = []
+    for cell in cells:
+        number = _number(cell)
+        if number is None:
+            return list(cells)
+        numbers.append(number)
+    return numbers if len({type(n) for n in numbers}) <= 1 else list(cells)
+
+
+def serialize_dataframe(table: Table) -> str:
+    """``pd.DataFrame({name: [values]}, index=[0, 1, ...])``: a valid Python expression.
+
+    >>> serialize_dataframe(Table.build(["n", "x"], [["1", "2.5"], ["2", "n/a"]]))
+    'pd.DataFrame({"n": [1, 2], "x": ["2.5", "n/a"]}, index=[0, 1])'
+    """
+    names = unique_names(table.header)
+    if table.rows:
+        columns = {name: _column_values(cells) for name, cells in zip(names, zip(*table.rows))}
+    else:
+        columns = {name: [] for name in names}
+    return f"pd.DataFrame({_JSON.encode(columns)}, index={list(range(table.n_rows))})"
+
+
+def serialize_concatenation(table: Table) -> str:
+    """The header and then every cell, row by row, joined by single spaces."""
+    return " ".join(map(" ".join, _escaped(table, _PLAIN_SPECIALS, _plain)))
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+
+
+def serialize_xml(table: Table) -> str:
+    """``<Table><Header><Column>..</Column></Header><Row><Cell>..</Cell></Row></Table>``.
+
+    >>> print(serialize_xml(Table.build(["a & b"], [["<1>"]])))
+    <Table>
+    <Header><Column>a &amp; b</Column></Header>
+    <Row><Cell>&lt;1&gt;</Cell></Row>
+    </Table>
+    """
+    header, *rows = _escaped(table, "&<>\r", _xml_text)
+    lines = ["<Table>", "<Header><Column>" + "</Column><Column>".join(header) + "</Column></Header>"]
+    lines += ["<Row><Cell>" + "</Cell><Cell>".join(row) + "</Cell></Row>" for row in rows]
+    lines.append("</Table>")
+    text = "\n".join(lines)
+    # One pass over the whole text: XML 1.0 cannot hold these, not even as references.
+    return _XML_ILLEGAL.sub("\ufffd", text)
+
+
+_LATEX_SPECIALS = "\\&%$#_{}~^\n\r"
+_LATEX = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "\n": "\\newline ",
+        "\r": "\\newline ",
+    }
+)
+
+
+def _latex_cell(text: str) -> str:
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    return text.translate(_LATEX)
+
+
+def serialize_latex(table: Table) -> str:
+    """A ``tabular`` with ``\\hline`` after the opening and after every row.
+
+    >>> print(serialize_latex(Table.build(["a_b", "c"], [["50%", "x"]])))
+    \\begin{tabular}{ll}
+    \\hline
+    a\\_b & c \\\\
+    \\hline
+    50\\% & x \\\\
+    \\hline
+    \\end{tabular}
+    """
+    lines = ["\\begin{tabular}{" + "l" * table.n_cols + "}", "\\hline"]
+    for row in _escaped(table, _LATEX_SPECIALS, _latex_cell):
+        lines.append(" & ".join(row) + " \\\\")
+        lines.append("\\hline")
+    lines.append("\\end{tabular}")
+    return "\n".join(lines)
+
+
+def serialize_grid(table: Table) -> str:
+    """tabulate's ``grid`` style, cells left-aligned.
+
+    >>> print(serialize_grid(Table.build(["Name", "Age"], [["Sophia", "26"]])))
+    +--------+-----+
+    | Name   | Age |
+    +========+=====+
+    | Sophia | 26  |
+    +--------+-----+
+    """
+    grid = _escaped(table, _PLAIN_SPECIALS, _plain)
+    widths = [max(map(len, column)) for column in zip(*grid)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines = [rule]
+    # One format string pads a whole row in one call; cells are arguments, so braces in them
+    # are not format syntax.
+    padded = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+    for i, row in enumerate(grid):
+        lines.append(padded.format(*row))
+        lines.append(rule.replace("-", "=") if i == 0 else rule)
+    return "\n".join(lines)
+
+
+#: Serialization name -> function. ToRR's seven first, then the capability TableBench's three.
+SERIALIZATIONS: dict[str, Serializer] = {
+    "html": serialize_html,
+    "csv": serialize_csv,
+    "json": serialize_json,
+    "markdown": serialize_markdown,
+    "indexed_row_major": serialize_indexed_row_major,
+    "dataframe": serialize_dataframe,
+    "concatenation": serialize_concatenation,
+    "xml": serialize_xml,
+    "latex": serialize_latex,
+    "grid": serialize_grid,
+}
+
+#: The seven serializations of ToRR, in its order.
+TORR_SERIALIZATIONS: tuple[str, ...] = (
+    "html",
+    "csv",
+    "json",
+    "markdown",
+    "indexed_row_major",
+    "dataframe",
+    "concatenation",
+)
+
+
+def serialize(table: Table, name: str) -> str:
+    """The table as prompt text in serialization ``name`` (one of :data:`SERIALIZATIONS`).
+
+    Raises :class:`TableError` for an unknown name; never for any cell text."""
+    try:
+        function = SERIALIZATIONS[name]
+    except KeyError:
+        raise TableError(f"unknown serialization {name!r}", hint="one of " + ", ".join(SERIALIZATIONS)) from None
+    return function(table)
+
+
+__all__ = [
+    "SERIALIZATIONS",
+    "TORR_SERIALIZATIONS",
+    "Serializer",
+    "serialize",
+    "serialize_concatenation",
+    "serialize_csv",
+    "serialize_dataframe",
+    "serialize_grid",
+    "serialize_html",
+    "serialize_indexed_row_major",
+    "serialize_json",
+    "serialize_latex",
+    "serialize_markdown",
+    "serialize_xml",
+    "unique_names",
+]
