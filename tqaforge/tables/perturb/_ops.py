@@ -1,0 +1,107 @@
+"""Small table operations the perturbations share (private: the public API is the registry)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Sequence
+
+from tqaforge.schemas.enums import AnswerEffect
+from tqaforge.tables.perturb.base import (
+    Change,
+    ItemContext,
+    PerturbationError,
+    PerturbationSkipped,
+    Perturbed,
+)
+from tqaforge.tables.source import Cell
+from tqaforge.tables.table import Table
+
+# Rejection sampling bound. Every loop using it accepts a draw with probability >= 1/2, so
+# reaching it means a bug, not bad luck (2**-64).
+MAX_DRAWS = 64
+
+
+def rebuild(table: Table, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A new table with the given content and the original's caption, source and licence."""
+    return Table(
+        tuple(header),
+        tuple(tuple(r) for r in rows),
+        caption=table.caption,
+        source=table.source,
+        licence=table.licence,
+    )
+
+
+def identity(n: int) -> tuple[int, ...]:
+    return tuple(range(n))
+
+
+def reorder(table: Table, row_order: Sequence[int], col_order: Sequence[int]) -> Table:
+    """The table with rows and columns taken in the given original order."""
+    header = [table.header[c] for c in col_order]
+    rows = [[table.rows[r][c] for c in col_order] for r in row_order]
+    return rebuild(table, header, rows)
+
+
+def place(total: int, moved: Sequence[int], positions: Sequence[int], others: Sequence[int]) -> tuple[int, ...]:
+    """An order of ``total`` items with ``moved[i]`` at ``positions[i]`` and ``others`` filling
+    the remaining positions in their given order."""
+    order: list[int | None] = [None] * total
+    for item, pos in zip(moved, positions, strict=True):
+        order[pos] = item
+    rest = iter(others)
+    filled = [next(rest) if item is None else item for item in order]
+    return tuple(filled)
+
+
+def draw_until(rng: random.Random, draw: Callable[[random.Random], Any], accept: Callable[[Any], bool]) -> Any:
+    """Redraw until ``accept`` holds: the result is uniform over the accepted draws."""
+    for _ in range(MAX_DRAWS):
+        value = draw(rng)
+        if accept(value):
+            return value
+    raise AssertionError("rejection sampling did not terminate; the acceptance rule is wrong")
+
+
+def relevant_cells(table: Table, ctx: ItemContext) -> tuple[Cell, ...]:
+    """The item's relevant cells, sorted and each once; skip when none are labelled.
+
+    A cell outside the table is an error in the item, not a reason to skip: it means the
+    labels belong to another version of the table.
+    """
+    if not ctx.relevant_cells:
+        raise PerturbationSkipped("the item has no relevant cells labelled")
+    cells = tuple(sorted({(int(r), int(c)) for r, c in ctx.relevant_cells}))
+    for r, c in cells:
+        if not (0 <= r < table.n_rows and 0 <= c < table.n_cols):
+            raise PerturbationError(
+                f"relevant cell [{r}, {c}] lies outside the table ({table.n_rows} data rows x {table.n_cols} columns)",
+                hint="relevant cells count data rows from 0 (header excluded) and columns from 0; "
+                "check that they were labelled on this table and not on a shortened or modified one",
+            )
+    return cells
+
+
+def result(
+    name: str,
+    seed: int,
+    table: Table,
+    change: Change,
+    ctx: ItemContext,
+    *,
+    effect: AnswerEffect = AnswerEffect.UNCHANGED,
+    answers: tuple[str, ...] | None = None,
+    params: dict[str, Any] | None = None,
+) -> Perturbed:
+    """Assemble a :class:`Perturbed`; an UNCHANGED effect keeps the item's answers."""
+    if effect is AnswerEffect.UNCHANGED:
+        answers = tuple(ctx.answers)
+    return Perturbed(
+        perturbation=name,
+        seed=seed,
+        table=table,
+        change=change,
+        answer_effect=effect,
+        answers=answers,
+        params=dict(params or {}),
+    )
