@@ -15,19 +15,27 @@ from typing import Any, Callable, Optional, TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.columns import Columns
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from tqaforge import catalog
 from tqaforge.errors import TqaforgeError
 from tqaforge.store import Workspace, init_workspace, open_workspace
+from tqaforge.tables.grid import GridSpec, build_variants, load_items, write_prompts_file
 from tqaforge.tables.importer import ImportOptions, import_paths
+from tqaforge.tables.perturb import PERTURBATIONS, TORR_PERTURBATIONS
+from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
+from tqaforge.tables.variant_view import show_variant
 from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
 app = typer.Typer(help="Build table-reasoning benchmarks for LLMs.", no_args_is_help=True, add_completion=False)
 tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True)
 questions_app = typer.Typer(help="Inspect questions.", no_args_is_help=True)
+variants_app = typer.Typer(help="Build and inspect robustness variants (perturbations x serializations).", no_args_is_help=True)
 app.add_typer(tables_app, name="tables")
 app.add_typer(questions_app, name="questions")
+app.add_typer(variants_app, name="variants")
 
 out = Console()
 err = Console(stderr=True)
@@ -213,3 +221,95 @@ def questions_list(
     for q in rows:
         t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", q.status, q.text)
     out.print(t)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+
+
+@variants_app.command("build")
+@friendly_errors
+def variants_build(
+    ctx: typer.Context,
+    serializations: str = typer.Option(
+        ",".join(TORR_SERIALIZATIONS), help="Comma-separated serializations (see `variants list`)."
+    ),
+    perturbations: str = typer.Option(
+        ",".join(("none", *TORR_PERTURBATIONS)), help="Comma-separated perturbations (see `variants list`)."
+    ),
+    seeds: str = typer.Option("0", help="Comma-separated integer seeds."),
+    subtype: Optional[str] = typer.Option(None, help="Only questions of this subtype."),
+    status: str = typer.Option("accepted", help="Only questions with this status ('' for all)."),
+    limit: Optional[int] = typer.Option(None, help="At most this many questions."),
+    out_path: Optional[Path] = typer.Option(
+        None, "--out", help="Prompts JSONL, one line per configuration (default: WORKSPACE/prompts/variants.jsonl)."
+    ),
+    no_prompts: bool = typer.Option(False, "--no-prompts", help="Store the variants only."),
+) -> None:
+    """Build items x perturbations x seeds (stored) x serializations (streamed as prompts)."""
+    ws = _ws(ctx)
+    try:
+        seed_values = tuple(int(x) for x in _names(seeds))
+    except ValueError:
+        raise typer.BadParameter(f"seeds must be integers, got {seeds!r}") from None
+    spec = GridSpec(_names(serializations), _names(perturbations), seed_values)
+    items = load_items(ws, subtype=subtype, status=status or None, limit=limit)
+    target = out_path or ws.root / "prompts" / "variants.jsonl"
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("building variants", total=len(items))
+        advance = lambda n: progress.advance(task, n)  # noqa: E731
+        if no_prompts:
+            summary = build_variants(ws, items, spec, on_progress=advance)
+        else:
+            summary = write_prompts_file(target, lambda fh: build_variants(ws, items, spec, prompts=fh, on_progress=advance))
+    out.print(
+        f"{summary.items} items: {summary.variants_new} new variants, {summary.variants_present} already present, "
+        f"{sum(summary.skipped.values())} skipped" + ("" if no_prompts else f"; {summary.prompts} prompts -> {target}")
+    )
+    for name, n in sorted(summary.skipped.items()):
+        out.print(f"  skipped {name}: {n}")
+    for reason, n in sorted(summary.skip_reasons.items(), key=lambda kv: -kv[1])[:10]:
+        out.print(f"    {n} x {reason}", highlight=False)
+
+
+@variants_app.command("list")
+@friendly_errors
+def variants_list() -> None:
+    """The serializations and perturbations the grid knows."""
+    out.print("serializations: " + ", ".join(SERIALIZATIONS))
+    out.print("perturbations:  " + ", ".join(PERTURBATIONS))
+    out.print("ToRR grid:      " + " x ".join([",".join(TORR_SERIALIZATIONS), ",".join(("none", *TORR_PERTURBATIONS))]))
+
+
+_MARK_STYLE = {"same": "", "moved": "cyan", "changed": "bold red", "inserted": "green"}
+
+
+@variants_app.command("show")
+@friendly_errors
+def variants_show(
+    ctx: typer.Context,
+    variant_id: str = typer.Argument(..., help="Variant id or a unique prefix of it."),
+    max_rows: int = typer.Option(40, help="Rows to print of each table."),
+) -> None:
+    """The original and the perturbed table side by side, with the changes marked."""
+    view = show_variant(_ws(ctx), variant_id)
+    v = view.variant
+    out.print(f"[bold]{v.id}[/]  {v.perturbation} (seed {v.seed})  status {v.status}", highlight=False)
+    out.print(f"question: {view.question.text}", highlight=False)
+    if v.params:
+        out.print(f"params: {json.dumps(v.params)}", highlight=False)
+    if view.perturbed is None:
+        out.print(f"skipped: {v.skip_reason}", highlight=False)
+        return
+    out.print(f"gold answer: {v.answers if v.answers is not None else '(a person must decide)'} ({v.answer_effect})", highlight=False)
+    left = RichTable("#", *[escape(h) or "(blank)" for h in view.original.header], title="original")
+    for i, row in enumerate(view.original.rows[:max_rows]):
+        left.add_row(f"r{i}", *[escape(c) for c in row])
+    right = RichTable("from", *[escape(h) or "(blank)" for h in view.perturbed.header], title=f"{v.perturbation}")
+    for origin, row, marks in list(zip(view.row_origin, view.perturbed.rows, view.marks))[:max_rows]:
+        right.add_row(origin, *[f"[{_MARK_STYLE[m]}]{escape(c)}[/]" if _MARK_STYLE[m] else escape(c) for c, m in zip(row, marks)])
+    out.print(Columns([left, right]))
+    out.print("[cyan]moved[/]  [bold red]changed[/]  [green]inserted[/]")
