@@ -38,6 +38,8 @@ run: demo
 
 bench: install
 	$(BIN)/python benchmarks/import_tables.py
+	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \
+	else echo "variants benchmark skipped: python3 -m venv .venv-bench && .venv-bench/bin/pip install unitxt pandas"; fi
 
 clean:
 	rm -rf $(DEMO) .pytest_cache .hypothesis

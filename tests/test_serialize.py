@@ -287,6 +287,17 @@ def test_html_parses_back(scratch: Path, table: Table) -> None:
 
 
 @SETTINGS
+@given(table=tables(min_rows=1), separators=st.lists(st.sampled_from(["\x1e", "\x1f"]), max_size=2))
+def test_html_one_pass_body_equals_escaping_each_cell(table: Table, separators: list[str]) -> None:
+    # The one-pass body must equal escaping cell by cell, also when cells hold its separators.
+    from tqaforge.tables.writers import _html_body, _html_text
+
+    rows = tuple(tuple(c + "".join(separators) if (i + j) % 2 else c for j, c in enumerate(r)) for i, r in enumerate(table.rows))
+    by_cell = "".join("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in r) + "</tr>\n" for r in rows)
+    assert _html_body(rows) == by_cell
+
+
+@SETTINGS
 @given(table=tables(min_rows=1))
 def test_csv_parses_back(scratch: Path, table: Table) -> None:
     back = read_back(scratch, serialize(table, "csv"), "csv", ".csv")

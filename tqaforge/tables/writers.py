@@ -17,7 +17,6 @@ what its format cannot hold.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import re
@@ -65,9 +64,9 @@ def write_csv(table: Table, *, delimiter: str = ",") -> str:
     quoted, so that delimiter detection cannot be misled and the character is not read as a
     byte-order mark."""
     others = [d for d in CANDIDATES if d != delimiter]
-    quote_all = table.header[0].startswith("\ufeff") or any(
-        d in text for _, _, text in _cells(table) for d in others
-    )
+    # One joined string searched once per delimiter: far cheaper than a test per cell.
+    blob = "\x00".join(table.header) + "\x00" + "\x00".join("\x00".join(row) for row in table.rows)
+    quote_all = table.header[0].startswith("\ufeff") or any(d in blob for d in others)
     out = io.StringIO(newline="")
     # CRLF terminator: with "\n" alone csv would not quote a cell holding a bare "\r".
     writer = csv.writer(
@@ -131,7 +130,21 @@ def _html_check(fmt: str, row: int | None, col: int, text: str) -> None:
 
 
 def _html_text(text: str) -> str:
-    return "<br>".join(html.escape(line, quote=False) for line in text.split("\n"))
+    # str.replace in this order is html.escape(quote=False) per line, joined by <br>, at a
+    # fraction of the cost; ``&`` goes first so the entities are not escaped again.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
+
+
+def _html_body(rows: tuple[tuple[str, ...], ...]) -> str:
+    """The ``<tr>`` lines of ``rows``. The cells are joined with two control characters as
+    separators and escaped in one pass over the whole body (a few ``str.replace`` calls instead
+    of four per cell); the separators become the tags afterwards. A cell that holds a separator
+    itself takes the per-cell path."""
+    blob = "\x1e".join("\x1f".join(row) for row in rows)
+    if blob.count("\x1f") != sum(len(r) - 1 for r in rows) or blob.count("\x1e") != len(rows) - 1:
+        return "".join("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in row) + "</tr>\n" for row in rows)
+    body = _html_text(blob).replace("\x1f", "</td><td>").replace("\x1e", "</td></tr>\n<tr><td>")
+    return f"<tr><td>{body}</td></tr>\n"
 
 
 def write_html(table: Table, *, lossy: bool = False) -> str:
@@ -150,8 +163,8 @@ def write_html(table: Table, *, lossy: bool = False) -> str:
         parts.append(f"<caption>{_html_text(table.caption)}</caption>\n")
     parts.append("<thead>\n<tr>" + "".join(f"<th>{_html_text(h)}</th>" for h in table.header) + "</tr>\n</thead>\n")
     parts.append("<tbody>\n")
-    for row in table.rows:
-        parts.append("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in row) + "</tr>\n")
+    if table.rows:
+        parts.append(_html_body(table.rows))
     parts.append("</tbody>\n</table>\n")
     return "".join(parts)
 
