@@ -37,6 +37,23 @@ taxonomy = "{taxonomy}"
 # url = "postgresql+psycopg://user@127.0.0.1:5432/dbname"
 # The environment variable {env} overrides this.
 url = "{url}"
+
+[llm]
+# Any OpenAI-compatible endpoint: OpenAI, vLLM, Ollama, llama.cpp server. The environment
+# (OPENAI_BASE_URL, OPENAI_API_KEY, TQAFORGE_LLM_MODEL) overrides these; CLI options override both.
+# model = "gpt-4o-mini"
+# base_url = "http://127.0.0.1:8000/v1"  # unset: OpenAI
+# api_key_env = "OPENAI_API_KEY"         # the variable holding the key (never the key itself)
+# concurrency = 8                        # requests in flight at once
+# requests_per_minute = 500
+# tokens_per_minute = 200000
+# max_retries = 5                        # on 429, 5xx, timeouts and connection errors
+# timeout_s = 60
+# max_cost = 5.0                         # USD per run; the run stops before it would pass this
+# Prices in USD per million tokens. A model without a price costs 0 and max_cost never stops it.
+# [llm.prices."gpt-4o-mini"]
+# input = 0.15
+# output = 0.60
 """
 
 

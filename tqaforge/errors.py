@@ -71,3 +71,25 @@ class ReaderError(TableError):
 
 class TaxonomyError(TqaforgeError):
     """A category or subtype is not part of the workspace's taxonomy."""
+
+
+class LLMError(TqaforgeError):
+    """The model endpoint is unusable (after retries) or the LLM settings are missing."""
+
+
+class BudgetExceeded(LLMError):
+    """A paid call was refused before sending: its worst-case cost would pass ``max_cost``."""
+
+    hint = "raise --max-cost (or [llm] max_cost); finished calls are stored and a re-run resumes"
+
+
+class InvalidReply(LLMError):
+    """A JSON reply was still invalid after one repair retry; ``call_ids`` names the calls."""
+
+    def __init__(self, message: str, *, call_ids: list[str], hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.call_ids = list(call_ids)
+
+
+class AgreementError(TqaforgeError):
+    """Agreement statistics cannot be computed from the ratings given (wrong shape, unequal raters...)."""
