@@ -21,6 +21,8 @@ from rich.table import Table as RichTable
 
 from tqaforge import catalog
 from tqaforge.errors import TqaforgeError
+from tqaforge.generation import corpus as seed_corpus
+from tqaforge.generation.review import review_queue, review_question
 from tqaforge.store import Workspace, init_workspace, open_workspace
 from tqaforge.tables.grid import GridSpec, build_variants, load_items, write_prompts_file
 from tqaforge.tables.importer import ImportOptions, import_paths
@@ -36,6 +38,10 @@ variants_app = typer.Typer(help="Build and inspect robustness variants (perturba
 app.add_typer(tables_app, name="tables")
 app.add_typer(questions_app, name="questions")
 app.add_typer(variants_app, name="variants")
+seeds_app = typer.Typer(help="The seed corpus: a definition and seed questions per subtype (WORKSPACE/seeds.toml).", no_args_is_help=True)
+generate_app = typer.Typer(help="Generate with an LLM (question generation rounds).", no_args_is_help=True)
+app.add_typer(seeds_app, name="seeds")
+app.add_typer(generate_app, name="generate")
 
 out = Console()
 err = Console(stderr=True)
@@ -313,3 +319,161 @@ def variants_show(
         right.add_row(origin, *[f"[{_MARK_STYLE[m]}]{escape(c)}[/]" if _MARK_STYLE[m] else escape(c) for c, m in zip(row, marks)])
     out.print(Columns([left, right]))
     out.print("[cyan]moved[/]  [bold red]changed[/]  [green]inserted[/]")
+
+
+# --- seed corpus, question generation and review -------------------------------------------
+
+
+@seeds_app.command("list")
+@friendly_errors
+def seeds_list(
+    ctx: typer.Context,
+    subtype: Optional[str] = typer.Option(None, "--subtype", help="Only this subtype."),
+) -> None:
+    """The definition and seed questions of each subtype (file seeds, then promoted questions)."""
+    ws = _ws(ctx)
+    corpus = seed_corpus.load_corpus_file(ws)
+    entries = seed_corpus.seed_entries(ws, subtype)
+    out.print(f"seed corpus: {seed_corpus.corpus_path(ws)}", highlight=False)
+    for cat in corpus.categories:
+        if subtype is not None and cat.subtype != subtype:
+            continue
+        out.print(f"\n[bold]{escape(cat.subtype)}[/] ({escape(cat.type)})")
+        out.print(f"  {escape(cat.definition)}", highlight=False)
+        for e in entries:
+            if e.subtype == cat.subtype:
+                tag = "" if e.source == "corpus" else f"  [dim](promoted {e.question_id[:10] if e.question_id else ''})[/]"
+                out.print(f"  - {escape(e.text)}{tag}", highlight=False)
+    if not corpus.categories:
+        out.print('the corpus is empty: tqaforge seeds add SUBTYPE "question" --definition "..."')
+
+
+@seeds_app.command("add")
+@friendly_errors
+def seeds_add(
+    ctx: typer.Context,
+    subtype: str = typer.Argument(..., help="The subtype (category) the seed belongs to."),
+    question: Optional[str] = typer.Argument(None, help="The seed question."),
+    definition: Optional[str] = typer.Option(None, "--definition", help="Set (replace) the subtype's definition."),
+) -> None:
+    """Add a seed question to a subtype and/or set its definition."""
+    ws = _ws(ctx)
+    cat = seed_corpus.add_seed(ws, subtype, question, definition=definition)
+    out.print(f"{cat.subtype}: {len(cat.seeds)} seeds in {seed_corpus.corpus_path(ws)}", highlight=False)
+
+
+@seeds_app.command("import")
+@friendly_errors
+def seeds_import(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="A seed corpus TOML file for the workspace taxonomy."),
+    replace_definitions: bool = typer.Option(False, "--replace-definitions", help="Take the file's definitions where they differ."),
+) -> None:
+    """Merge a seed corpus file into the workspace corpus (new categories and seeds are added)."""
+    r = seed_corpus.import_seeds(_ws(ctx), path, replace_definitions=replace_definitions)
+    out.print(
+        f"added {r.seeds_added} seeds ({len(r.categories_added)} new categories), {r.seeds_present} already present; "
+        f"definitions replaced: {len(r.definitions_replaced)}", highlight=False,
+    )
+    if r.definitions_kept:
+        out.print("kept our definition (use --replace-definitions to take the file's): " + ", ".join(r.definitions_kept), highlight=False)
+
+
+@generate_app.command("questions")
+@friendly_errors
+def generate_questions_cmd(
+    ctx: typer.Context,
+    subtypes: Optional[str] = typer.Option(None, "--subtypes", help="Comma-separated subtypes (default: all of the seed corpus)."),
+    tables: str = typer.Option("all", "--tables", help="Comma-separated table ids (or unique prefixes), or 'all'."),
+    per_round: Optional[int] = typer.Option(None, "--per-round", help="Questions asked for per (table, subtype) and round [5]."),
+    target: Optional[int] = typer.Option(None, "--target", help="Accepted questions per subtype before routing to the verification agent [50]."),
+    rounds: int = typer.Option(1, "--rounds", help="Make sure rounds 1..N are done (done steps are skipped)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (default: [llm] model or TQAFORGE_LLM_MODEL)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the few-shot draws and the routing draws (stored)."),
+    few_shot: Optional[int] = typer.Option(None, "--few-shot", help="Seed questions shown per prompt [3]."),
+    serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown [markdown]."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the steps whose model reply was invalid."),
+) -> None:
+    """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""
+    from tqaforge.generation.llm import load_llm_settings
+    from tqaforge.generation.questions import generate_questions, load_generation_options
+
+    ws = _ws(ctx)
+    options = load_generation_options(
+        ws, subtypes=_names(subtypes) if subtypes else None,
+        tables=None if tables.strip().lower() == "all" else _names(tables),
+        rounds=rounds, per_round=per_round, target=target, seed=seed, few_shot=few_shot,
+        serialization=serialization, retry_failed=retry_failed,
+    )
+    llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[cost]}"),
+        TimeElapsedColumn(), console=err, transient=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task(f"generating ({llm.model})", total=None, cost="$0.0000")
+
+        def on_progress(p: Any) -> None:
+            progress.update(
+                task, completed=p.steps_done, total=p.steps_total,
+                cost=f"${p.cost:.4f} ({p.paid_calls} paid, {p.cached_calls} cached, {p.questions_new} new questions)",
+            )
+
+        summary = generate_questions(ws, options, llm, on_progress=on_progress)
+    out.print(
+        f"rounds {', '.join(map(str, summary.rounds)) or '-'}: {summary.steps_done} steps done, {summary.steps_present} already done, "
+        f"{summary.steps_failed} with an invalid reply; {summary.questions_new} new questions, duplicates dropped: "
+        f"{summary.duplicates_exact} exact, {summary.duplicates_rouge} ROUGE-L", highlight=False,
+    )
+    if summary.routed_human or summary.routed_agent:
+        out.print(
+            f"past the target: {summary.routed_human} to people, {summary.routed_agent} to the verification agent "
+            f"({summary.verified_accepted} accepted, {summary.verified_rejected} rejected, {summary.verification_failed} unjudged)",
+            highlight=False,
+        )
+    out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache", highlight=False)
+    if summary.stopped:
+        err.print(f"[bold red]stopped:[/] {escape(summary.stopped)}", highlight=False)
+        err.print("finished steps are stored; run the command again (with a larger --max-cost) to resume", highlight=False)
+        raise typer.Exit(1)
+
+
+@questions_app.command("queue")
+@friendly_errors
+def questions_queue(
+    ctx: typer.Context,
+    subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
+    table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
+    limit: int = typer.Option(50, help="How many to show."),
+    offset: int = typer.Option(0, help="How many to skip."),
+) -> None:
+    """Proposed questions waiting for review, oldest round first."""
+    rows = review_queue(_ws(ctx), subtype=subtype, table_id=table, limit=limit, offset=offset)
+    t = RichTable()
+    for col in ("id", "table", "subtype", "round", "route", "question"):
+        t.add_column(col)
+    for q in rows:
+        route = (q.lineage or {}).get("route") or "-"
+        t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", str(q.round or "-"), route, escape(q.text))
+    out.print(t)
+
+
+@questions_app.command("review")
+@friendly_errors
+def questions_review(
+    ctx: typer.Context,
+    question_id: str = typer.Argument(..., help="Question id or a unique prefix of it."),
+    accept: bool = typer.Option(False, "--accept", help="Accept the question as it is."),
+    reject: bool = typer.Option(False, "--reject", help="Reject it (give --reason)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (required with --reject)."),
+    edit: Optional[str] = typer.Option(None, "--edit", help="Accept it with this new text."),
+    promote: bool = typer.Option(False, "--promote", help="Make it a seed of its subtype (counts as accepted)."),
+    annotator: str = typer.Option(..., "--annotator", envvar="TQAFORGE_ANNOTATOR", help="Your name, recorded with the decision."),
+) -> None:
+    """Record a review decision on a question (an annotation) and set its status."""
+    chosen = [name for name, on in (("accept", accept), ("reject", reject), ("edit", edit is not None), ("promote", promote)) if on]
+    if len(chosen) != 1:
+        raise typer.BadParameter("give exactly one of --accept, --reject, --edit TEXT, --promote")
+    r = review_question(_ws(ctx), question_id, chosen[0], annotator=annotator, reason=reason, text=edit)
+    note = "" if r.recorded else " (same as your last decision; nothing new recorded)"
+    out.print(f"{r.question.id[:10]}: {r.previous_status} -> {r.question.status}{note}", highlight=False)

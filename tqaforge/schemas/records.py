@@ -224,6 +224,55 @@ class Release(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class GenerationRound(SQLModel, table=True):
+    """Round ``round`` of question generation for one subtype, frozen when it starts.
+
+    The seed pool and definition the round shows, and whether the subtype was already past its
+    target (which routes new questions to people or the verification agent), are fixed here so
+    that a run resumed after a crash builds exactly the same prompts and routes.
+    """
+
+    __tablename__ = "generation_rounds"
+    __table_args__ = (UniqueConstraint("subtype", "round", name="uq_generation_round"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    subtype: str
+    round: int
+    definition: str = Field(sa_column=Column(Text, nullable=False))
+    seed_pool: list[dict[str, Any]] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
+    target: int
+    accepted_at_start: int
+    past_target: bool
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GenerationStep(SQLModel, table=True):
+    """One (round, subtype, table) of question generation: done once, then skipped on re-runs.
+
+    Written in the same transaction as the questions it produced, so "step exists" means
+    "its questions are stored".
+    """
+
+    __tablename__ = "generation_steps"
+    __table_args__ = (UniqueConstraint("subtype", "round", "table_id", name="uq_generation_step"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    round_id: str = Field(foreign_key="generation_rounds.id", index=True, max_length=64)
+    table_id: str = Field(foreign_key="tables.id", max_length=64)
+    subtype: str
+    round: int
+    status: str = "done"  # done | invalid_reply
+    attempt: int = 0  # the request's sample index; --retry-failed moves to the next
+    model: str
+    params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    seeds_shown: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    llm_call_ids: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    question_ids: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    duplicates: Optional[list[dict[str, Any]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 ALL_RECORDS = (
     TableRecord,
     Question,
@@ -234,4 +283,6 @@ ALL_RECORDS = (
     Annotation,
     LLMCall,
     Release,
+    GenerationRound,
+    GenerationStep,
 )
