@@ -54,6 +54,15 @@ url = "{url}"
 # [llm.prices."gpt-4o-mini"]
 # input = 0.15
 # output = 0.60
+
+# [generation]              # question generation; `generate questions` options override these
+# per_round = 5             # questions asked for per (round, subtype, table)
+# target = 50               # accepted + seed questions per subtype before routing starts
+# few_shot = 3              # seed questions shown per prompt (seed corpus: seeds.toml here)
+# serialization = "markdown"
+# rouge_threshold = 0.7     # ROUGE-L at or above which a new question is a duplicate
+# dedup_scope = "subtype"   # or "table"
+# human_share = 0.3         # past the target: share kept for people, the rest to the verifier
 """
 
 
