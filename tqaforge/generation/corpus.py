@@ -39,6 +39,7 @@ from tqaforge.generation.seeds import (
 )
 from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
+from tqaforge.schemas.taxonomy import BUILTIN
 from tqaforge.store import Workspace
 
 WORKSPACE_SEEDS = "seeds.toml"
@@ -94,6 +95,12 @@ def load_corpus_file(ws: Workspace) -> SeedCorpus:
         return parse_seed_corpus(text, where=str(path), taxonomy=taxonomy)
     shipped = builtin_corpus_path(taxonomy.name)
     if shipped is None:
+        if taxonomy.name in BUILTIN:
+            # A built-in taxonomy always has a shipped corpus: its absence is an install problem.
+            raise ConfigError(
+                f"the built-in seed corpus for {taxonomy.name!r} is missing ({BUILTIN_SEEDS_DIR})",
+                hint=f"install tqaforge from its repository (pip install -e .), or copy a corpus to {path}",
+            )
         return SeedCorpus(taxonomy.name, ())
     corpus = load_seed_corpus(shipped, taxonomy=taxonomy)
     _write(path, corpus)
