@@ -1,4 +1,4 @@
-# tqaforge: `make run` (install, demo workspace, app) and `make test` (install, whole suite).
+# tqaforge: `make run` (install, demo workspace, Label Studio and the app) and `make test` (install, whole suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -6,9 +6,13 @@ STAMP := $(VENV)/.installed
 DEMO ?= demo-workspace
 HOST ?= 127.0.0.1
 APP_PORT ?= 8501
+LS_PORT ?= 8080
+LS_VENV ?= .venv-ls
+# Label Studio pins old shared libraries (openai<2): it gets its own virtualenv.
+LABEL_STUDIO_VERSION ?= 1.23.2
 PYTEST_ARGS ?=
 
-.PHONY: install test demo run app bench clean
+.PHONY: install labelstudio test demo run app bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tqaforge needs Python >= 3.11; set PYTHON=python3.11")'
@@ -19,7 +23,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: install
+$(LS_VENV)/.installed:
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/pip install -q --upgrade pip
+	$(LS_VENV)/bin/pip install -q 'label-studio==$(LABEL_STUDIO_VERSION)'
+	@touch $@
+
+labelstudio: $(LS_VENV)/.installed
+
+test: install labelstudio
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: install
@@ -27,14 +39,8 @@ demo: install
 	$(BIN)/tqaforge --workspace $(DEMO) tables import data/tables data/sample
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
-run: demo
-	@echo ""
-	@echo "  tqaforge app:  http://$(HOST):$(APP_PORT)   (workspace: $(DEMO); no login needed)"
-	@echo "  stop with Ctrl-C"
-	@echo ""
-	TQAFORGE_WORKSPACE=$(abspath $(DEMO)) $(BIN)/streamlit run tqaforge/app/Home.py \
-		--server.address $(HOST) --server.port $(APP_PORT) --server.headless true \
-		--browser.gatherUsageStats false
+run: demo labelstudio
+	$(BIN)/python -m tqaforge.launch --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT)
 
 bench: install
 	$(BIN)/python benchmarks/import_tables.py

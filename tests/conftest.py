@@ -75,3 +75,30 @@ def sqlite_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     ws = init_workspace(tmp_path / "ws", name="test")
     yield ws
     ws.close()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory: pytest.TempPathFactory):
+    """A real Label Studio server (from .venv-ls, which `make test` installs), one per session."""
+    from tqaforge.annotation.labelstudio.server import (
+        LabelStudioError, LabelStudioSettings, executable, is_healthy, start_server,
+    )
+
+    try:
+        executable()
+    except LabelStudioError as exc:  # a bare pytest run may lack it; `make test` never does
+        pytest.skip(str(exc))
+    settings = LabelStudioSettings(data_dir=tmp_path_factory.mktemp("label-studio"), port=free_port())
+    server = start_server(settings)
+    yield server
+    server.stop()
+    assert not is_healthy(settings.url)

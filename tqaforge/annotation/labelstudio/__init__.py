@@ -1,0 +1,1 @@
+"""Label Studio: the local server, label configurations and sync (one module each)."""
