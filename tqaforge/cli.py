@@ -229,6 +229,58 @@ def questions_list(
     out.print(t)
 
 
+@questions_app.command("classify")
+@friendly_errors
+def questions_classify(
+    ctx: typer.Context,
+    method: str = typer.Option("lexical", "--method", help="lexical, llm or combined (FREB-TQA's question typing)."),
+    subtype: Optional[str] = typer.Option(None, "--subtype", help="Only this subtype."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only this status (default: all but rejected)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="At most this many questions."),
+    tagger: str = typer.Option("auto", "--tagger", help="Comparative words by nltk, wordlist, or auto (nltk when its model is installed)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for llm and combined (default: the model of tqaforge.toml or TQAFORGE_LLM_MODEL)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
+) -> None:
+    """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence)."""
+    from tqaforge.generation.classify import METHODS, classify_questions
+    from tqaforge.generation.llm import load_llm_settings
+
+    if method not in METHODS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    ws = _ws(ctx)
+    llm = load_llm_settings(ws, model=model, max_cost=max_cost) if method != "lexical" else None
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[cost]}"),
+        TimeElapsedColumn(), console=err, transient=not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task(f"typing ({method})", total=None, cost="")
+
+        def on_progress(done: int, s: Any) -> None:
+            cost = f"${s.cost:.4f} ({s.paid_calls} paid, {s.cached_calls} cached)" if llm else ""
+            progress.update(task, completed=done, total=s.total, cost=cost)
+
+        summary = classify_questions(ws, method=method, subtype=subtype, status=status, limit=limit, tagger=tagger,  # type: ignore[arg-type]
+                                     settings=llm, on_progress=on_progress)
+    how = f"comparative words by {summary.tagger}" if summary.tagger else ""
+    if summary.model:
+        how += (", " if how else "") + f"model {summary.model}"
+    out.print(
+        f"{summary.questions} questions typed ({how}): {summary.types.get('extraction', 0)} extraction, "
+        f"{summary.types.get('reasoning', 0)} reasoning, {summary.types.get('undecided', 0)} undecided; "
+        f"{summary.changed} changed; {summary.structural} with structural words", highlight=False,
+    )
+    for rule, n in summary.rules.most_common():
+        out.print(f"  {n:6} x {rule}", highlight=False)
+    if summary.no_answer:
+        out.print(f"{summary.no_answer} without an answer (the lexical rule needs one): left undecided", highlight=False)
+    if summary.invalid:
+        out.print(f"{summary.invalid} with an invalid model reply after the repair: left as they were", highlight=False)
+    if summary.human:
+        out.print(f"{summary.human} typed by a person: left alone", highlight=False)
+    if llm:
+        out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache", highlight=False)
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
 

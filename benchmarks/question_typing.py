@@ -1,0 +1,161 @@
+"""Question typing measured on FREB-TQA's labelled folders, and the structural filter on hand labels.
+
+    .venv/bin/python benchmarks/question_typing.py [--tagger auto|nltk|wordlist]
+
+FREB-TQA's folders are its labels: ``01_str`` holds extraction questions, ``02_rel`` and
+``03_agg_com`` reasoning questions. We read one file per question set (``02_rel/tat`` and the
+``03_agg_com`` TAT files hold the same questions; the three ``03_agg_com/wtq`` files too):
+``01_str/{wtq,sqa,tat}`` (EQ), ``02_rel/tat`` (RQ, original tables) and
+``03_agg_com/wtq_..._short_table`` (RQ; only a shortened table is published for these, so
+"answer not in the table" comes easier than on the full table: for the 515 of them whose table
+``01_str/wtq`` also holds in full, the script also scores the full tables).
+
+The structural filter is scored on ``tests/data/freb_structural_labels.tsv``: every question
+the widest word list flags, labelled by hand, and a random sample of the others for recall.
+No model is called: the LLM classifier cannot be measured here (no model is reachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tqaforge.generation.classify import (  # noqa: E402
+    EXTENDED_STRUCTURAL_WORDS,
+    PAPER_STRUCTURAL_WORDS,
+    STRUCTURAL_WORDS,
+    cue_finder,
+    lexical_type,
+    nltk_tagger_status,
+    score_typing,
+    structural_words,
+)
+from tqaforge.tables.readers.datasets import read_freb_tqa  # noqa: E402
+from tqaforge.tables.table import Table  # noqa: E402
+
+FREB = REPO.parent / "shared" / "data" / "freb-tqa"
+LABELS = REPO / "tests" / "data" / "freb_structural_labels.tsv"
+FILES = {
+    "01_str/wtq": "01_str/wtq_factoid_dev.jsonl",
+    "01_str/sqa": "01_str/sqa_factoid_dev.jsonl",
+    "01_str/tat": "01_str/tat_factoid_dev.jsonl",
+    "02_rel/tat": "02_rel/tat_nonfactoid_dev.jsonl",
+    "03_agg_com/wtq": "03_agg_com/wtq_nonfactoid_dev_no_shuffle_short_table.jsonl",
+}
+
+
+def items(name: str) -> list[tuple[str, str, tuple[str, ...], Table, str]]:
+    """(id, question, answers, table, gold type) of one FREB-TQA file."""
+    out = []
+    for record in read_freb_tqa(FREB / FILES[name]).records:
+        item = record.items[0]
+        out.append((item.source_id or "", item.question, item.answers, record.table, item.subtype or ""))
+    return out
+
+
+def full_wtq_tables() -> dict[str, Table]:
+    """WTQ table name -> the full table, from 01_str/wtq (which publishes full tables)."""
+    tables = {}
+    for line in (FREB / FILES["01_str/wtq"]).read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        t = obj["table"]
+        tables[t["name"]] = Table.build(t["header"], t["rows"])
+    return tables
+
+
+def lexical_report(tagger: str) -> None:
+    finder = cue_finder(tagger)  # type: ignore[arg-type]
+    print(f"lexical rule, comparative words by: {finder.name}")
+    gold: list[str] = []
+    predicted: list[object] = []
+    rules: collections.Counter[tuple[str, str]] = collections.Counter()
+    for name in FILES:
+        started = time.perf_counter()
+        g, p = [], []
+        for _, question, answers, table, label in items(name):
+            verdict = lexical_type(table, question, answers, cues=finder)
+            g.append(label)
+            p.append(verdict.question_type)
+            rules[(label, verdict.rule)] += 1
+        s = score_typing(g, p)
+        label = g[0]
+        print(f"  {name:15} {len(g):5} {label:10}  correct {s.confusion.get((label, label), 0):5}  "
+              f"accuracy {s.accuracy:.3f}  ({time.perf_counter() - started:.2f} s)")
+        gold += g
+        predicted += p
+    s = score_typing(gold, predicted)
+    for kind in ("extraction", "reasoning"):
+        print(f"  {kind:10}  precision {s.precision(kind):.3f}  recall {s.recall(kind):.3f}  "
+              f"precision at 50/50 {s.balanced_precision(kind):.3f}")
+    print(f"  accuracy {s.accuracy:.3f} over {s.n}")
+    print("  rules:", ", ".join(f"{g}->{r}: {n}" for (g, r), n in sorted(rules.items())))
+
+    # The same RQs with their full tables where 01_str/wtq publishes them.
+    full = full_wtq_tables()
+    g, p_short, p_full = [], [], []
+    for line in (FREB / FILES["03_agg_com/wtq"]).read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        table = full.get(obj["table"].get("name"))
+        if table is None:
+            continue
+        short = Table.build(obj["table"]["header"], obj["table"]["rows"])
+        g.append("reasoning")
+        p_short.append(lexical_type(short, obj["question"], obj["answers"], cues=finder).question_type)
+        p_full.append(lexical_type(table, obj["question"], obj["answers"], cues=finder).question_type)
+    print(f"  03_agg_com/wtq with the full table known: {len(g)}; RQ recall on the short table "
+          f"{score_typing(g, p_short).recall('reasoning'):.3f}, on the full table {score_typing(g, p_full).recall('reasoning'):.3f}")
+
+    # Extraction questions that survive the structural filter: the ones structure perturbations use.
+    kept = [(gl, pr) for (gl, pr, (_, q, *_)) in zip(gold, predicted, [x for n in FILES for x in items(n)])
+            if not structural_words(q)]
+    s2 = score_typing([k[0] for k in kept], [k[1] for k in kept])
+    print(f"  after the structural filter ({len(kept)} questions): extraction precision {s2.precision('extraction'):.3f}, "
+          f"at 50/50 {s2.balanced_precision('extraction'):.3f}")
+
+
+def structural_report() -> None:
+    rows = []
+    for line in LABELS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or line.startswith("sample\t"):
+            continue
+        sample, _, _, label, question = line.split("\t")
+        rows.append((sample, label, question))
+    pool = 2189  # questions the widest list does not flag (the sample's population)
+    unflagged = [r for r in rows if r[0] == "unflagged"]
+    scale = pool / len(unflagged)
+    print(f"structural filter: {sum(r[0] == 'flagged' for r in rows)} flagged questions labelled, "
+          f"{len(unflagged)} of {pool} unflagged sampled")
+    for list_name, words in (("paper", PAPER_STRUCTURAL_WORDS), ("default", STRUCTURAL_WORDS),
+                             ("extended", EXTENDED_STRUCTURAL_WORDS)):
+        for positives, what in (({"layout"}, "layout"), ({"layout", "sequence"}, "layout or sequence")):
+            flagged = [r for r in rows if r[0] == "flagged" and structural_words(r[2], words)]
+            tp = sum(r[1] in positives for r in flagged)
+            # Positives the list misses: labelled flagged-by-extended ones it does not flag, plus
+            # the unflagged sample's positives scaled to their population.
+            missed = sum(r[1] in positives for r in rows if r[0] == "flagged" and not structural_words(r[2], words))
+            missed_est = missed + scale * sum(r[1] in positives for r in unflagged)
+            print(f"  {list_name:8} {what:20} flags {len(flagged):4}  precision {tp / len(flagged):.3f}  "
+                  f"recall ~{tp / (tp + missed_est):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tagger", default="auto", choices=("auto", "nltk", "wordlist"))
+    args = parser.parse_args()
+    if not FREB.exists():
+        sys.exit(f"FREB-TQA data not found at {FREB}")
+    available, where = nltk_tagger_status()
+    print(f"NLTK tagger model: {'installed at ' + where if available else where}")
+    lexical_report(args.tagger)
+    structural_report()
+
+
+if __name__ == "__main__":
+    main()

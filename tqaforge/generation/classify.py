@@ -1,0 +1,778 @@
+"""Question typing: extraction or reasoning (FREB-TQA, section 3.2 and appendices A.3-A.4).
+
+An *extraction* question (EQ) is answered by reading one cell; a *reasoning* question (RQ) needs
+an operation over several cells (counting, comparing, summing, ...). Three methods, as in the paper:
+
+- **lexical** (:func:`lexical_type`): if an answer is not found in any cell, RQ. If it is found,
+  comparative or superlative words in the question ("highest", "more", "least", ...) signal an
+  aggregation over cells, so RQ; otherwise EQ. Cells are matched with the normalised tiers of
+  :mod:`tqaforge.tables.matching` (the paper uses exact string match; ours also finds ``$24,264``
+  for ``24,264``), and every answer of a multi-answer question must be found. Comparative words
+  come from NLTK's POS tagger (tags JJR, JJS, RBR, RBS) when its model is installed, else from a
+  word list that needs no download (:class:`WordListCues`); which one ran is part of the evidence.
+- **llm** (:func:`llm_type`): the model sees the table and the question (not the answer) and
+  lists the operations needed (the paper's prompt of appendix A.4, asking for JSON;
+  ``prompts/classify_question.txt``). No operation means EQ.
+- **combined** (:func:`combine`): the paper's final rule. The lexical rule alone decides RQ
+  (its RQs were the most precise, 83% on WTQ); an EQ needs the lexical rule *and* the model to
+  say EQ (93.8% precision, against 75% for either alone). When they disagree on a lexical EQ the
+  question stays undecided (``question_type`` None) and goes to people; the paper drops these
+  questions (about 20% of WTQ). The model is only asked about lexical EQs.
+
+The **structural filter** (:func:`structural_words`) flags questions whose answer depends on
+where things are in the table ("the name in the first row", "the team listed above X"); FREB-TQA
+removes them before perturbing table structure. Its words are the paper's list (appendix A.3)
+plus the names of table parts, ``row`` and ``column``.
+
+:func:`classify_questions` types stored questions and writes ``Question.question_type`` and the
+evidence to ``Question.meta["typing"]``; a label a person gave (``method`` ``"human"``) is never
+overwritten. :func:`score_typing` measures a method against labels.
+
+>>> from tqaforge.tables.table import Table
+>>> t = Table.build(["city", "pop"], [["Oslo", "709,000"], ["Bergen", "285,900"]])
+>>> lexical_type(t, "What is the population of Oslo?", ["709000"], cues=WordListCues()).question_type
+<QuestionType.EXTRACTION: 'extraction'>
+>>> lexical_type(t, "Which city has the largest population?", ["Oslo"], cues=WordListCues()).rule
+'comparative_words'
+>>> structural_words("Who is listed in the first row?")
+('first', 'row')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, Protocol
+
+from sqlmodel import select
+
+from tqaforge.errors import ConfigError, InvalidReply, LLMError, TqaforgeError
+from tqaforge.generation.llm import Gateway, LLMSettings, run
+from tqaforge.generation.templates import render
+from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, QuestionType
+from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
+from tqaforge.store import Workspace
+from tqaforge.tables.matching import Match, match_answer
+from tqaforge.tables.serialize import serialize
+from tqaforge.tables.table import Table
+
+__all__ = [
+    "EXTENDED_STRUCTURAL_WORDS",
+    "METHODS",
+    "PAPER_STRUCTURAL_WORDS",
+    "STRUCTURAL_WORDS",
+    "ClassifySummary",
+    "Cue",
+    "CueFinder",
+    "LLMVerdict",
+    "LexicalVerdict",
+    "NltkCues",
+    "TypingScores",
+    "WordListCues",
+    "classify_questions",
+    "combine",
+    "cue_finder",
+    "is_structural",
+    "lexical_type",
+    "llm_type",
+    "nltk_tagger_status",
+    "score_typing",
+    "structural_words",
+    "typing_messages",
+    "validate_typing_reply",
+]
+
+Method = Literal["lexical", "llm", "combined"]
+METHODS: tuple[Method, ...] = ("lexical", "llm", "combined")
+TaggerChoice = Literal["auto", "nltk", "wordlist"]
+EQ, RQ = QuestionType.EXTRACTION, QuestionType.REASONING
+PURPOSE = "classify_question"
+HUMAN = "human"  # meta["typing"]["method"] of a person's label: never overwritten here
+
+# ---------------------------------------------------------------------------------------------
+# The structural-question filter (FREB-TQA appendix A.3)
+
+#: FREB-TQA's list, verbatim: positional prepositions and ordinal numbers.
+PAPER_STRUCTURAL_WORDS: tuple[str, ...] = (
+    "first", "second", "third", "last", "top", "bottom", "before", "previous", "latter", "after",
+    "next", "below", "above",
+)
+#: The default: the paper's list plus words that name a part of the table.
+STRUCTURAL_WORDS: tuple[str, ...] = (*PAPER_STRUCTURAL_WORDS, "row", "rows", "column", "columns")
+#: A wider list, for comparison: more ordinals and order words.
+EXTENDED_STRUCTURAL_WORDS: tuple[str, ...] = (
+    *STRUCTURAL_WORDS, "fourth", "fifth", "former", "preceding", "succeeding", "penultimate",
+    "listed", "list", "order",
+)
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def structural_words(question: str, words: Iterable[str] = STRUCTURAL_WORDS) -> tuple[str, ...]:
+    """The structural words in a question, in order of appearance, each once.
+
+    Whole words only, case-insensitive: "seconds" and "topped" are not "second" and "top".
+    """
+    wanted = {w.lower() for w in words}
+    return tuple(dict.fromkeys(w for w in _words(question) if w in wanted))
+
+
+def is_structural(question: str, words: Iterable[str] = STRUCTURAL_WORDS) -> bool:
+    """True when the answer may depend on table order or position (exclude it from structure
+    perturbations)."""
+    return bool(structural_words(question, words))
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparative and superlative words
+
+
+@dataclass(frozen=True, slots=True)
+class Cue:
+    """A comparative or superlative word: NLTK's tag (JJR, JJS, RBR, RBS), or ``comparative`` /
+    ``superlative`` from the word list."""
+
+    word: str
+    tag: str
+
+
+class CueFinder(Protocol):
+    """Finds comparative and superlative words; ``name`` says which way (``nltk`` or ``wordlist``)."""
+
+    name: str
+
+    def __call__(self, question: str) -> tuple[Cue, ...]: ...
+
+
+_IRREGULAR: dict[str, str] = {
+    **dict.fromkeys(("more", "less", "fewer", "better", "worse", "further", "farther", "lesser", "elder"),
+                    "comparative"),
+    **dict.fromkeys(("most", "least", "fewest", "best", "worst", "furthest", "farthest", "eldest", "utmost"),
+                    "superlative"),
+}
+
+# Adjectives and adverbs that compare with -er/-est, the kind table questions ask about. Their
+# -er forms are the only -er words taken without "than" after them: most English words in -er
+# are nouns (number, player, driver, power, member, October).
+_GRADABLE = """
+high low large small big long short tall old young new early late fast slow quick heavy light
+wide narrow deep shallow close near rich poor strong weak hot cold warm cool great easy hard
+cheap dense thick thin busy wealthy healthy happy fine bright dark dry wet tough safe rare huge
+tiny fat lean steep fair full clean loud quiet brief broad costly deadly lucky mighty noisy
+pretty sunny windy rainy snowy cloudy hungry angry lengthy wise pure rough smooth sharp simple
+severe harsh mild calm vast slim grand proud humble noble nice soon hilly tidy dirty
+sweet dull sad lofty rapid swift
+"""
+
+# Words in -est of six or more letters that are not superlatives.
+_NOT_SUPERLATIVE = frozenset("""
+contest interest forest honest modest request protest conquest harvest suggest arrest manifest
+everest budapest bucharest tempest northwest southwest midwest inquest digest invest priest unrest
+earnest bequest behest incest attest detest ingest infest divest molest celest pianist
+""".split())
+
+_NOT_COMPARATIVE_BEFORE_THAN = frozenset({"other", "rather", "another", "whether"})
+
+
+def _degrees(stem: str) -> tuple[str, str]:
+    """The -er and -est forms of a one-word adjective (large -> larger, big -> bigger, early -> earlier)."""
+    if stem.endswith("e"):
+        return stem + "r", stem + "st"
+    if stem.endswith("y") and len(stem) > 2 and stem[-2] not in "aeiou":
+        return stem[:-1] + "ier", stem[:-1] + "iest"
+    if re.fullmatch(r"[^aeiou]*[aeiou][bdgmnpt]", stem):  # one short vowel before one consonant
+        return stem + stem[-1] + "er", stem + stem[-1] + "est"
+    return stem + "er", stem + "est"
+
+
+def _degree_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for stem in _GRADABLE.split():
+        comparative, superlative = _degrees(stem)
+        table[comparative] = "comparative"
+        table[superlative] = "superlative"
+    table.update(_IRREGULAR)
+    return table
+
+
+_DEGREES = _degree_table()
+
+
+class WordListCues:
+    """Comparatives and superlatives by word list; needs no download.
+
+    A word counts when it is an irregular form (more, most, less, least, fewer, fewest, better,
+    best, worse, worst, ...), an -er / -est form of a gradable adjective in our list (higher,
+    largest, earlier, biggest), any word in -er right before "than" ("... scored sooner than"),
+    any other word of six or more letters in -est or -iest that is not in a stop list of nouns
+    and verbs (contest, interest, harvest, priest, ...), or a -most compound (northernmost).
+    """
+
+    name = "wordlist"
+
+    def __call__(self, question: str) -> tuple[Cue, ...]:
+        words = _words(question)
+        cues: list[Cue] = []
+        for i, word in enumerate(words):
+            degree = _DEGREES.get(word)
+            if degree is None:
+                following = words[i + 1] if i + 1 < len(words) else ""
+                if word.endswith("er") and following == "than" and word not in _NOT_COMPARATIVE_BEFORE_THAN:
+                    degree = "comparative"
+                elif len(word) >= 6 and word.endswith("est") and word not in _NOT_SUPERLATIVE:
+                    degree = "superlative"
+                elif len(word) > 5 and word.endswith("most") and word != "almost":
+                    degree = "superlative"
+            if degree is not None:
+                cues.append(Cue(word, degree))
+        return tuple(cues)
+
+
+NLTK_TAGS = frozenset({"JJR", "JJS", "RBR", "RBS"})
+# NLTK >= 3.9 ships the tagger as JSON under the _eng name; older versions as a pickle.
+_NLTK_RESOURCES = ("taggers/averaged_perceptron_tagger_eng/", "taggers/averaged_perceptron_tagger/")
+_NLTK_INSTALL = "python -m nltk.downloader averaged_perceptron_tagger_eng  (or the word list: --tagger wordlist)"
+
+
+def nltk_tagger_status() -> tuple[bool, str]:
+    """Whether NLTK's POS tagger model is installed: (True, where) or (False, why not).
+
+    Only looks (``nltk.data.find``); never downloads.
+    """
+    try:
+        import nltk.data
+    except ImportError:  # pragma: no cover - nltk is a dependency
+        return False, "nltk is not installed"
+    for resource in _NLTK_RESOURCES:
+        try:
+            return True, str(nltk.data.find(resource))
+        except LookupError:
+            continue
+    return False, "NLTK's averaged perceptron tagger model is not installed"
+
+
+class NltkCues:
+    """Comparatives and superlatives by NLTK's POS tagger: tokens tagged JJR, JJS, RBR or RBS.
+
+    Tokenised with NLTK's Treebank tokenizer (which needs no model). Build it with
+    :func:`cue_finder`, which checks that the model is there.
+    """
+
+    name = "nltk"
+
+    def __init__(self) -> None:
+        from nltk.tag.perceptron import PerceptronTagger
+        from nltk.tokenize import TreebankWordTokenizer
+
+        self._tagger = PerceptronTagger()
+        self._tokenize = TreebankWordTokenizer().tokenize
+
+    def __call__(self, question: str) -> tuple[Cue, ...]:
+        tagged = self._tagger.tag(self._tokenize(question))
+        return tuple(Cue(word.lower(), tag) for word, tag in tagged if tag in NLTK_TAGS)
+
+
+@lru_cache(maxsize=4)
+def _nltk_cues(where: str) -> NltkCues:
+    # One tagger per model location: loading it takes about a second.
+    return NltkCues()
+
+
+def cue_finder(tagger: TaggerChoice = "auto") -> CueFinder:
+    """The comparative-word finder: ``nltk`` (ConfigError when its model is missing),
+    ``wordlist``, or ``auto``: NLTK when its model is installed, else the word list."""
+    if tagger == "wordlist":
+        return WordListCues()
+    if tagger not in ("auto", "nltk"):
+        raise ConfigError(f"unknown tagger {tagger!r}", hint="auto, nltk or wordlist")
+    available, where = nltk_tagger_status()
+    if available:
+        try:
+            return _nltk_cues(where)
+        except (LookupError, OSError, ValueError) as exc:
+            available, where = False, f"NLTK's tagger model at {where} could not be loaded: {exc}"
+    if tagger == "nltk":
+        raise ConfigError(where, hint=f"install it once with: {_NLTK_INSTALL}")
+    return WordListCues()
+
+
+# ---------------------------------------------------------------------------------------------
+# The lexical rule
+
+
+@dataclass(frozen=True)
+class LexicalVerdict:
+    """What the lexical rule decided and why.
+
+    ``rule`` is ``answer_not_in_table`` (RQ), ``comparative_words`` (RQ), ``answer_in_cell``
+    (EQ) or ``no_answer`` (undecided: the rule needs the answer).
+    """
+
+    question_type: QuestionType | None
+    rule: str
+    matches: tuple[Match, ...] = ()
+    missing: tuple[str, ...] = ()  # answers found in no cell
+    cues: tuple[Cue, ...] = ()
+    tagger: str = ""
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "type": self.question_type.value if self.question_type else None,
+            "rule": self.rule,
+            "tagger": self.tagger,
+            "cells": [[m.cell[0], m.cell[1], m.rule] for m in self.matches[:20]],
+            "missing": list(self.missing),
+            "cues": [[c.word, c.tag] for c in self.cues],
+        }
+
+
+def lexical_type(
+    table: Table, question: str, answers: Sequence[str], *, cues: CueFinder | None = None
+) -> LexicalVerdict:
+    """FREB-TQA's lexical rule for one question (see the module docstring).
+
+    ``answers`` are the gold answer values; all must be found in data cells for an EQ.
+    ``cues`` defaults to :func:`cue_finder` ``("auto")``.
+    """
+    finder = cues if cues is not None else cue_finder()
+    found = finder(question)
+    answers = [a for a in answers if a is not None and str(a).strip()]
+    if not answers:
+        return LexicalVerdict(None, "no_answer", cues=found, tagger=finder.name)
+    matches: list[Match] = []
+    missing: list[str] = []
+    for answer in answers:
+        hits = match_answer(table, answer)
+        matches.extend(hits)
+        if not hits:
+            missing.append(answer)
+    if missing:
+        kind, rule = RQ, "answer_not_in_table"
+    elif found:
+        kind, rule = RQ, "comparative_words"
+    else:
+        kind, rule = EQ, "answer_in_cell"
+    return LexicalVerdict(kind, rule, tuple(matches), tuple(missing), found, finder.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The LLM classifier
+
+
+@dataclass(frozen=True)
+class LLMVerdict:
+    """The model's typing: the operations it named (none: EQ) and the cells it would use."""
+
+    question_type: QuestionType
+    operations: tuple[str, ...]
+    cells: tuple[str, ...]
+    model: str = ""
+    call_ids: tuple[str, ...] = ()
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "type": self.question_type.value,
+            "operations": list(self.operations),
+            "cells": list(self.cells[:20]),
+            "model": self.model,
+            "call_ids": list(self.call_ids),
+        }
+
+
+def typing_messages(table: Table, question: str, serialization: str = "markdown") -> list[dict[str, str]]:
+    """The chat messages that ask the model to type one question (template ``classify_question``)."""
+    prompt = render(
+        "classify_question", serialization=serialization, table=serialize(table, serialization), question=question
+    )
+    return [{"role": "user", "content": prompt}]
+
+
+def _strings(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f'"{key}" must be a list of strings, not {type(value).__name__}')
+    out = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise ValueError(f'"{key}" must be a list of strings; it holds {item!r}')
+        if str(item).strip():
+            out.append(str(item).strip())
+    return tuple(out)
+
+
+def validate_typing_reply(value: Any) -> tuple[QuestionType, tuple[str, ...], tuple[str, ...]]:
+    """Check a parsed reply ``{"cells": [...], "operations": [...], "type": ...}``.
+
+    Returns (type, operations, cells); raises ValueError naming the problem (the gateway sends
+    it back to the model once). The type must agree with the operations: none for extraction.
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got a {type(value).__name__}")
+    if "operations" not in value or "type" not in value:
+        raise ValueError('the object needs "operations" (a list) and "type" ("extraction" or "reasoning")')
+    operations = tuple(op.lower() for op in _strings(value["operations"], "operations"))
+    cells = _strings(value.get("cells", []), "cells")
+    kind = value["type"]
+    if not isinstance(kind, str) or kind.strip().lower() not in (EQ.value, RQ.value):
+        raise ValueError(f'"type" must be "extraction" or "reasoning", not {kind!r}')
+    question_type = QuestionType(kind.strip().lower())
+    if (question_type is EQ) != (not operations):
+        raise ValueError(
+            f'"type" is {question_type.value!r} but "operations" is {list(operations)!r}: '
+            "extraction has no operations and reasoning at least one"
+        )
+    return question_type, operations, cells
+
+
+async def llm_type(
+    gw: Gateway, table: Table, question: str, *, serialization: str = "markdown", seed: int = 0
+) -> LLMVerdict:
+    """Ask the model through the gateway (cached, budgeted; one repair on an invalid reply).
+
+    Raises InvalidReply when the reply is still invalid after the repair.
+    """
+    (kind, operations, cells), calls = await gw.complete_json(
+        typing_messages(table, question, serialization),
+        validate=validate_typing_reply,
+        purpose=PURPOSE,
+        temperature=0.0,
+        max_tokens=400,
+        seed=seed,
+    )
+    return LLMVerdict(kind, operations, cells, gw.settings.model, tuple(c.call_id for c in calls))
+
+
+# ---------------------------------------------------------------------------------------------
+# The combination
+
+
+def combine(lexical: LexicalVerdict, llm: LLMVerdict | None) -> tuple[QuestionType | None, str]:
+    """FREB-TQA's combination: (type or None, the decision in words).
+
+    Lexical RQ -> RQ; lexical EQ and model EQ -> EQ; lexical EQ and model RQ -> undecided;
+    lexical undecided (no answer) -> undecided. ``llm`` is only needed for a lexical EQ.
+    """
+    if lexical.question_type is None:
+        return None, f"undecided: lexical rule has {lexical.rule}"
+    if lexical.question_type is RQ:
+        return RQ, f"reasoning by the lexical rule ({lexical.rule})"
+    if llm is None:
+        raise ValueError("a lexical extraction needs the model's verdict to combine")
+    if llm.question_type is EQ:
+        return EQ, "extraction: lexical rule and model agree"
+    return None, "undecided: lexical rule says extraction, model says reasoning"
+
+
+# ---------------------------------------------------------------------------------------------
+# Typing stored questions
+
+# Which stored answer the lexical rule uses, best first; rejected and inconsistent ones never.
+_ANSWER_RANK = {
+    AnswerStatus.CORRECTED.value: 0, AnswerStatus.VERIFIED.value: 1, AnswerStatus.GOLD.value: 2,
+    AnswerStatus.CONSISTENT.value: 3,
+}
+_BATCH = 500  # questions loaded and written per transaction (lexical)
+_LLM_CHUNK = 64  # questions in flight per written chunk (LLM): a kill loses at most these writes
+
+
+@dataclass
+class ClassifySummary:
+    """What :func:`classify_questions` did."""
+
+    method: str
+    tagger: str | None = None
+    model: str | None = None
+    total: int = 0  # questions selected
+    questions: int = 0  # questions typed (undecided included)
+    types: collections.Counter[str] = field(default_factory=collections.Counter)  # extraction/reasoning/undecided
+    rules: collections.Counter[str] = field(default_factory=collections.Counter)
+    changed: int = 0  # rows whose type or evidence changed
+    no_answer: int = 0
+    invalid: int = 0  # model replies still invalid after the repair (left as they were)
+    structural: int = 0
+    human: int = 0  # typed by a person: left alone
+    paid_calls: int = 0
+    cached_calls: int = 0
+    cost: float = 0.0
+
+    def add(self, kind: QuestionType | None, rule: str, words: Sequence[str]) -> None:
+        """Count one typed question."""
+        self.questions += 1
+        self.types[kind.value if kind else "undecided"] += 1
+        self.rules[rule] += 1
+        self.structural += bool(words)
+
+
+@dataclass
+class _Work:
+    question_id: str
+    text: str
+    table: Table
+    answers: list[str]
+
+
+def _load(ws: Workspace, subtype: str | None, status: str | None, limit: int | None) -> tuple[list[_Work], int]:
+    """The questions to type, with tables and best answers; and how many were left to people."""
+    with ws.session() as s:
+        q = select(Question)
+        if subtype:
+            q = q.where(Question.subtype == subtype)
+        if status:
+            q = q.where(Question.status == status)
+        else:
+            q = q.where(Question.status != QuestionStatus.REJECTED.value)
+        q = q.order_by(Question.created_at, Question.id)  # type: ignore[arg-type]
+        human = 0
+        questions = []
+        for question in s.exec(q).all():
+            if ((question.meta or {}).get("typing") or {}).get("method") == HUMAN:
+                human += 1
+                continue
+            questions.append(question)
+            if limit is not None and len(questions) >= limit:
+                break
+        ids = [x.id for x in questions]
+        best: dict[str, tuple[int, list[str]]] = {}
+        for start in range(0, len(ids), _BATCH):
+            chunk = ids[start : start + _BATCH]
+            for a in s.exec(select(Answer).where(Answer.question_id.in_(chunk))).all():  # type: ignore[attr-defined]
+                rank = _ANSWER_RANK.get(a.status)
+                if rank is not None and (a.question_id not in best or rank < best[a.question_id][0]):
+                    best[a.question_id] = (rank, list(a.values))
+        tables: dict[str, Table] = {}
+        table_ids = sorted({x.table_id for x in questions})
+        for start in range(0, len(table_ids), _BATCH):
+            chunk = table_ids[start : start + _BATCH]
+            for t in s.exec(select(TableRecord).where(TableRecord.id.in_(chunk))).all():  # type: ignore[attr-defined]
+                tables[t.id] = Table.build(t.header, t.rows)
+        work = [_Work(x.id, x.text, tables[x.table_id], best.get(x.id, (0, []))[1]) for x in questions]
+    return work, human
+
+
+def _typing_record(
+    method: str,
+    kind: QuestionType | None,
+    decision: str,
+    work: _Work,
+    lexical: LexicalVerdict | None,
+    llm: LLMVerdict | None,
+    structural: Iterable[str],
+) -> dict[str, Any]:
+    return {
+        "method": method,
+        "type": kind.value if kind else None,
+        "decision": decision,
+        "answers": work.answers,
+        "lexical": lexical.evidence() if lexical else None,
+        "llm": llm.evidence() if llm else None,
+        "structural_words": list(structural),
+    }
+
+
+def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str, Any]]]) -> int:
+    """Store types and evidence; returns how many rows changed (unchanged rows are not touched)."""
+    changed = 0
+    with ws.session() as s:
+        for question_id, kind, record in results:
+            question = s.get(Question, question_id)
+            if question is None:  # deleted meanwhile
+                continue
+            meta = dict(question.meta or {})
+            value = kind.value if kind else None
+            if question.question_type == value and meta.get("typing") == record:
+                continue
+            meta["typing"] = record
+            question.meta = meta
+            question.question_type = value
+            question.updated_at = utcnow()
+            s.add(question)
+            changed += 1
+    return changed
+
+
+def classify_questions(
+    ws: Workspace,
+    *,
+    method: Method = "lexical",
+    subtype: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+    tagger: TaggerChoice = "auto",
+    structural: Sequence[str] = STRUCTURAL_WORDS,
+    settings: LLMSettings | None = None,
+    serialization: str = "markdown",
+    seed: int = 0,
+    on_progress: Callable[[int, ClassifySummary], None] | None = None,
+) -> ClassifySummary:
+    """Type stored questions as extraction or reasoning with ``method`` and store the result.
+
+    Questions are selected by ``subtype`` and ``status`` (default: every status but rejected),
+    oldest first, at most ``limit``; questions a person typed are skipped. Each gets
+    ``question_type`` (None when undecided) and ``meta["typing"]``: the method, the type, the
+    decision in words, the answers used, the lexical and model evidence and the structural words
+    found. ``llm`` and ``combined`` need ``settings``; model replies are LLMCall records, so a
+    second run pays nothing. An invalid reply (after one repair) leaves that question as it was
+    and is counted; BudgetExceeded and other LLMErrors are raised after the finished questions
+    are stored. ``on_progress(n_done, summary)`` is called as questions finish.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown typing method {method!r}", hint="lexical, llm or combined")
+    if method != "lexical" and settings is None:
+        raise ConfigError(f"method {method!r} needs a model", hint="pass --model or set [llm] model in tqaforge.toml")
+    finder = cue_finder(tagger) if method != "llm" else None
+    summary = ClassifySummary(method=method, tagger=finder.name if finder else None,
+                              model=settings.model if settings and method != "lexical" else None)
+    work, summary.human = _load(ws, subtype, status, limit)
+    summary.total = len(work)
+    done = 0
+
+    if method == "lexical":
+        assert finder is not None
+        for start in range(0, len(work), _BATCH):
+            results = []
+            for w in work[start : start + _BATCH]:
+                verdict = lexical_type(w.table, w.text, w.answers, cues=finder)
+                words = structural_words(w.text, structural)
+                summary.no_answer += verdict.rule == "no_answer"
+                summary.add(verdict.question_type, verdict.rule, words)
+                decision = f"lexical rule: {verdict.rule}"
+                results.append((w.question_id, verdict.question_type,
+                                _typing_record(method, verdict.question_type, decision, w, verdict, None, words)))
+            summary.changed += _write(ws, results)
+            done += len(results)
+            if on_progress:
+                on_progress(done, summary)
+        return summary
+
+    assert settings is not None
+    run(_classify_with_model(ws, work, method, finder, structural, settings, serialization, seed, summary, on_progress))
+    return summary
+
+
+async def _classify_with_model(
+    ws: Workspace,
+    work: list[_Work],
+    method: str,
+    finder: CueFinder | None,
+    structural: Sequence[str],
+    settings: LLMSettings,
+    serialization: str,
+    seed: int,
+    summary: ClassifySummary,
+    on_progress: Callable[[int, ClassifySummary], None] | None,
+) -> None:
+    loop = asyncio.get_running_loop()
+    done = 0
+    async with Gateway(ws, settings) as gw:
+
+        async def one(w: _Work) -> tuple[_Work, LexicalVerdict | None, LLMVerdict | TqaforgeError | None]:
+            lexical = lexical_type(w.table, w.text, w.answers, cues=finder) if finder is not None else None
+            if lexical is not None and lexical.question_type is not EQ:
+                return w, lexical, None  # combined: the lexical rule decides alone
+            try:
+                return w, lexical, await llm_type(gw, w.table, w.text, serialization=serialization, seed=seed)
+            except LLMError as exc:  # InvalidReply, BudgetExceeded, endpoint down: sorted out below
+                return w, lexical, exc
+
+        try:
+            for start in range(0, len(work), _LLM_CHUNK):
+                outcomes = await asyncio.gather(*(one(w) for w in work[start : start + _LLM_CHUNK]))
+                results = []
+                stop: TqaforgeError | None = None
+                for w, lexical, llm in outcomes:
+                    if isinstance(llm, InvalidReply):
+                        summary.invalid += 1
+                        continue
+                    if isinstance(llm, TqaforgeError):
+                        stop = stop or llm
+                        continue
+                    words = structural_words(w.text, structural)
+                    if method == "llm":
+                        assert llm is not None
+                        kind, decision, rule = llm.question_type, "model: " + (
+                            ", ".join(llm.operations) or "no operation"), "model"
+                    else:
+                        assert lexical is not None
+                        kind, decision = combine(lexical, llm)
+                        rule = lexical.rule if llm is None else f"{lexical.rule}+model_{llm.question_type.value}"
+                        summary.no_answer += lexical.rule == "no_answer"
+                    summary.add(kind, rule, words)
+                    results.append((w.question_id, kind, _typing_record(method, kind, decision, w, lexical, llm, words)))
+                summary.changed += await loop.run_in_executor(None, _write, ws, results)
+                done += len(outcomes)
+                summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
+                if on_progress:
+                    on_progress(done, summary)
+                if stop is not None:
+                    raise stop
+        finally:
+            summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring a method against labels
+
+
+@dataclass(frozen=True)
+class TypingScores:
+    """Precision, recall and accuracy of a typing method against gold labels.
+
+    ``confusion[(gold, predicted)]`` counts items; ``predicted`` may be ``undecided``. Precision
+    of a class is over the items predicted as that class; recall over the items of that class
+    (undecided items count as missed); accuracy over the decided items, with ``coverage`` the
+    share decided. ``balanced_precision`` is the precision the same per-class rates would give
+    with as many EQs as RQs (the paper's 100 + 100 sample), since the files' mix is not any
+    benchmark's.
+    """
+
+    confusion: dict[tuple[str, str], int]
+
+    @property
+    def n(self) -> int:
+        return sum(self.confusion.values())
+
+    def _count(self, gold: str | None = None, predicted: str | None = None) -> int:
+        return sum(v for (g, p), v in self.confusion.items()
+                   if (gold is None or g == gold) and (predicted is None or p == predicted))
+
+    def precision(self, kind: str) -> float:
+        predicted = self._count(predicted=kind)
+        return self._count(kind, kind) / predicted if predicted else float("nan")
+
+    def recall(self, kind: str) -> float:
+        gold = self._count(gold=kind)
+        return self._count(kind, kind) / gold if gold else float("nan")
+
+    @property
+    def coverage(self) -> float:
+        return 1 - self._count(predicted="undecided") / self.n if self.n else float("nan")
+
+    @property
+    def accuracy(self) -> float:
+        decided = self.n - self._count(predicted="undecided")
+        correct = sum(v for (g, p), v in self.confusion.items() if g == p)
+        return correct / decided if decided else float("nan")
+
+    def balanced_precision(self, kind: str) -> float:
+        other = RQ.value if kind == EQ.value else EQ.value
+        hit = self.recall(kind)
+        gold_other = self._count(gold=other)
+        false_rate = self._count(other, kind) / gold_other if gold_other else float("nan")
+        return hit / (hit + false_rate) if hit + false_rate else float("nan")
+
+
+def score_typing(gold: Sequence[str | QuestionType], predicted: Sequence[str | QuestionType | None]) -> TypingScores:
+    """Compare predicted types (None: undecided) with gold types, item by item."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+    confusion: collections.Counter[tuple[str, str]] = collections.Counter()
+    for g, p in zip(gold, predicted):
+        confusion[(str(QuestionType(g).value), "undecided" if p is None else QuestionType(p).value)] += 1
+    return TypingScores(dict(confusion))
