@@ -156,3 +156,24 @@ def test_grid_killed_mid_way_resumes_to_the_same_variants(tmp_path):
 
     assert rows(dbs["killed"]) == rows(dbs["reference"])
     assert (dbs["killed"] / "prompts" / "variants.jsonl").read_bytes() == (dbs["reference"] / "prompts" / "variants.jsonl").read_bytes()
+
+
+def test_questions_naming_positions_are_not_moved_unless_asked(sqlite_workspace, tmp_path):
+    items_file = tmp_path / "pos.jsonl"
+    rows = [[f"p{i}", str(i)] for i in range(6)]
+    items_file.write_text("".join(json.dumps({
+        "id": f"q{k}", "qtype": "FactChecking", "qsubtype": "MatchBased",
+        "table": {"columns": ["name", "n"], "data": rows}, "question": q, "answer": "p0",
+    }) + "\n" for k, q in enumerate(["Who is in the first row?", "Who has n equal to 0?"])))
+    import_paths(sqlite_workspace, [items_file])
+    items = sorted(load_items(sqlite_workspace, status=None), key=lambda i: i.question)
+    spec = GridSpec(("csv",), ("none", "shuffle_rows", "transpose"), (0,))
+    summary = build_variants(sqlite_workspace, items, spec)
+    assert summary.skipped == {"shuffle_rows": 1, "transpose": 1}
+    by_key = {(v.question_id, v.perturbation): v for v in _variants(sqlite_workspace)}
+    positional = next(i for i in items if "first" in i.question)
+    assert "first" in by_key[(positional.question_id, "shuffle_rows")].skip_reason
+    assert by_key[(positional.question_id, "none")].status == "built"
+    kept = GridSpec(("csv",), ("shuffle_rows",), (1,), skip_structural=False)
+    build_variants(sqlite_workspace, [positional], kept)
+    assert {v.status for v in _variants(sqlite_workspace) if v.seed == 1} == {"built"}

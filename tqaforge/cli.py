@@ -303,6 +303,10 @@ def variants_build(
         None, "--out", help="Prompts JSONL, one line per configuration (default: WORKSPACE/prompts/variants.jsonl)."
     ),
     no_prompts: bool = typer.Option(False, "--no-prompts", help="Store the variants only."),
+    keep_structural: bool = typer.Option(
+        False, "--keep-structural",
+        help="Also move cells for questions that name positions (first, last, row, before...); skipped by default.",
+    ),
 ) -> None:
     """Build items x perturbations x seeds (stored) x serializations (streamed as prompts)."""
     ws = _ws(ctx)
@@ -310,7 +314,7 @@ def variants_build(
         seed_values = tuple(int(x) for x in _names(seeds))
     except ValueError:
         raise typer.BadParameter(f"seeds must be integers, got {seeds!r}") from None
-    spec = GridSpec(_names(serializations), _names(perturbations), seed_values)
+    spec = GridSpec(_names(serializations), _names(perturbations), seed_values, skip_structural=not keep_structural)
     items = load_items(ws, subtype=subtype, status=status or None, limit=limit)
     target = out_path or ws.root / "prompts" / "variants.jsonl"
     with Progress(
@@ -437,14 +441,14 @@ def generate_questions_cmd(
     ctx: typer.Context,
     subtypes: Optional[str] = typer.Option(None, "--subtypes", help="Comma-separated subtypes (default: all of the seed corpus)."),
     tables: str = typer.Option("all", "--tables", help="Comma-separated table ids (or unique prefixes), or 'all'."),
-    per_round: Optional[int] = typer.Option(None, "--per-round", help="Questions asked for per (table, subtype) and round [5]."),
-    target: Optional[int] = typer.Option(None, "--target", help="Accepted questions per subtype before routing to the verification agent [50]."),
+    per_round: Optional[int] = typer.Option(None, "--per-round", help="Questions asked for per (table, subtype) and round (default 5)."),
+    target: Optional[int] = typer.Option(None, "--target", help="Accepted questions per subtype before routing to the verification agent (default 50)."),
     rounds: int = typer.Option(1, "--rounds", help="Make sure rounds 1..N are done (done steps are skipped)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name (default: [llm] model or TQAFORGE_LLM_MODEL)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (default: model in the llm section of tqaforge.toml or TQAFORGE_LLM_MODEL)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
     seed: int = typer.Option(0, "--seed", help="Seed of the few-shot draws and the routing draws (stored)."),
-    few_shot: Optional[int] = typer.Option(None, "--few-shot", help="Seed questions shown per prompt [3]."),
-    serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown [markdown]."),
+    few_shot: Optional[int] = typer.Option(None, "--few-shot", help="Seed questions shown per prompt (default 3)."),
+    serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the steps whose model reply was invalid."),
 ) -> None:
     """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""

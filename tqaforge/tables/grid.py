@@ -25,7 +25,8 @@ from tqaforge.generation.templates import render
 from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant, utcnow
 from tqaforge.store import Workspace
-from tqaforge.tables.perturb import PERTURBATIONS, PerturbationSkipped, perturb
+from tqaforge.generation.classify import structural_words
+from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.tables.table import Table, content_hash
@@ -47,6 +48,8 @@ class GridSpec:
     serializations: tuple[str, ...]
     perturbations: tuple[str, ...]
     seeds: tuple[int, ...] = (0,)
+    #: Skip perturbations that move cells for questions that name positions (FREB-TQA's filter).
+    skip_structural: bool = True
 
     def __post_init__(self) -> None:
         for kind, names, known in (
@@ -72,6 +75,11 @@ class Item:
     table_id: str
     table: Table
     context: ItemContext
+
+    @property
+    def structural_words(self) -> tuple[str, ...]:
+        """Position and order words in the question (see :func:`classify.structural_words`)."""
+        return structural_words(self.question)
 
 
 @dataclass(slots=True)
@@ -137,8 +145,12 @@ def load_items(
     ]
 
 
-def perturb_item(item: Item, perturbation: str, seed: int) -> Perturbed | PerturbationSkipped:
+def perturb_item(item: Item, perturbation: str, seed: int, *, skip_structural: bool = True) -> Perturbed | PerturbationSkipped:
     """One cell of the grid, before serialization; a skip is returned, not raised."""
+    if skip_structural and perturbation in MOVES_CELLS:
+        words = item.structural_words
+        if words:
+            return PerturbationSkipped(f"the question names positions ({', '.join(words)}): moving cells may change its answer")
     try:
         return perturb(perturbation, item.table, item.context, seed)
     except PerturbationSkipped as skipped:
@@ -155,7 +167,7 @@ def iter_grid(items: Iterable[Item], spec: GridSpec) -> Iterator[tuple[Item, str
     for item in items:
         for name in spec.perturbations:
             for seed in spec.seeds_for(name):
-                yield item, name, seed, perturb_item(item, name, seed)
+                yield item, name, seed, perturb_item(item, name, seed, skip_structural=spec.skip_structural)
 
 
 def _variant_row(item: Item, name: str, seed: int, outcome: Perturbed | PerturbationSkipped, now: Any) -> dict[str, Any]:
@@ -220,7 +232,7 @@ def build_variants(
                         vid = variant_id(item.question_id, name, seed)
                         stored = present.get(vid)
                         if stored is None:
-                            row = _variant_row(item, name, seed, perturb_item(item, name, seed), now)
+                            row = _variant_row(item, name, seed, perturb_item(item, name, seed, skip_structural=spec.skip_structural), now)
                             new_rows.append(row)
                             summary.variants_new += 1
                         else:

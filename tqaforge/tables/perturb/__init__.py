@@ -84,6 +84,15 @@ PERTURBATIONS: dict[str, Perturbation] = {
     "duplicate_rows": duplicate_rows,
 }
 
+#: Perturbations that move rows or columns (or add rows between them): a question that names
+#: positions ("the first row", "the last column", "the year before") may change its answer under
+#: them, so the grid skips them for such questions (FREB-TQA appendix A.3).
+MOVES_CELLS = frozenset({
+    "shuffle_rows", "shuffle_columns", "target_rows_top", "target_rows_middle", "target_rows_bottom",
+    "target_columns_front", "target_columns_back", "transpose", "insert_empty_rows",
+    "shift_relevant_rows", "duplicate_rows",
+})
+
 #: ToRR's four structural perturbations (appendix A.5.2), in its order.
 TORR_PERTURBATIONS = ("shuffle_rows", "shuffle_columns", "transpose", "insert_empty_rows")
 
@@ -132,6 +141,7 @@ __all__ = [
     "FREB_RELEVANT_PERTURBATIONS",
     "FREB_STRUCTURE_PERTURBATIONS",
     "ItemContext",
+    "MOVES_CELLS",
     "PERTURBATIONS",
     "Perturbation",
     "PerturbationError",
