@@ -93,7 +93,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(400, _error_body(400, "request body is not JSON"))
             return
-        script, stalled = owner._receive(body)
+        script, stalled, promised = owner._receive(body)
+        answered = False  # in_flight is decremented before the client can see the reply
         try:
             if stalled:
                 self._wait(None)
@@ -102,13 +103,18 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._wait(delay):
                 return  # the client hung up while we were "thinking": nothing delivered
             status, payload, headers = owner._render(body, script)
+            owner._answering()
+            answered = True
             try:
                 self._send(status, payload, headers)
             except OSError:
+                owner._settle(None, promised)
                 return
-            owner._delivered(body, status, script)
+            owner._settle((body, status, script), promised)
         finally:
-            owner._finish(stalled)
+            if not answered:
+                owner._answering()
+                owner._settle(None, promised)
 
     def _wait(self, delay: float | None) -> bool:
         """Sleep ``delay`` (None: until shutdown); False when the client closed meanwhile."""
@@ -165,6 +171,8 @@ class OpenAIServer:
         self.reply = reply
         self.latency_s = latency_s
         self.requests: list[dict] = []
+        self.errors: list[Exception] = []  # exceptions raised by `reply`
+        self.arrivals: list[float] = []  # time.monotonic() of each request, as `requests`
         self.paid: collections.Counter[str] = collections.Counter()
         self.statuses: collections.Counter[int] = collections.Counter()  # replies written, by status
         self.in_flight = 0
@@ -194,10 +202,11 @@ class OpenAIServer:
 
     def stop(self) -> None:
         self._closing.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
+        if self._thread is not None:  # shutdown() waits for serve_forever, which must be running
+            self._httpd.shutdown()
             self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
 
     def __enter__(self) -> "OpenAIServer":
         return self.start()
@@ -227,30 +236,38 @@ class OpenAIServer:
                 self._lock.wait(left)
 
     # -- called by the handler threads -------------------------------------------------------
-    def _receive(self, body: dict) -> tuple[Scripted, bool]:
+    def _receive(self, body: dict) -> tuple[Scripted, bool, bool]:
         with self._lock:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if self._stall_after is not None:
                 if sum(self.paid.values()) + self._promised >= self._stall_after:
-                    return Scripted(), True
+                    return Scripted(), True, False
                 self._promised += 1
-            script = self.reply(body)
-        return (Scripted(text=script) if isinstance(script, str) else script), False
+            promised = self._stall_after is not None
+            try:
+                script = self.reply(body)
+            except Exception as exc:  # a broken test script: answer 500 and keep it for the test
+                self.errors.append(exc)
+                script = Scripted(status=500)
+        return (Scripted(text=script) if isinstance(script, str) else script), False, promised
 
-    def _finish(self, stalled: bool) -> None:
+    def _answering(self) -> None:
         with self._lock:
             self.in_flight -= 1
-            if self._stall_after is not None and not stalled:
-                self._promised -= 1
-            self._lock.notify_all()
 
-    def _delivered(self, body: dict, status: int, script: Scripted) -> None:
+    def _settle(self, delivered: tuple[dict, int, Scripted] | None, promised: bool) -> None:
+        """Count a delivered reply (billing 200s with choices) and release its stall promise."""
         with self._lock:
-            self.statuses[status] += 1
-            if status == 200 and script.raw is None and not script.empty_choices:
-                self.paid[fingerprint(body)] += 1
+            if delivered is not None:
+                body, status, script = delivered
+                self.statuses[status] += 1
+                if status == 200 and script.raw is None and not script.empty_choices:
+                    self.paid[fingerprint(body)] += 1
+            if promised:
+                self._promised -= 1
             self._lock.notify_all()
 
     def _render(self, body: dict, script: Scripted) -> tuple[int, bytes, dict[str, str]]:

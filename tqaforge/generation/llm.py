@@ -605,7 +605,7 @@ class Gateway:
                 problem, retryable = f"malformed reply: {exc}", malformed <= s.malformed_retries
             except openai.APIStatusError as exc:
                 self.reserved -= worst
-                problem = f"HTTP {exc.status_code}: {_short(str(exc.message))}"
+                problem = f"HTTP {exc.status_code}: {_status_message(exc)}"
                 retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
                 retry_after = _retry_after(exc.response.headers)
                 if not retryable:
@@ -716,6 +716,14 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         if when is None:
             return None
         return max(0.0, when.timestamp() - time.time())
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    """The endpoint's own error message (OpenAI's {"error": {"message": ...}}), else the body."""
+    body = exc.body
+    if isinstance(body, Mapping) and body.get("message"):
+        return _short(str(body["message"]))
+    return _short(exc.response.text or exc.message)
 
 
 def _status_hint(status: int) -> str:
