@@ -44,6 +44,7 @@ run: demo labelstudio
 
 bench: install
 	$(BIN)/python benchmarks/import_tables.py
+	$(BIN)/python benchmarks/agreement.py
 	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \
 	else echo "variants benchmark skipped: python3 -m venv .venv-bench && .venv-bench/bin/pip install unitxt pandas"; fi
 

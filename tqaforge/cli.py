@@ -533,3 +533,120 @@ def questions_review(
     r = review_question(_ws(ctx), question_id, chosen[0], annotator=annotator, reason=reason, text=edit)
     note = "" if r.recorded else " (same as your last decision; nothing new recorded)"
     out.print(f"{r.question.id[:10]}: {r.previous_status} -> {r.question.status}{note}", highlight=False)
+
+
+# --- agreement statistics and adjudication ---------------------------------------------------
+
+agreement_app = typer.Typer(help="Agreement between annotators, and adjudication of their disagreements.", no_args_is_help=True)
+app.add_typer(agreement_app, name="agreement")
+
+
+@agreement_app.command("report")
+@friendly_errors
+def agreement_report_cmd(
+    ctx: typer.Context,
+    kind: Optional[str] = typer.Option(None, "--kind", "-k", help="Comma-separated kinds (default: every kind with annotations)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json or markdown."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples for the intervals (0: none)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap (stored with the report)."),
+    ci_level: float = typer.Option(0.95, "--ci-level", help="Confidence level of the intervals."),
+    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out (e.g. agent)."),
+    match_rules: str = typer.Option("exact,numeric", "--match-rules", help="Blind re-answering: matching rules (exact, numeric, loose, core)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Print only; do not write WORKSPACE/reports/."),
+) -> None:
+    """Agreement statistics with bootstrap intervals per annotation kind, stored under WORKSPACE/reports/."""
+    from tqaforge.annotation.report_format import report_sections, to_markdown
+    from tqaforge.annotation.workflows import Settings, agreement_report, write_report
+
+    if fmt not in ("table", "json", "markdown"):
+        raise typer.BadParameter(f"--format must be table, json or markdown, got {fmt!r}")
+    ws = _ws(ctx)
+    kinds = _names(kind) if kind else None
+    settings = Settings(
+        n_boot=n_boot, seed=seed, ci_level=ci_level,
+        exclude_sources=_names(exclude_source) if exclude_source else (), match_rules=_names(match_rules),  # type: ignore[arg-type]
+    )
+    report = agreement_report(ws, kinds=kinds, settings=settings)
+    if fmt == "json":
+        typer.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+    elif fmt == "markdown":
+        typer.echo(to_markdown(report))
+    else:
+        for section in report_sections(report):
+            out.rule(escape(section.title))
+            for line in section.lines:
+                out.print(escape(line), highlight=False)
+            for t in section.tables:
+                table = RichTable(*t.headers, title=escape(t.caption), title_justify="left")
+                for row in t.rows:
+                    table.add_row(*(escape(c) for c in row))
+                out.print(table)
+    if not no_store:
+        json_path, md_path = write_report(ws, report, kinds=kinds)
+        err.print(f"stored {json_path} and {md_path.name}", highlight=False)
+
+
+@agreement_app.command("adjudicate")
+@friendly_errors
+def agreement_adjudicate(
+    ctx: typer.Context,
+    kind: Optional[str] = typer.Option(None, "--kind", "-k", help="Comma-separated kinds (default: all but blind_reanswer)."),
+    min_agree: Optional[int] = typer.Option(None, "--min-agree", help="M of 'at least M of N agree' (default: a strict majority)."),
+    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out."),
+) -> None:
+    """Final labels: unanimous and majority items are decided by rule, the rest wait in the queue."""
+    from tqaforge.annotation.adjudication import adjudicate
+
+    summaries = adjudicate(
+        _ws(ctx), kinds=_names(kind) if kind else None, min_agree=min_agree,
+        exclude_sources=_names(exclude_source) if exclude_source else (),
+    )
+    for name, s in summaries.items():
+        if not any((s.unanimous, s.rule, s.open, s.person, s.single, s.problems)):
+            continue
+        out.print(
+            f"{name}: {s.unanimous} unanimous, {s.rule} by rule, {s.open} open (the queue), {s.person} decided by a person, "
+            f"{s.single} with one annotator; {s.new} new, {s.updated} updated", highlight=False,
+        )
+        if s.stale:
+            out.print(f"  {len(s.stale)} decisions by a person predate new annotations: {', '.join(t[:10] for t in s.stale[:10])}", highlight=False)
+        for problem in s.problems[:10]:
+            out.print(f"  unreadable: {escape(problem)}", highlight=False)
+
+
+@agreement_app.command("queue")
+@friendly_errors
+def agreement_queue(
+    ctx: typer.Context,
+    kind: Optional[str] = typer.Option(None, "--kind", "-k", help="Only this kind."),
+    limit: int = typer.Option(50, help="How many to show."),
+    offset: int = typer.Option(0, help="How many to skip."),
+) -> None:
+    """Items whose annotators disagree and no rule decided: they wait for a person."""
+    from tqaforge.annotation.adjudication import adjudication_queue
+
+    t = RichTable("task", "kind", "target", "votes")
+    for item in adjudication_queue(_ws(ctx), kind=kind, limit=limit, offset=offset):
+        votes = " | ".join(f"{json.dumps(v['label'], ensure_ascii=False)}: {', '.join(v['annotators'])}" for v in item.votes)
+        t.add_row(item.task_id[:12], item.kind, f"{item.target_type} {item.target_id[:10]}", escape(votes))
+    out.print(t)
+
+
+@agreement_app.command("resolve")
+@friendly_errors
+def agreement_resolve(
+    ctx: typer.Context,
+    task: str = typer.Argument(..., help="Annotation task id or a unique prefix of it."),
+    label: str = typer.Argument(..., help='The final label: a value (reasoning), or JSON ({"cells": [[0, 1]]}).'),
+    by: str = typer.Option(..., "--by", envvar="TQAFORGE_ANNOTATOR", help="Who decides."),
+    note: Optional[str] = typer.Option(None, "--note", help="Why."),
+) -> None:
+    """A person's final label for one task (also overrides a rule; the replaced decision is kept)."""
+    from tqaforge.annotation.adjudication import resolve
+
+    try:
+        value: Any = json.loads(label)
+    except json.JSONDecodeError:
+        value = label
+    row = resolve(_ws(ctx), task, value, by=by, note=note)
+    out.print(f"{row.task_id[:12]} ({row.kind}): {json.dumps(row.label, ensure_ascii=False)} decided by {row.decided_by}", highlight=False)

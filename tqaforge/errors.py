@@ -93,3 +93,7 @@ class InvalidReply(LLMError):
 
 class AgreementError(TqaforgeError):
     """Agreement statistics cannot be computed from the ratings given (wrong shape, unequal raters...)."""
+
+
+class AdjudicationError(AgreementError):
+    """A final label cannot be recorded as given (unknown task, label of the wrong shape...)."""

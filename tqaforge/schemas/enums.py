@@ -76,3 +76,16 @@ class TaskStatus(StrEnum):
 class CallStatus(StrEnum):
     OK = "ok"
     ERROR = "error"
+
+
+class AdjudicationStatus(StrEnum):
+    OPEN = "open"  # the annotators disagree and no rule decides: waits for a person
+    RESOLVED = "resolved"
+
+
+class AdjudicationMethod(StrEnum):
+    """How a final label was decided."""
+
+    UNANIMOUS = "unanimous"
+    RULE = "rule"  # e.g. a majority of at least M of N
+    PERSON = "person"

@@ -183,6 +183,34 @@ class Annotation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Adjudication(SQLModel, table=True):
+    """The final label of one annotation task and how it was decided (never deletes annotations).
+
+    ``status`` is ``open`` while the annotators disagree and no rule resolves it (the
+    adjudication queue), ``resolved`` once decided. ``method`` says how: ``unanimous``,
+    ``rule`` (``decided_by`` names the rule, e.g. "majority 2 of 3") or ``person``
+    (``decided_by`` is the person). ``votes`` holds each value and who gave it; earlier
+    decisions that were replaced stay in ``history``.
+    """
+
+    __tablename__ = "adjudications"
+    __table_args__ = (UniqueConstraint("task_id", name="uq_adjudication_task"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    task_id: str = Field(foreign_key="annotation_tasks.id", max_length=64)
+    kind: str = Field(index=True)
+    status: str = Field(default="open", index=True)  # open | resolved
+    label: Optional[Any] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    method: Optional[str] = None  # unanimous | rule | person
+    decided_by: Optional[str] = None
+    votes: Optional[list[dict[str, Any]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    annotation_ids: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    note: Optional[str] = Field(default=None, sa_column=Column(Text))
+    history: Optional[list[dict[str, Any]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    created_at: datetime = Field(default_factory=utcnow)
+    decided_at: Optional[datetime] = None
+
+
 class LLMCall(SQLModel, table=True):
     """One request to a model and its reply: cache, cost ledger and provenance in one."""
 
@@ -281,6 +309,7 @@ ALL_RECORDS = (
     Variant,
     AnnotationTask,
     Annotation,
+    Adjudication,
     LLMCall,
     Release,
     GenerationRound,

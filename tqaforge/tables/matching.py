@@ -129,6 +129,24 @@ def match_answer(table: Table, answer: str) -> tuple[Match, ...]:
     return ()
 
 
+def value_match(answer: str, text: str, rules: Iterable[Rule] = RULES) -> Rule | None:
+    """The first of ``rules`` (in tier order) under which ``answer`` and ``text`` are the same value.
+
+    The tiers of :func:`match_answer` applied to one pair of strings, e.g. a person's answer
+    against a gold answer (blind re-answering); None when no rule matches or either is blank.
+
+    >>> value_match("1,694", "1694"), value_match("-5%", "5%"), value_match("Oslo ", "oslo")
+    ('numeric', None, 'exact')
+    """
+    wanted = set(rules)
+    if not normalize_cell(answer) or not normalize_cell(text):
+        return None
+    for rule, test in _tests(answer):
+        if rule in wanted and test(text):
+            return rule
+    return None
+
+
 def find_matches(table: Table, answers: Iterable[str]) -> tuple[Match, ...]:
     """:func:`match_answer` for each answer, concatenated (a cell may appear once per answer)."""
     return tuple(m for answer in answers for m in match_answer(table, answer))

@@ -1,0 +1,299 @@
+"""Adjudication: one final label per annotation task, and how and by whom it was decided.
+
+:func:`adjudicate` looks at every task of a kind with two or more annotators (each annotator's
+latest label, as in :mod:`tqaforge.annotation.workflows`) and stores an
+:class:`~tqaforge.schemas.records.Adjudication`:
+
+- all annotators agree: ``resolved``, method ``unanimous``;
+- otherwise, when at least ``M`` of the ``N`` annotators gave the same value (default ``M``: a
+  strict majority, ``N // 2 + 1``): ``resolved``, method ``rule``, ``decided_by`` naming the rule
+  ("majority 2 of 3"). For relevant cells (sets) the rule works cell by cell: the final set is
+  the cells that at least ``M`` annotators marked (an empty result goes to a person);
+- otherwise ``open``: the item waits in the queue (:func:`adjudication_queue`) for a person,
+  who decides with :func:`resolve` (the app page will call the same function).
+
+Nothing here deletes or edits an annotation. A person's decision is never overwritten by the
+rules: re-running :func:`adjudicate` after new annotations arrive updates rule and unanimous
+decisions, keeps people's, and reports the people's decisions whose annotations have changed
+since (``stale``), so someone can look again. A decision that is replaced (a person overriding a
+rule, or a second person) stays in ``history``. Blind re-answering is scored against gold, not
+adjudicated.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from sqlmodel import Session, select
+
+from tqaforge.annotation.workflows import KINDS, KindSpec, LabelError, kind_spec, latest_annotations
+from tqaforge.catalog import get_by_prefix
+from tqaforge.errors import AdjudicationError
+from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
+from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
+from tqaforge.store import Workspace
+from tqaforge.tables.table import content_hash
+
+ADJUDICATED_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spec.shape != "answer")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rules make of one task's labels."""
+
+    status: str
+    label: Any | None
+    method: str | None
+    decided_by: str | None
+
+
+@dataclass
+class KindSummary:
+    """What one run of :func:`adjudicate` did for one kind (counts of tasks)."""
+
+    unanimous: int = 0
+    rule: int = 0
+    open: int = 0
+    person: int = 0
+    single: int = 0
+    new: int = 0
+    updated: int = 0
+    stale: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unanimous": self.unanimous, "rule": self.rule, "open": self.open, "person": self.person,
+            "single": self.single, "new": self.new, "updated": self.updated,
+            "stale": list(self.stale), "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """An open adjudication: the task, its target and who said what."""
+
+    task_id: str
+    kind: str
+    target_type: str
+    target_id: str
+    votes: list[dict[str, Any]]
+    created_at: Any
+
+
+def adjudication_id(task_id: str) -> str:
+    return content_hash({"adjudication": task_id})
+
+
+def _votes(spec: KindSpec, labels: dict[str, Any]) -> list[dict[str, Any]]:
+    """Annotators grouped by equal value, most votes first (ties in label order)."""
+    groups: dict[Any, list[str]] = defaultdict(list)
+    for annotator, value in sorted(labels.items()):
+        groups[value].append(annotator)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), repr(spec.final_label(kv[0]))))
+    return [{"label": spec.final_label(value), "annotators": names} for value, names in ordered]
+
+
+def decide(spec: KindSpec, labels: Sequence[Any], min_agree: int | None = None) -> Decision:
+    """The rules' decision on one task's labels (one value per annotator, two or more)."""
+    n = len(labels)
+    m = min_agree if min_agree is not None else n // 2 + 1
+    if len(set(labels)) == 1:
+        return Decision(AdjudicationStatus.RESOLVED.value, spec.final_label(labels[0]), AdjudicationMethod.UNANIMOUS.value, "unanimous")
+    if spec.shape == "set":
+        counts: dict[Any, int] = defaultdict(int)
+        for cells in labels:
+            for c in cells:
+                counts[c] += 1
+        final = frozenset(c for c, k in counts.items() if k >= m)
+        if m <= n and final:
+            return Decision(AdjudicationStatus.RESOLVED.value, spec.final_label(final), AdjudicationMethod.RULE.value, f"cells marked by at least {m} of {n}")
+        return Decision(AdjudicationStatus.OPEN.value, None, None, None)
+    tally: dict[Any, int] = defaultdict(int)
+    for value in labels:
+        tally[value] += 1
+    winners = [v for v, k in tally.items() if k >= m]
+    if m <= n and len(winners) == 1:
+        return Decision(
+            AdjudicationStatus.RESOLVED.value, spec.final_label(winners[0]), AdjudicationMethod.RULE.value,
+            f"majority {tally[winners[0]]} of {n} (at least {m})",
+        )
+    return Decision(AdjudicationStatus.OPEN.value, None, None, None)
+
+
+def _previous(row: Adjudication) -> dict[str, Any]:
+    return {
+        "label": row.label, "method": row.method, "decided_by": row.decided_by, "note": row.note,
+        "decided_at": row.decided_at.isoformat(timespec="seconds") if row.decided_at else None,
+        "annotation_ids": row.annotation_ids,
+    }
+
+
+def adjudicate(
+    ws: Workspace,
+    *,
+    kinds: Sequence[str] | None = None,
+    min_agree: int | None = None,
+    exclude_sources: Iterable[str] = (),
+) -> dict[str, KindSummary]:
+    """Run the rules on every task with two or more annotators; see the module docs.
+
+    ``min_agree`` is ``M`` of "at least M of N agree" (default: a strict majority of each task's
+    annotators). Idempotent: a second run with no new annotations changes nothing.
+    """
+    if min_agree is not None and min_agree < 1:
+        raise AdjudicationError(f"min_agree must be at least 1, got {min_agree}")
+    wanted = list(kinds) if kinds else list(ADJUDICATED_KINDS)
+    summaries: dict[str, KindSummary] = {}
+    for kind in wanted:
+        spec = kind_spec(kind)
+        if spec.shape == "answer":
+            raise AdjudicationError(f"{kind} is scored against gold answers, not adjudicated")
+        summaries[kind] = _adjudicate_kind(ws, spec, min_agree, tuple(exclude_sources))
+    return summaries
+
+
+def _adjudicate_kind(ws: Workspace, spec: KindSpec, min_agree: int | None, exclude: tuple[str, ...]) -> KindSummary:
+    summary = KindSummary()
+    with ws.session() as s:
+        per_task: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
+        tasks: dict[str, AnnotationTask] = {}
+        for task, ann in latest_annotations(s, spec.name, exclude_sources=exclude):
+            try:
+                per_task[task.id][ann.annotator] = (spec.read(ann.label), ann.id)
+            except LabelError as exc:
+                summary.problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
+            tasks[task.id] = task
+        existing = {
+            a.task_id: a for a in s.exec(select(Adjudication).where(Adjudication.kind == spec.name)).all()
+        }
+        for task_id in sorted(per_task):
+            labels = {who: value for who, (value, _) in per_task[task_id].items()}
+            if len(labels) < 2:
+                summary.single += 1
+                continue
+            ann_ids = sorted(aid for _, aid in per_task[task_id].values())
+            votes = _votes(spec, labels)
+            row = existing.get(task_id)
+            if row is not None and row.method == AdjudicationMethod.PERSON.value:
+                summary.person += 1
+                if row.annotation_ids != ann_ids:
+                    summary.stale.append(task_id)
+                continue
+            d = decide(spec, [labels[k] for k in sorted(labels)], min_agree)
+            _count(summary, d)
+            if row is None:
+                row = Adjudication(id=adjudication_id(task_id), task_id=task_id, kind=spec.name, history=[])
+                summary.new += 1
+            elif (row.status, row.label, row.method, row.decided_by, row.annotation_ids, row.votes) == (
+                d.status, d.label, d.method, d.decided_by, ann_ids, votes
+            ):
+                continue
+            else:
+                summary.updated += 1
+                if row.status == AdjudicationStatus.RESOLVED.value:
+                    row.history = [*(row.history or []), _previous(row)]
+            row.status, row.label, row.method, row.decided_by = d.status, d.label, d.method, d.decided_by
+            row.votes, row.annotation_ids = votes, ann_ids
+            row.decided_at = utcnow() if d.status == AdjudicationStatus.RESOLVED.value else None
+            s.add(row)
+            _mark_task(s, tasks[task_id], d.status)
+    return summary
+
+
+def _count(summary: KindSummary, d: Decision) -> None:
+    if d.method == AdjudicationMethod.UNANIMOUS.value:
+        summary.unanimous += 1
+    elif d.method == AdjudicationMethod.RULE.value:
+        summary.rule += 1
+    else:
+        summary.open += 1
+
+
+def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
+    if status == AdjudicationStatus.RESOLVED.value:
+        task.status = TaskStatus.ADJUDICATED.value
+    elif task.status == TaskStatus.ADJUDICATED.value:
+        task.status = TaskStatus.ANNOTATED.value  # new annotations reopened it
+    s.add(task)
+
+
+def adjudication_queue(
+    ws: Workspace, *, kind: str | None = None, limit: int = 50, offset: int = 0
+) -> list[QueueItem]:
+    """Open adjudications (annotators disagree, no rule decided), oldest first."""
+    with ws.session() as s:
+        q = (
+            select(Adjudication, AnnotationTask)
+            .join(AnnotationTask, Adjudication.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            .where(Adjudication.status == AdjudicationStatus.OPEN.value)
+        )
+        if kind:
+            q = q.where(Adjudication.kind == kind)
+        q = q.order_by(Adjudication.created_at, Adjudication.id).offset(offset).limit(limit)  # type: ignore[arg-type]
+        return [
+            QueueItem(a.task_id, a.kind, t.target_type, t.target_id, list(a.votes or []), a.created_at)
+            for a, t in s.exec(q).all()
+        ]
+
+
+def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | None = None) -> Adjudication:
+    """A person's final label for a task (id or unique prefix), in the label shape of its kind.
+
+    Works on open items and, to override a rule, on resolved ones; the replaced decision is kept
+    in ``history``. The annotations themselves are left as they are.
+    """
+    by = by.strip()
+    if not by:
+        raise AdjudicationError("give the name of the person deciding", hint="--by NAME")
+    with ws.session() as s:
+        task = get_by_prefix(s, AnnotationTask, task_id)
+        spec = kind_spec(task.kind)
+        if spec.shape == "answer":
+            raise AdjudicationError(f"{task.kind} is scored against gold answers, not adjudicated")
+        try:
+            value = spec.read(label)
+        except LabelError as exc:
+            raise AdjudicationError(f"task {task.id[:10]} ({task.kind}): {exc}") from None
+        row = s.exec(select(Adjudication).where(Adjudication.task_id == task.id)).first()
+        labels = {
+            ann.annotator: (spec.read(ann.label), ann.id)
+            for _, ann in latest_annotations(s, task.kind, task_id=task.id)
+            if _readable(spec, ann.label)
+        }
+        if row is None:
+            row = Adjudication(id=adjudication_id(task.id), task_id=task.id, kind=task.kind, history=[])
+        elif row.status == AdjudicationStatus.RESOLVED.value:
+            row.history = [*(row.history or []), _previous(row)]
+        row.votes = _votes(spec, {k: v for k, (v, _) in labels.items()})
+        row.annotation_ids = sorted(aid for _, aid in labels.values())
+        row.status = AdjudicationStatus.RESOLVED.value
+        row.label = spec.final_label(value)
+        row.method = AdjudicationMethod.PERSON.value
+        row.decided_by = by
+        row.note = note
+        row.decided_at = utcnow()
+        s.add(row)
+        _mark_task(s, task, row.status)
+        s.flush()
+        return row
+
+
+def _readable(spec: KindSpec, label: Any) -> bool:
+    try:
+        spec.read(label)
+        return True
+    except LabelError:
+        return False
+
+
+def final_labels(ws: Workspace, kind: str) -> dict[str, Adjudication]:
+    """The resolved adjudications of a kind, by task id."""
+    kind_spec(kind)
+    with ws.session() as s:
+        rows = s.exec(
+            select(Adjudication).where(Adjudication.kind == kind, Adjudication.status == AdjudicationStatus.RESOLVED.value)
+        ).all()
+        return {r.task_id: r for r in rows}

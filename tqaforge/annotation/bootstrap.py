@@ -1,0 +1,103 @@
+"""A seeded bootstrap over items, vectorised over the resamples.
+
+Every statistic in :mod:`tqaforge.annotation.agreement` is a function of *column sums of per-item
+statistics* (Fleiss' kappa of the items' agreement and category counts, Cohen's kappa of the
+cells of the confusion matrix, Krippendorff's alpha of the units' disagreements and value
+counts...). A bootstrap resample of the items therefore needs no re-run of the statistic: it
+needs only how many times each item was drawn, ``W`` (resamples x items), and ``W @ stats``.
+
+Items with identical statistics are interchangeable, so they are grouped first: with ``U``
+distinct rows among ``n`` items, how often each distinct row is drawn in a resample of ``n``
+items is multinomial(``n``, counts / ``n``), ``U`` draws per resample instead of ``n``. Rating
+data has few distinct rows (10,000 items by 5 raters into 3 categories have at most 21), which
+makes a 1,000-sample bootstrap on 10,000 items take milliseconds. When most rows are distinct
+(set-valued labels), the items are drawn directly, in chunks that bound the memory.
+
+The interval is the percentile interval of the resampled values. Resamples in which the
+statistic is undefined (all of a resample's ratings in one category) are counted and left out;
+when they are the majority, no interval is given and the reason says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+#: Values drawn per chunk (bounds the memory of the weight matrices).
+_CHUNK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapCI:
+    """A percentile interval and how many resamples had no value."""
+
+    ci: tuple[float, float] | None
+    undefined: int
+    reason: str | None = None
+
+
+def group_rows(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``stats`` and how many items have each."""
+    patterns, counts = np.unique(stats, axis=0, return_counts=True)
+    return patterns, counts
+
+
+def resampled_sums(
+    patterns: np.ndarray, counts: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
+    """Column sums of ``patterns`` weighted by bootstrap draws, yielded in chunks of resamples.
+
+    ``patterns[u]`` is the statistic row shared by ``counts[u]`` items; each resample draws
+    ``counts.sum()`` items with replacement.
+    """
+    n = int(counts.sum())
+    u = len(counts)
+    if u * 4 <= n:
+        # Few distinct rows: multinomial counts per row, U draws per resample.
+        p = counts / n
+        step = max(1, _CHUNK_CELLS // max(u, 1))
+        for start in range(0, n_boot, step):
+            b = min(step, n_boot - start)
+            yield rng.multinomial(n, p, size=b).astype(np.float64) @ patterns
+        return
+    # Mostly distinct rows: draw item indices and count them per resample.
+    item_pattern = np.repeat(np.arange(u), counts)
+    step = max(1, _CHUNK_CELLS // max(n, 1))
+    for start in range(0, n_boot, step):
+        b = min(step, n_boot - start)
+        drawn = item_pattern[rng.integers(0, n, size=(b, n))]
+        offsets = (np.arange(b) * u)[:, None]
+        weights = np.bincount((drawn + offsets).ravel(), minlength=b * u).reshape(b, u)
+        yield weights.astype(np.float64) @ patterns
+
+
+def bootstrap_ci(
+    patterns: np.ndarray,
+    counts: np.ndarray,
+    from_sums: Callable[[np.ndarray], np.ndarray],
+    *,
+    n_boot: int,
+    seed: int,
+    ci_level: float,
+) -> BootstrapCI:
+    """The percentile interval of ``from_sums`` over ``n_boot`` resamples of the items.
+
+    ``from_sums`` maps a (resamples x statistics) array of column sums to one value per
+    resample, NaN where the statistic is undefined in that resample.
+    """
+    if n_boot <= 0:
+        return BootstrapCI(None, 0, "no bootstrap requested (n_boot = 0)")
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([from_sums(s) for s in resampled_sums(patterns, counts, n_boot, rng)])
+    finite = values[np.isfinite(values)]
+    undefined = int(n_boot - finite.size)
+    if finite.size * 2 < n_boot:
+        return BootstrapCI(
+            None, undefined,
+            f"the statistic is undefined in {undefined} of {n_boot} resamples (too few items or too little variety)",
+        )
+    tail = (1.0 - ci_level) / 2.0
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
+    return BootstrapCI((float(low), float(high)), undefined)

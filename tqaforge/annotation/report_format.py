@@ -1,0 +1,138 @@
+"""An agreement report as text: sections of tables that Markdown and the terminal both render.
+
+:func:`report_sections` lays the report out once; :func:`to_markdown` writes it as the Markdown
+stored next to the JSON (and shipped with a release); the CLI prints the same sections as rich
+tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
+from tqaforge.annotation.workflows import AgreementReport, KindReport
+
+NAMES = {
+    "percent_agreement": "Percent agreement",
+    "fleiss_kappa": "Fleiss' kappa",
+    "krippendorff_alpha": "Krippendorff's alpha (nominal)",
+    "gwet_ac1": "Gwet's AC1",
+    "masi_alpha": "Krippendorff's alpha (MASI, sets)",
+    "cohen_kappa": "Cohen's kappa",
+    "accuracy": "Accuracy",
+    "majority_agreement": "Agreement with the majority",
+    "masi_majority_agreement": "MASI agreement with the majority",
+}
+
+
+@dataclass(frozen=True)
+class TextTable:
+    caption: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    lines: tuple[str, ...] = ()
+    tables: tuple[TextTable, ...] = field(default_factory=tuple)
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_ci(result: AgreementResult) -> str:
+    if result.ci is None:
+        return "—"
+    return f"[{result.ci[0]:.3f}, {result.ci[1]:.3f}]"
+
+
+def cell(result: AgreementResult) -> str:
+    """``value [low, high]``, or why there is no value."""
+    if result.value is None:
+        return f"undefined: {result.reason}"
+    return f"{result.value:.3f} {fmt_ci(result)}" if result.ci else f"{result.value:.3f}"
+
+
+def _stat_rows(stats: dict[str, AgreementResult] | object) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for name, r in stats.items():  # type: ignore[attr-defined]
+        value = fmt(r.value) if r.value is not None else f"undefined: {r.reason}"
+        rows.append((NAMES.get(name, name), value, fmt_ci(r), r.band or "", str(r.n_items), str(r.n_raters)))
+    return tuple(rows)
+
+
+def _pairwise_table(name: str, result: PairwiseResult) -> TextTable:
+    raters = result.raters
+    rows = []
+    for a in raters:
+        rows.append((a, *("—" if a == b else cell(result.get(a, b)) for b in raters)))
+    mean = f"mean over pairs: {fmt(result.mean)}" + (f" ({result.reason})" if result.reason else "")
+    return TextTable(f"{NAMES.get(name, name)} for each pair of annotators; {mean}", ("", *raters), tuple(rows))
+
+
+def kind_section(report: KindReport, ci_level: float) -> Section:
+    pct = f"{ci_level:.0%} CI"
+    lines = [
+        f"{report.description}.",
+        f"{report.n_items} items, {report.n_raters} annotators, {report.n_annotations} annotations.",
+    ]
+    tables = [TextTable("Overall", ("statistic", "value", pct, "Landis-Koch", "items", "raters"), _stat_rows(report.overall))]
+    for name, pairwise in report.pairwise.items():
+        tables.append(_pairwise_table(name, pairwise))
+    if report.per_annotator:
+        caption = "Each annotator's accuracy" if report.shape == "answer" else "Each annotator against the majority of the others"
+        rows = []
+        for rater, r in report.per_annotator.items():
+            extra = r.components.get("items_without_majority")
+            rows.append((rater, fmt(r.value) if r.value is not None else f"undefined: {r.reason}", fmt_ci(r), str(r.n_items), str(extra or "")))
+        tables.append(TextTable(caption, ("annotator", "value", pct, "items", "no majority"), tuple(rows)))
+    if report.per_subtype:
+        names = list(dict.fromkeys(n for stats in report.per_subtype.values() for n in stats))
+        rows = []
+        for subtype, stats in report.per_subtype.items():
+            first = next(iter(stats.values()))
+            rows.append((subtype, str(first.n_items), *(cell(stats[n]) if n in stats else "—" for n in names)))
+        tables.append(TextTable("Per subtype", ("subtype", "items", *(NAMES.get(n, n) for n in names)), tuple(rows)))
+    lines += [f"Note: {n}" for n in report.notes]
+    lines += [f"Problem: {p}" for p in report.problems[:20]]
+    if len(report.problems) > 20:
+        lines.append(f"... and {len(report.problems) - 20} more problems (see the JSON report)")
+    return Section(f"{report.kind}", tuple(lines), tuple(tables))
+
+
+def report_sections(report: AgreementReport) -> list[Section]:
+    s = report.settings
+    head = Section(
+        f"Agreement report: {report.workspace}",
+        (
+            f"Generated {report.generated_at}. Intervals: {s.ci_level:.0%} percentile bootstrap over items, "
+            f"{s.n_boot} resamples, seed {s.seed}."
+            + (f" Excluded sources: {', '.join(s.exclude_sources)}." if s.exclude_sources else ""),
+            f"Annotations read: hash {report.annotations_hash[:16]}. Bands: Landis and Koch (1977).",
+            *(f"Skipped {k}: {why}" for k, why in report.skipped_kinds.items()),
+        ),
+    )
+    return [head, *(kind_section(k, s.ci_level) for k in report.kinds.values())]
+
+
+def _md_table(t: TextTable) -> list[str]:
+    def esc(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    out = [f"**{t.caption}**", "", "| " + " | ".join(esc(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in t.rows]
+    return out + [""]
+
+
+def to_markdown(report: AgreementReport) -> str:
+    """The report as a Markdown document."""
+    lines: list[str] = []
+    for i, section in enumerate(report_sections(report)):
+        lines += [("# " if i == 0 else "## ") + section.title, ""]
+        lines += [*section.lines, ""] if section.lines else []
+        for table in section.tables:
+            lines += _md_table(table)
+    return "\n".join(lines).rstrip() + "\n"

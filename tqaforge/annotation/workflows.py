@@ -1,0 +1,689 @@
+"""Agreement on the annotation workflows: Annotation records -> rater data -> statistics -> a report.
+
+Each :class:`~tqaforge.schemas.records.AnnotationTask` has a ``kind``; every
+:class:`~tqaforge.schemas.records.Annotation` on it holds one person's ``label`` in the shape of
+that kind:
+
+=======================  =========  ===============================================================
+kind                     target     label (a bare value instead of the dict is accepted too)
+=======================  =========  ===============================================================
+question_typing          question   ``{"type": "extraction" | "reasoning" | "unanswerable"}``;
+                                    FREB-TQA's ``1`` / ``0`` / ``-1`` are read as these
+question_review          question   ``{"decision": "accept" | "edit" | "promote" | "reject", ...}``
+                                    as :mod:`tqaforge.generation.review` writes it; compared as
+                                    ``accept`` (accept, edit, promote: keep the question) or
+                                    ``reject``
+answer_verification      answer     ``{"decision": "correct" | "incorrect" | "unanswerable",
+                                    "answer": "corrected answer" (optional)}``
+relevant_cells           question   ``{"cells": [[row, col], ...]}`` (data rows, 0-based); compared
+                                    as sets with the MASI distance
+relevant_cell_validity   question   ``{"decision": "valid" | "invalid" | "unanswerable"}``: does
+                                    removing the relevant cells prevent answering (FREB-TQA
+                                    appendix A.2; ``1`` / ``0`` / ``-1`` are read as these)
+value_modification       variant    ``{"decision": "accept" | "reject"}``: is a person's value
+                                    modification (and its new gold) acceptable
+blind_reanswer           variant    ``{"answer": "..."}`` or ``{"answers": ["...", ...]}``: a second
+                         or         person's answer, scored by exact match (after the normalisation
+                         question   of :func:`tqaforge.tables.matching.value_match`) against the
+                                    author's gold: ``Variant.answers``, or for a question its
+                                    verified / corrected / gold ``Answer``
+=======================  =========  ===============================================================
+
+When a person labels a task twice (changed their mind), their latest annotation counts (by
+``created_at``, then the number at the end of ``source_ref``). Labels that cannot be read are
+not guessed at: they are left out and listed in the report's ``problems``.
+
+The report (:func:`agreement_report`) gives, per kind: percent agreement, Fleiss' kappa (on the
+items with the most common number of ratings, since it needs the same number on every item),
+Krippendorff's alpha and Gwet's AC1 (all items, missing ratings allowed), pairwise percent
+agreement and Cohen's kappa, each annotator's agreement with the majority of the others, and
+the same per question subtype; for set labels MASI alpha; for blind re-answering the accuracy
+of each annotator and overall. Every value has its seeded bootstrap interval.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+import numpy as np
+from sqlmodel import Session, select
+
+from tqaforge.annotation.agreement import (
+    DEFAULT_CI_LEVEL,
+    DEFAULT_N_BOOT,
+    AgreementResult,
+    PairwiseResult,
+    category_counts,
+    cohen_kappa_matrix,
+    fleiss_kappa,
+    gwet_ac1,
+    krippendorff_alpha,
+    masi_alpha,
+    masi_distance,
+    percent_agreement,
+    percent_agreement_matrix,
+    proportion,
+)
+from tqaforge.errors import AgreementError
+from tqaforge.schemas.enums import AnswerStatus
+from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
+from tqaforge.store import Workspace
+from tqaforge.tables.matching import RULES, Rule, value_match
+from tqaforge.tables.table import content_hash
+
+Shape = Literal["category", "set", "answer"]
+
+#: Answer statuses that count as the author's gold for blind re-answering, best first.
+GOLD_STATUSES: tuple[str, ...] = (AnswerStatus.CORRECTED.value, AnswerStatus.VERIFIED.value, AnswerStatus.GOLD.value)
+#: Matching rules of blind re-answering by default: normalised text, or the same number.
+DEFAULT_MATCH_RULES: tuple[Rule, ...] = ("exact", "numeric")
+
+NO_SUBTYPE = "(none)"
+
+
+class LabelError(ValueError):
+    """One annotation's label does not have its kind's shape (reported, not raised to the user)."""
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What one annotation kind's labels look like and how they are compared."""
+
+    name: str
+    shape: Shape
+    key: str
+    description: str
+    categories: tuple[str, ...] = ()
+    aliases: Mapping[Any, str] = field(default_factory=dict)
+
+    def read(self, label: Any) -> Any:
+        """The comparable value of a label: a category, a frozenset of (row, col), or a tuple of answers."""
+        value = label.get(self.key) if isinstance(label, dict) else label
+        if isinstance(label, dict) and value is None and self.shape == "answer" and "answers" in label:
+            value = label["answers"]
+        if value is None:
+            raise LabelError(f"no {self.key!r} in the label {label!r}")
+        if self.shape == "category":
+            return self._category(value)
+        if self.shape == "set":
+            return _cells(value)
+        return _answers(value)
+
+    def _category(self, value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise LabelError(f"{self.key} must be one of {', '.join(self.categories)}, got {value!r}")
+        key = value.strip().lower() if isinstance(value, str) else value
+        key = self.aliases.get(key, self.aliases.get(str(key), key))
+        if key not in self.categories:
+            raise LabelError(f"{self.key} {value!r} is not one of {', '.join(self.categories)}")
+        return str(key)
+
+    def final_label(self, value: Any) -> dict[str, Any]:
+        """A value back in the label shape (for adjudicated final labels)."""
+        if self.shape == "set":
+            return {self.key: [list(c) for c in sorted(value)]}
+        if self.shape == "answer":
+            return {"answers": list(value)}
+        return {self.key: value}
+
+
+def _cells(value: Any) -> frozenset[tuple[int, int]]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise LabelError(f"cells must be a list of [row, col] pairs, got {value!r}")
+    cells = set()
+    for cell in value:
+        if (
+            not isinstance(cell, (list, tuple)) or len(cell) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cell)
+        ):
+            raise LabelError(f"cell {cell!r} is not a [row, col] pair of non-negative integers")
+        cells.add((cell[0], cell[1]))
+    return frozenset(cells)
+
+
+def _answers(value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return (str(value),)
+    if isinstance(value, list) and value and all(isinstance(x, (str, int, float)) for x in value):
+        return tuple(str(x) for x in value)
+    raise LabelError(f"an answer must be a string or a non-empty list of strings, got {value!r}")
+
+
+KINDS: dict[str, KindSpec] = {
+    spec.name: spec
+    for spec in (
+        KindSpec(
+            "question_typing", "category", "type", "extraction or reasoning question (FREB-TQA A.2)",
+            ("extraction", "reasoning", "unanswerable"),
+            {1: "extraction", 0: "reasoning", -1: "unanswerable"},
+        ),
+        KindSpec(
+            "question_review", "category", "decision", "keep or reject a proposed question",
+            ("accept", "reject"), {"edit": "accept", "promote": "accept"},
+        ),
+        KindSpec(
+            "answer_verification", "category", "decision", "is the candidate gold answer correct",
+            ("correct", "incorrect", "unanswerable"),
+        ),
+        KindSpec("relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)"),
+        KindSpec(
+            "relevant_cell_validity", "category", "decision",
+            "does removing the relevant cells prevent answering (FREB-TQA A.2)",
+            ("valid", "invalid", "unanswerable"), {1: "valid", 0: "invalid", -1: "unanswerable"},
+        ),
+        KindSpec(
+            "value_modification", "category", "decision", "is a person's value modification acceptable",
+            ("accept", "reject"),
+        ),
+        KindSpec(
+            "blind_reanswer", "answer", "answer",
+            "second annotators' answers against the author's gold (FREB-TQA: 92.5% / 93.5%)",
+        ),
+    )
+}
+
+
+def kind_spec(kind: str) -> KindSpec:
+    """The spec of a known kind; an :class:`AgreementError` naming the known ones otherwise."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise AgreementError(f"unknown annotation kind {kind!r}", hint="one of " + ", ".join(KINDS)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# From records to rater data
+
+
+@dataclass(frozen=True)
+class RaterData:
+    """One kind's labels as items (tasks) x raters (annotators); None where a rater gave none."""
+
+    kind: KindSpec
+    items: tuple[str, ...]
+    target_types: tuple[str, ...]
+    targets: tuple[str, ...]
+    subtypes: tuple[str, ...]
+    raters: tuple[str, ...]
+    labels: tuple[tuple[Any, ...], ...]
+    annotation_ids: tuple[tuple[str | None, ...], ...]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def n_annotations(self) -> int:
+        return sum(x is not None for row in self.labels for x in row)
+
+    def ratings(self) -> list[list[Any]]:
+        """Items x raters."""
+        return [list(row) for row in self.labels]
+
+    def reliability_data(self) -> list[list[Any]]:
+        """Raters x items (the layout of Krippendorff's alpha)."""
+        return [list(col) for col in zip(*self.labels)] if self.labels else []
+
+    def select(self, keep: Sequence[bool]) -> RaterData:
+        """The items where ``keep`` is true (raters who labelled none of them are dropped)."""
+        idx = [i for i, k in enumerate(keep) if k]
+        used = [r for r in range(len(self.raters)) if any(self.labels[i][r] is not None for i in idx)]
+
+        def pick(rows: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
+            return tuple(tuple(rows[i][r] for r in used) for i in idx)
+
+        return RaterData(
+            self.kind,
+            tuple(self.items[i] for i in idx),
+            tuple(self.target_types[i] for i in idx),
+            tuple(self.targets[i] for i in idx),
+            tuple(self.subtypes[i] for i in idx),
+            tuple(self.raters[r] for r in used),
+            pick(self.labels),
+            pick(self.annotation_ids),
+            self.problems,
+        )
+
+
+def _sequence(source_ref: str) -> int:
+    tail = source_ref.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def latest_annotations(
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None
+) -> list[tuple[AnnotationTask, Annotation]]:
+    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given)."""
+    excluded = set(exclude_sources)
+    query = (
+        select(AnnotationTask, Annotation)
+        .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+        .where(AnnotationTask.kind == kind)
+    )
+    if task_id is not None:
+        query = query.where(AnnotationTask.id == task_id)
+    rows = s.exec(query).all()
+    latest: dict[tuple[str, str], tuple[AnnotationTask, Annotation]] = {}
+    for task, ann in rows:
+        if ann.source in excluded:
+            continue
+        key = (task.id, ann.annotator)
+        order = (_as_utc(ann.created_at), _sequence(ann.source_ref), ann.id)
+        held = latest.get(key)
+        if held is None or order > (_as_utc(held[1].created_at), _sequence(held[1].source_ref), held[1].id):
+            latest[key] = (task, ann)
+    return list(latest.values())
+
+
+def _chunks(values: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The question subtype of each (target_type, target_id), through answers and variants."""
+    by_type: dict[str, set[str]] = defaultdict(set)
+    for target_type, target_id in targets:
+        by_type[target_type].add(target_id)
+    question_of: dict[tuple[str, str], str] = {("question", q): q for q in by_type.get("question", ())}
+    for model, target_type in ((Answer, "answer"), (Variant, "variant")):
+        ids = sorted(by_type.get(target_type, ()))
+        for chunk in _chunks(ids):
+            for rid, qid in s.exec(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
+                question_of[(target_type, rid)] = qid
+    subtype: dict[str, str | None] = {}
+    qids = sorted(set(question_of.values()))
+    for chunk in _chunks(qids):
+        for qid, st in s.exec(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            subtype[qid] = st
+    return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
+
+
+def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
+    """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
+    spec = kind_spec(kind)
+    with ws.session() as s:
+        pairs = latest_annotations(s, kind, exclude_sources=exclude_sources)
+        subtype_of = _subtypes(s, {(t.target_type, t.target_id) for t, _ in pairs})
+    problems: list[str] = []
+    values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
+    tasks: dict[str, AnnotationTask] = {}
+    for task, ann in pairs:
+        try:
+            value = spec.read(ann.label)
+        except LabelError as exc:
+            problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
+            continue
+        values[task.id][ann.annotator] = (value, ann.id)
+        tasks[task.id] = task
+    items = tuple(sorted(values))
+    raters = tuple(sorted({a for per in values.values() for a in per}))
+    labels = tuple(tuple(values[i][r][0] if r in values[i] else None for r in raters) for i in items)
+    ann_ids = tuple(tuple(values[i][r][1] if r in values[i] else None for r in raters) for i in items)
+    return RaterData(
+        spec, items,
+        tuple(tasks[i].target_type for i in items),
+        tuple(tasks[i].target_id for i in items),
+        tuple(subtype_of.get((tasks[i].target_type, tasks[i].target_id), NO_SUBTYPE) for i in items),
+        raters, labels, ann_ids, tuple(sorted(problems)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics per kind
+
+
+@dataclass(frozen=True)
+class KindReport:
+    """Every statistic of one annotation kind."""
+
+    kind: str
+    description: str
+    shape: Shape
+    n_items: int
+    n_raters: int
+    n_annotations: int
+    raters: tuple[str, ...]
+    overall: Mapping[str, AgreementResult]
+    pairwise: Mapping[str, PairwiseResult]
+    per_annotator: Mapping[str, AgreementResult]
+    per_subtype: Mapping[str, Mapping[str, AgreementResult]]
+    notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "shape": self.shape,
+            "n_items": self.n_items,
+            "n_raters": self.n_raters,
+            "n_annotations": self.n_annotations,
+            "raters": list(self.raters),
+            "overall": {k: v.as_dict() for k, v in self.overall.items()},
+            "pairwise": {k: v.as_dict() for k, v in self.pairwise.items()},
+            "per_annotator": {k: v.as_dict() for k, v in self.per_annotator.items()},
+            "per_subtype": {st: {k: v.as_dict() for k, v in stats.items()} for st, stats in self.per_subtype.items()},
+            "notes": list(self.notes),
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The choices a report was made with (stored with it)."""
+
+    n_boot: int = DEFAULT_N_BOOT
+    seed: int = 0
+    ci_level: float = DEFAULT_CI_LEVEL
+    exclude_sources: tuple[str, ...] = ()
+    match_rules: tuple[Rule, ...] = DEFAULT_MATCH_RULES
+
+    def boot(self) -> dict[str, Any]:
+        return {"n_boot": self.n_boot, "seed": self.seed, "ci_level": self.ci_level}
+
+
+def _majority(values: Sequence[Any]) -> Any | None:
+    """The value given by more than half of ``values`` (None when there is no strict majority)."""
+    if not values:
+        return None
+    value, n = Counter(values).most_common(1)[0]
+    return value if n * 2 > len(values) else None
+
+
+def _majority_cells(sets: Sequence[frozenset]) -> frozenset:
+    """The cells chosen by more than half of the sets."""
+    counts = Counter(c for s in sets for c in s)
+    return frozenset(c for c, n in counts.items() if n * 2 > len(sets))
+
+
+def majority_agreement(data: RaterData, settings: Settings) -> dict[str, AgreementResult]:
+    """Each annotator's agreement with the majority of the other annotators, item by item.
+
+    Categories: the share of items where the annotator gives the others' strict-majority value
+    (items without one are left out and counted). Sets: the mean MASI agreement (1 - distance)
+    with the cells more than half of the others chose.
+    """
+    out: dict[str, AgreementResult] = {}
+    for r, rater in enumerate(data.raters):
+        scores: list[float] = []
+        no_majority = 0
+        for row in data.labels:
+            mine = row[r]
+            others = [x for j, x in enumerate(row) if j != r and x is not None]
+            if mine is None or not others:
+                continue
+            if data.kind.shape == "set":
+                scores.append(1.0 - masi_distance(mine, _majority_cells(others)))
+                continue
+            majority = _majority(others)
+            if majority is None:
+                no_majority += 1
+                continue
+            scores.append(1.0 if mine == majority else 0.0)
+        statistic = "masi_majority_agreement" if data.kind.shape == "set" else "majority_agreement"
+        result = proportion(scores, statistic=statistic, n_raters=len(data.raters), **settings.boot())
+        if no_majority:
+            result = _with_component(result, "items_without_majority", no_majority)
+        out[rater] = result
+    return out
+
+
+def _with_component(result: AgreementResult, key: str, value: Any) -> AgreementResult:
+    return replace(result, components={**result.components, key: value})
+
+
+def _category_stats(data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
+    notes: list[str] = []
+    cats = data.kind.categories
+    counts, _ = category_counts(data.ratings(), cats)
+    per_item = counts.sum(axis=1)
+    stats: dict[str, AgreementResult] = {"percent_agreement": percent_agreement(counts, **settings.boot())}
+    sizes = Counter(int(n) for n in per_item if n >= 2)
+    if not sizes:
+        stats["fleiss_kappa"] = AgreementResult(
+            "fleiss_kappa", None, 0, 0, reason="no item has two or more ratings: nothing to compare"
+        )
+    else:
+        n_common = max(sizes, key=lambda n: (sizes[n], n))
+        keep = per_item == n_common
+        stats["fleiss_kappa"] = fleiss_kappa(counts[keep], categories=cats, **settings.boot())
+        if keep.sum() < len(per_item):
+            notes.append(
+                f"Fleiss' kappa on the {int(keep.sum())} of {len(per_item)} items with {n_common} ratings "
+                "(it needs the same number on every item); alpha and AC1 use every item"
+            )
+    stats["krippendorff_alpha"] = krippendorff_alpha(data.reliability_data(), "nominal", value_domain=cats, **settings.boot())
+    stats["gwet_ac1"] = gwet_ac1(counts, n_categories=len(cats), categories=cats, **settings.boot())
+    return stats, notes
+
+
+def _set_stats(data: RaterData, settings: Settings) -> dict[str, AgreementResult]:
+    codes = _set_codes(data)
+    counts, _ = category_counts(codes)
+    return {
+        "masi_alpha": masi_alpha(data.reliability_data(), **settings.boot()),
+        "percent_agreement": percent_agreement(counts, **settings.boot()),  # identical sets
+    }
+
+
+def _set_codes(data: RaterData) -> list[list[int | None]]:
+    """Set labels as integer codes (equal sets, equal codes) for exact-agreement statistics."""
+    index: dict[frozenset, int] = {}
+    return [[None if x is None else index.setdefault(x, len(index)) for x in row] for row in data.labels]
+
+
+def _pairwise(data: RaterData, settings: Settings) -> dict[str, PairwiseResult]:
+    if data.kind.shape == "set":
+        return {"percent_agreement": percent_agreement_matrix(_set_codes(data), raters=data.raters, **settings.boot())}
+    ratings = data.ratings()
+    return {
+        "percent_agreement": percent_agreement_matrix(ratings, raters=data.raters, **settings.boot()),
+        "cohen_kappa": cohen_kappa_matrix(ratings, raters=data.raters, categories=data.kind.categories, **settings.boot()),
+    }
+
+
+def _overall(data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
+    if data.kind.shape == "set":
+        return _set_stats(data, settings), []
+    return _category_stats(data, settings)
+
+
+def kind_report(data: RaterData, settings: Settings = Settings(), *, gold: Mapping[str, Sequence[str]] | None = None) -> KindReport:
+    """Every statistic of one kind's rater data (``gold`` per item for blind re-answering)."""
+    if data.kind.shape == "answer":
+        return _reanswer_report(data, settings, gold or {})
+    overall, notes = _overall(data, settings)
+    per_subtype: dict[str, dict[str, AgreementResult]] = {}
+    for subtype in sorted(set(data.subtypes)):
+        part = data.select([st == subtype for st in data.subtypes])
+        stats, _ = _overall(part, settings)
+        per_subtype[subtype] = stats
+    return KindReport(
+        data.kind.name, data.kind.description, data.kind.shape, len(data.items), len(data.raters),
+        data.n_annotations, data.raters, overall, _pairwise(data, settings),
+        majority_agreement(data, settings), per_subtype, tuple(notes), data.problems,
+    )
+
+
+def answers_match(given: Sequence[str], gold: Sequence[str], rules: Iterable[Rule] = DEFAULT_MATCH_RULES) -> bool:
+    """Whether a person's answer values equal the gold values, one to one in any order."""
+    rules = tuple(rules)
+    left = list(gold)
+    if len(given) != len(left):
+        return False
+    for value in given:
+        hit = next((i for i, g in enumerate(left) if value_match(value, g, rules) is not None), None)
+        if hit is None:
+            return False
+        left.pop(hit)
+    return True
+
+
+def _reanswer_report(data: RaterData, settings: Settings, gold: Mapping[str, Sequence[str]]) -> KindReport:
+    problems = list(data.problems)
+    missing = [i for i in data.items if not gold.get(i)]
+    if missing:
+        problems.append(f"{len(missing)} items have no gold answer yet and are not scored")
+    scored = [bool(gold.get(i)) for i in data.items]
+    correct = np.full((len(data.items), len(data.raters)), np.nan)
+    for i, (item, row) in enumerate(zip(data.items, data.labels)):
+        if not scored[i]:
+            continue
+        for r, given in enumerate(row):
+            if given is not None:
+                correct[i, r] = 1.0 if answers_match(given, gold[item], settings.match_rules) else 0.0
+    answered = ~np.isnan(correct)
+    hits = np.nan_to_num(correct)
+
+    def accuracy(rows: np.ndarray, cols: slice | int = slice(None)) -> AgreementResult:
+        num = hits[rows][:, cols] if isinstance(cols, int) else hits[rows][:, cols].sum(axis=1)
+        den = answered[rows][:, cols] if isinstance(cols, int) else answered[rows][:, cols].sum(axis=1)
+        return proportion(num, den, statistic="accuracy", n_raters=len(data.raters), **settings.boot())
+
+    everything = np.ones(len(data.items), dtype=bool)
+    per_annotator = {rater: accuracy(everything, r) for r, rater in enumerate(data.raters)}
+    subtypes = np.array(data.subtypes, dtype=object)
+    per_subtype = {st: {"accuracy": accuracy(subtypes == st)} for st in sorted(set(data.subtypes))}
+    notes = [f"exact match after normalisation (rules: {', '.join(settings.match_rules)})"]
+    return KindReport(
+        data.kind.name, data.kind.description, data.kind.shape, len(data.items), len(data.raters),
+        data.n_annotations, data.raters, {"accuracy": accuracy(everything)}, {}, per_annotator, per_subtype,
+        tuple(notes), tuple(problems),
+    )
+
+
+def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
+    """The author's gold per item of blind re-answering: the variant's answers, or the question's best Answer."""
+    out: dict[str, list[str]] = {}
+    with ws.session() as s:
+        variants = [t for t, tt in zip(data.targets, data.target_types) if tt == "variant"]
+        answers_of: dict[str, list[str] | None] = {}
+        for chunk in _chunks(sorted(set(variants))):
+            for vid, answers in s.exec(select(Variant.id, Variant.answers).where(Variant.id.in_(chunk))).all():  # type: ignore[attr-defined]
+                answers_of[vid] = answers
+        questions = sorted({t for t, tt in zip(data.targets, data.target_types) if tt == "question"})
+        best: dict[str, tuple[int, datetime, list[str]]] = {}
+        for chunk in _chunks(questions):
+            rows = s.exec(
+                select(Answer).where(Answer.question_id.in_(chunk), Answer.status.in_(GOLD_STATUSES))  # type: ignore[attr-defined]
+            ).all()
+            for a in rows:
+                rank = (-GOLD_STATUSES.index(a.status), _as_utc(a.created_at), a.values)
+                if a.question_id not in best or rank[:2] > best[a.question_id][:2]:
+                    best[a.question_id] = rank
+    for item, target, target_type in zip(data.items, data.targets, data.target_types):
+        values = answers_of.get(target) if target_type == "variant" else (best[target][2] if target in best else None)
+        if values:
+            out[item] = [str(v) for v in values]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """Agreement on every (or the chosen) annotation kind of a workspace, with its settings."""
+
+    workspace: str
+    generated_at: str
+    settings: Settings
+    annotations_hash: str
+    kinds: Mapping[str, KindReport]
+    skipped_kinds: Mapping[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace,
+            "generated_at": self.generated_at,
+            "settings": {
+                **self.settings.boot(),
+                "exclude_sources": list(self.settings.exclude_sources),
+                "match_rules": list(self.settings.match_rules),
+            },
+            "annotations_hash": self.annotations_hash,
+            "kinds": {k: r.as_dict() for k, r in self.kinds.items()},
+            "skipped_kinds": dict(self.skipped_kinds),
+        }
+
+
+def _kinds_present(ws: Workspace) -> list[str]:
+    with ws.session() as s:
+        rows = s.exec(
+            select(AnnotationTask.kind).join(Annotation, Annotation.task_id == AnnotationTask.id).distinct()  # type: ignore[arg-type]
+        ).all()
+    return sorted(set(rows))
+
+
+def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
+    """A hash of every annotation the report read (ids and labels), to tell a stale report."""
+    with ws.session() as s:
+        rows = s.exec(
+            select(Annotation.id, Annotation.label)
+            .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+        ).all()
+    return content_hash(sorted([rid, label] for rid, label in rows))
+
+
+def agreement_report(
+    ws: Workspace,
+    *,
+    kinds: Sequence[str] | None = None,
+    settings: Settings = Settings(),
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> AgreementReport:
+    """Agreement statistics for each annotation kind (default: every kind with annotations)."""
+    if settings.match_rules and not set(settings.match_rules) <= set(RULES):
+        raise AgreementError(f"unknown match rules {list(settings.match_rules)}", hint="from " + ", ".join(RULES))
+    for kind in kinds or ():
+        kind_spec(kind)  # a kind asked for by name must be known
+    wanted = list(kinds) if kinds else _kinds_present(ws)
+    reports: dict[str, KindReport] = {}
+    skipped: dict[str, str] = {}
+    for kind in wanted:
+        if kind not in KINDS:
+            skipped[kind] = "no label shape is defined for this kind"
+            continue
+        data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
+        if not data.items:
+            skipped[kind] = "no readable annotations" + (f" ({len(data.problems)} unreadable)" if data.problems else "")
+            continue
+        gold = gold_answers(ws, data) if data.kind.shape == "answer" else None
+        reports[kind] = kind_report(data, settings, gold=gold)
+    return AgreementReport(
+        ws.config.name, now().isoformat(timespec="seconds"), settings,
+        _annotations_hash(ws, wanted), reports, skipped,
+    )
+
+
+def report_paths(ws: Workspace, kinds: Sequence[str] | None = None) -> tuple[Path, Path]:
+    """Where a report is stored: ``WORKSPACE/reports/agreement[-KIND...].{json,md}``."""
+    stem = "agreement" + "".join(f"-{k}" for k in (kinds or ()))
+    folder = ws.root / "reports"
+    return folder / f"{stem}.json", folder / f"{stem}.md"
+
+
+def write_report(ws: Workspace, report: AgreementReport, *, kinds: Sequence[str] | None = None) -> tuple[Path, Path]:
+    """Store the report as JSON and Markdown under ``WORKSPACE/reports/`` (atomically, by rename)."""
+    from tqaforge.annotation.report_format import to_markdown
+
+    json_path, md_path = report_paths(ws, kinds)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    for path, text in (
+        (json_path, json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n"),
+        (md_path, to_markdown(report)),
+    ):
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    return json_path, md_path
