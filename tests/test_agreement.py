@@ -592,18 +592,23 @@ def test_blind_reanswer_accuracy_uses_the_table_normalisation(sqlite_workspace):
         Variant(id="v4", question_id="q1", table_id="t1", perturbation="value_change", answers=None),  # no gold yet
     ]
     tasks = [TaskRecord(id=f"b{i}", kind="blind_reanswer", target_type="variant", target_id=f"v{i}") for i in range(1, 5)]
+    # A question as the target: its corrected answer is preferred over the imported gold.
+    gold = [Answer(id="a1", question_id="q1", value="Bergen", values=["Bergen"], status="gold"),
+            Answer(id="a2", question_id="q1", value="Oslo", values=["Oslo"], status="corrected")]
+    tasks.append(TaskRecord(id="b5", kind="blind_reanswer", target_type="question", target_id="q1"))
     anns = [
         _ann("b1", "dee", "blind_reanswer", {"answer": "1,694"}), _ann("b1", "eve", "blind_reanswer", {"answer": "1694.0"}),
         _ann("b2", "dee", "blind_reanswer", {"answer": "5%"}), _ann("b2", "eve", "blind_reanswer", {"answer": "-5 %"}),
         _ann("b3", "dee", "blind_reanswer", {"answers": ["bergen", "OSLO"]}), _ann("b3", "eve", "blind_reanswer", {"answers": ["Oslo"]}),
         _ann("b4", "dee", "blind_reanswer", {"answer": "x"}),
+        _ann("b5", "dee", "blind_reanswer", "oslo"),
     ]
-    _seed_records(ws, [[_table()], [q], variants, tasks, anns])
+    _seed_records(ws, [[_table()], [q], variants + gold, tasks, anns])
     kr = agreement_report(ws, settings=Settings(n_boot=200)).kinds["blind_reanswer"]
     # dee: 1,694 ok; 5% is not -5% (FREB-TQA's typical miss); bergen/OSLO ok -> 2 of 3
-    assert kr.per_annotator["dee"].value == pytest.approx(2 / 3)
+    assert kr.per_annotator["dee"].value == pytest.approx(3 / 4)  # and "oslo" against the corrected "Oslo"
     assert kr.per_annotator["eve"].value == pytest.approx(2 / 3)  # 1694.0 ok, -5 % ok, one of two answers
-    assert kr.overall["accuracy"].value == pytest.approx(4 / 6) and kr.overall["accuracy"].n_items == 3
+    assert kr.overall["accuracy"].value == pytest.approx(5 / 7) and kr.overall["accuracy"].n_items == 4
     assert any("no gold answer yet" in p for p in kr.problems)
     assert answers_match(["1694"], ["1,694"]) and not answers_match(["-5%"], ["5%"])
     assert not answers_match(["Ｏslo"], ["Oslo"], rules=()) and answers_match(["Ｏslo"], ["oslo"])
