@@ -57,10 +57,13 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 import openai
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, bindparam, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError
-from tqaforge.schemas.records import LLMCall
+from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError, StoreError
+from tqaforge.schemas.records import LLMCall, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.table import content_hash
 
@@ -87,6 +90,27 @@ API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_CAP_S = 300.0  # a broken Retry-After header must not park a run for hours
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per message, in OpenAI's chat format
+
+_CALLS = LLMCall.__table__  # type: ignore[attr-defined]
+_CACHED = select(_CALLS.c.text, _CALLS.c.prompt_tokens, _CALLS.c.completion_tokens).where(
+    _CALLS.c.id == bindparam("id"), _CALLS.c.status == "ok"
+)
+
+
+def _upsert_statement(dialect: str) -> Any:
+    """One INSERT .. ON CONFLICT statement for the whole row, built once (SQLite, PostgreSQL).
+
+    An error row never replaces an ok one (another run may have answered the request
+    meanwhile); anything else replaces what was there. None for other databases.
+    """
+    if dialect not in ("sqlite", "postgresql"):
+        return None
+    stmt = (sqlite_insert if dialect == "sqlite" else pg_insert)(_CALLS)
+    return stmt.on_conflict_do_update(
+        index_elements=[_CALLS.c.id],
+        set_={c.name: stmt.excluded[c.name] for c in _CALLS.columns if c.name != "id"},
+        where=(_CALLS.c.status != "ok") | (stmt.excluded.status == "ok"),
+    )
 
 
 @dataclass(frozen=True)
@@ -361,6 +385,8 @@ class Gateway:
         # One thread writes (and reads) the store: commits never block the event loop, and
         # SQLite never sees two writers of ours at once.
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tqaforge-llm-store")
+        self._db_conn: Connection | None = None  # opened and used by that thread only
+        self._upsert = _upsert_statement(ws.engine.dialect.name)
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
         self._client: openai.AsyncOpenAI | None = None
         self._closed = False
@@ -379,6 +405,7 @@ class Gateway:
         self._closed = True
         if self._client is not None:
             await self._client.close()
+        self._db.submit(self._close_conn)
         self._db.shutdown(wait=True)
 
     @property
@@ -495,19 +522,55 @@ class Gateway:
         return done
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+        # Shielded: a Ctrl-C while a commit waits its turn must not drop a paid reply; aclose()
+        # waits for the queue.
+        return await asyncio.shield(asyncio.get_running_loop().run_in_executor(self._db, fn, *args))
 
-    def _load(self, call_id: str) -> LLMCall | None:
-        with self.ws.session() as s:
-            return s.get(LLMCall, call_id)
+    # The store is read and written by the gateway's own thread, on one connection: a commit
+    # costs a statement and a COMMIT, nothing more (the gateway's throughput depends on it).
+    def _conn(self) -> Connection:
+        if self._db_conn is None:
+            self._db_conn = self.ws.engine.connect()
+        return self._db_conn
 
-    def _save(self, record: LLMCall) -> None:
-        for attempt in (1, 2):
+    def _close_conn(self) -> None:
+        if self._db_conn is not None:
+            self._db_conn.close()
+            self._db_conn = None
+
+    def _load(self, call_id: str) -> Completion | None:
+        """The stored ok answer to this request, if any (only the columns a Completion needs)."""
+        conn = self._conn()
+        try:
+            row = conn.execute(_CACHED, {"id": call_id}).first()
+            conn.rollback()  # end the read so that the next one sees newer commits
+        except SQLAlchemyError as exc:
+            self._close_conn()
+            raise StoreError(f"cannot read the LLM call cache: {exc}") from None
+        if row is None:
+            return None
+        return Completion(call_id, row.text or "", True, 0.0, row.prompt_tokens, row.completion_tokens)
+
+    def _save(self, record: dict[str, Any]) -> None:
+        """Insert or update the call's row and commit, before the caller sees the reply."""
+        if self._upsert is None:
+            return self._save_portable(record)
+        conn = self._conn()
+        try:
+            conn.execute(self._upsert, record)
+            conn.commit()
+        except SQLAlchemyError as exc:
+            self._close_conn()
+            raise StoreError(f"cannot store LLM call {record['id']}: {exc}") from None
+
+    def _save_portable(self, values: dict[str, Any]) -> None:
+        record = LLMCall(**values)
+        for attempt in (1, 2):  # databases without ON CONFLICT: read, then merge
             try:
                 with self.ws.session() as s:
                     existing = s.get(LLMCall, record.id)
                     if existing is not None and existing.status == "ok" and record.status != "ok":
-                        return  # another run answered it meanwhile; keep the answer
+                        return
                     s.merge(record)
                 return
             except IntegrityError:
@@ -524,11 +587,16 @@ class Gateway:
         purpose: str,
     ) -> Completion:
         stored = await self._in_db(self._load, call_id)
-        if stored is not None and stored.status == "ok":
+        if stored is not None:
             self.cached_calls += 1
-            return Completion(call_id, stored.text or "", True, 0.0, stored.prompt_tokens, stored.completion_tokens)
+            return stored
         async with self._sem:
-            return await self._paid_call(call_id, messages, params, seed, sample, purpose)
+            record, outcome = await self._paid_call(call_id, messages, params, seed, sample, purpose)
+        # Committed outside the slot: the slot bounds requests to the endpoint, not commits.
+        await self._in_db(self._save, record)
+        if isinstance(outcome, LLMError):
+            raise outcome
+        return outcome
 
     def _estimate_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         chars = sum(len(str(m.get("content") or "")) for m in messages)
@@ -570,7 +638,8 @@ class Gateway:
         seed: int | None,
         sample: int,
         purpose: str,
-    ) -> Completion:
+    ) -> tuple[dict[str, Any], Completion | LLMError]:
+        """Send with retries; the record to store and the completion or the error to raise."""
         s = self.settings
         wire = dict(params)
         sent_seed = wire_seed(seed, sample)
@@ -592,7 +661,12 @@ class Gateway:
             started = time.perf_counter()
             retry_after: float | None = None
             try:
-                reply = await client.chat.completions.create(model=s.model, messages=messages, **wire)
+                # client.post is the openai client's documented way to send a body as is: the
+                # same auth, errors and timeouts as chat.completions.create, without its typed
+                # request transform and response model (half the CPU of a call), and the
+                # record keeps the endpoint's JSON exactly as it came.
+                reply = await client.post("/chat/completions", body={"model": s.model, "messages": messages, **wire},
+                                          cast_to=dict)
                 text, prompt_tokens, completion_tokens = _usable(reply)
             except _Malformed as exc:
                 cost = s.price.cost(exc.prompt_tokens, exc.completion_tokens) if s.price else 0.0
@@ -609,7 +683,7 @@ class Gateway:
                 retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
                 retry_after = _retry_after(exc.response.headers)
                 if not retryable:
-                    return await self._fail(call_id, messages, wire, seed, sample, purpose, problem,
+                    return self._failure(call_id, messages, wire, seed, sample, purpose, problem,
                                             failed_cost, failed_tokens, hint=_status_hint(exc.status_code))
             except openai.APITimeoutError:
                 self.reserved -= worst
@@ -633,16 +707,16 @@ class Gateway:
                 if self._tpm is not None:
                     self._tpm.refund(est_tokens - (prompt_tokens + completion_tokens))
                 self._learn_density(messages, prompt_tokens)
-                record = LLMCall(
+                record = dict(
                     id=call_id, model=s.model, endpoint=self.endpoint, messages=messages, params=wire,
-                    seed=seed, sample=sample, response=reply.model_dump(mode="json", exclude_unset=True),
+                    seed=seed, sample=sample, response=reply,
                     text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     cost=cost + failed_cost, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
+                    created_at=utcnow(),
                 )
-                await self._in_db(self._save, record)
-                return Completion(call_id, text, False, cost, prompt_tokens, completion_tokens)
+                return record, Completion(call_id, text, False, cost, prompt_tokens, completion_tokens)
             if not retryable or retries >= s.max_retries:
-                return await self._fail(
+                return self._failure(
                     call_id, messages, wire, seed, sample, purpose,
                     f"{problem} (gave up after {retries + 1} attempt{'s' if retries else ''})",
                     failed_cost, failed_tokens,
@@ -655,7 +729,7 @@ class Gateway:
                         wait, call_id)
             await asyncio.sleep(wait)
 
-    async def _fail(
+    def _failure(
         self,
         call_id: str,
         messages: list[dict[str, str]],
@@ -668,34 +742,39 @@ class Gateway:
         tokens: list[int],
         *,
         hint: str | None,
-    ) -> Completion:
-        """Store the failure (never as ok; a later run retries it) and raise LLMError."""
+    ) -> tuple[dict[str, Any], LLMError]:
+        """The failure's record (never ok: a later run retries the call) and its LLMError."""
         self.failed_calls += 1
-        record = LLMCall(
+        record = dict(
             id=call_id, model=self.settings.model, endpoint=self.endpoint, messages=messages, params=params,
             seed=seed, sample=sample, response=None, text=None, prompt_tokens=tokens[0],
             completion_tokens=tokens[1], cost=cost, latency_ms=None, status="error", error=problem,
-            purpose=purpose,
+            purpose=purpose, created_at=utcnow(),
         )
-        await self._in_db(self._save, record)
-        raise LLMError(f"{purpose}: model {self.settings.model} at {self.endpoint}: {problem}", hint=hint)
+        return record, LLMError(f"{purpose}: model {self.settings.model} at {self.endpoint}: {problem}", hint=hint)
 
 
 def _usable(reply: Any) -> tuple[str, int, int]:
-    """The text and token counts of a reply, or _Malformed."""
-    usage = getattr(reply, "usage", None)
-    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    choices = getattr(reply, "choices", None)
+    """The text and token counts of a chat completion (parsed JSON), or _Malformed."""
+    if not isinstance(reply, dict):
+        raise _Malformed(f"a JSON {type(reply).__name__}, not an object")
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    prompt_tokens, completion_tokens = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    choices = reply.get("choices")
     if not isinstance(choices, list) or not choices:
         raise _Malformed("no choices", prompt_tokens, completion_tokens)
-    message = getattr(choices[0], "message", None)
-    content = getattr(message, "content", None)
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
-        refusal = getattr(message, "refusal", None)
+        refusal = message.get("refusal") if isinstance(message, dict) else None
         why = f"refused: {_short(str(refusal))}" if refusal else "no content"
         raise _Malformed(why, prompt_tokens, completion_tokens)
     return content, prompt_tokens, completion_tokens
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
