@@ -220,8 +220,11 @@ class OpenAIServer:
         with self._lock:
             return sum(self.paid.values())
 
-    def stall_after(self, n: int) -> None:
-        """After ``n`` paid replies, every further request hangs (unpaid) until the client leaves."""
+    def stall_after(self, n: int | None) -> None:
+        """After ``n`` paid replies, every further request hangs (unpaid) until the client leaves.
+
+        ``None`` lifts the stall for requests that arrive from now on.
+        """
         with self._lock:
             self._stall_after = n
 

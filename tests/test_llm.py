@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -536,3 +537,77 @@ def test_stall_after_hangs_unpaid(sqlite_workspace: Workspace) -> None:
     assert sum(isinstance(r, LLMError) for r in results) == 2
     assert sum(server.paid.values()) == 2
     assert json.dumps(sorted(r.status for r in records(sqlite_workspace))) == '["error", "error", "ok", "ok"]'
+
+
+# -- crash safety -----------------------------------------------------------------------------
+
+CHILD = r"""
+import asyncio, sys
+from pathlib import Path
+from tqaforge.store import open_workspace
+from tqaforge.generation.llm import Gateway, LLMSettings, run
+
+ws = open_workspace(Path(sys.argv[1]))
+settings = LLMSettings(model="test-model", base_url=sys.argv[2], api_key="k", concurrency=8, timeout_s=60)
+
+async def main():
+    async with Gateway(ws, settings) as gw:
+        await asyncio.gather(*(gw.complete([{"role": "user", "content": f"q{i}"}], purpose="t")
+                               for i in range(int(sys.argv[3]))))
+
+run(main())
+"""
+
+
+def _answer(body: dict) -> str:
+    return "a:" + body["messages"][-1]["content"]
+
+
+def _wait_rows(ws: Workspace, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while len(records(ws)) < n:
+        assert time.monotonic() < deadline, f"{len(records(ws))} rows, wanted {n}"
+        time.sleep(0.05)
+
+
+def test_sigkill_mid_run_then_resume_pays_no_request_twice(workspace: Workspace) -> None:
+    calls = 40
+    with OpenAIServer(_answer, latency_s=0.05) as server:
+        server.stall_after(15)  # after 15 paid replies every request hangs, unpaid
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(workspace.root), server.url, str(calls)])
+        try:
+            server.wait_paid(15, timeout=60)
+            _wait_rows(workspace, 15, timeout=30)  # every paid reply is committed ...
+        finally:
+            proc.kill()  # ... before SIGKILL hits the run with 8 requests in flight
+            proc.wait(timeout=10)
+        assert len(records(workspace)) == 15
+        server.stall_after(None)
+
+        async def resume() -> Gateway:
+            async with Gateway(workspace, settings(server, concurrency=8)) as gw:
+                await asyncio.gather(*(gw.complete(user(f"q{i}"), purpose="t") for i in range(calls)))
+                return gw
+
+        gw = run(resume())
+        assert (gw.cached_calls, gw.paid_calls) == (15, calls - 15)
+    assert len(server.paid) == calls and set(server.paid.values()) == {1}
+    expected = {request_id(MODEL, user(f"q{i}"), request_params(0.0, None, None), None, 0): f"a:q{i}"
+                for i in range(calls)}
+    assert {r.id: r.text for r in records(workspace)} == expected
+    assert {r.status for r in records(workspace)} == {"ok"}
+
+
+def test_ctrl_c_stops_cleanly_with_finished_calls_stored(workspace: Workspace) -> None:
+    with OpenAIServer(_answer, latency_s=0.3) as server:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(workspace.root), server.url, "200"],
+                                stderr=subprocess.PIPE, text=True)
+        server.wait_paid(12, timeout=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+        time.sleep(0.4)  # the server notices the dropped connections
+        paid = sum(server.paid.values())
+    assert proc.returncode != 0 and "KeyboardInterrupt" in stderr
+    rows = records(workspace)
+    assert {r.status for r in rows} == {"ok"}
+    assert paid - 8 <= len(rows) <= paid < 200  # at most the 8 replies in flight are lost

@@ -626,7 +626,8 @@ class Gateway:
 
     def _backoff(self, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
-            return min(max(retry_after, 0.0), RETRY_AFTER_CAP_S)
+            # Up to 10% more, so that the calls told to wait the same time do not come back at once.
+            return min(max(retry_after, 0.0), RETRY_AFTER_CAP_S) * self._jitter.uniform(1.0, 1.1)
         base = min(self.settings.backoff_max_s, self.settings.backoff_s * 2 ** (retry - 1))
         return base * self._jitter.uniform(0.5, 1.0)
 
