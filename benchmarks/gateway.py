@@ -6,7 +6,7 @@ LLMCall row in a fresh SQLite workspace. The ideal is calls x latency / concurre
 the defaults); the target is a wall time within 1.25x of it. A second pass over the same calls
 shows the cache: all 2,000 answered from the store, none sent.
 
-    .venv/bin/python benchmarks/gateway.py [--calls 2000] [--concurrency 32] [--latency 0.2]
+    .venv/bin/python benchmarks/gateway.py [--calls 2000] [--concurrency 32] [--latency 0.2] [--baseline]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import openai
 from sqlmodel import select
 
 from tqaforge.generation.llm import Gateway, LLMSettings, Price, run
@@ -50,16 +51,34 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     return proc, line[1]
 
 
+PROMPT = "Table: city | population\nOslo | 709000\nBergen | 291000\nQuestion {i}: which city is larger?"
+
+
+def messages(i: int, tag: str = "") -> list[dict[str, str]]:
+    return [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": tag + PROMPT.format(i=i)}]
+
+
 async def make_calls(gw: Gateway, calls: int) -> float:
-    prompt = "Table: city | population\nOslo | 709000\nBergen | 291000\nQuestion {i}: which city is larger?"
     start = time.perf_counter()
-    await asyncio.gather(*(
-        gw.complete([{"role": "system", "content": "Answer briefly."},
-                     {"role": "user", "content": prompt.format(i=i)}],
-                    purpose="benchmark", max_tokens=64)
-        for i in range(calls)
-    ))
+    await asyncio.gather(*(gw.complete(messages(i), purpose="benchmark", max_tokens=64) for i in range(calls)))
     return time.perf_counter() - start
+
+
+async def bare_client(url: str, calls: int, concurrency: int) -> float:
+    """The same calls with the bare openai client and a semaphore: no cache, no store, no limits."""
+    client = openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with slots:
+            await client.chat.completions.create(model="bench-model", messages=messages(i, "bare "),  # type: ignore[arg-type]
+                                                 max_tokens=64, temperature=0.0)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(calls)))
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
 
 
 def main() -> int:
@@ -67,6 +86,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--baseline", action="store_true",
+                        help="also time the bare openai client (chat.completions.create + a semaphore)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the paid pass here")
     args = parser.parse_args()
 
@@ -101,6 +122,7 @@ def main() -> int:
                 profiler.dump_stats(args.profile)
             else:
                 paid, cached, gw1, gw2 = run(both())
+            bare = run(bare_client(url, args.calls, args.concurrency)) if args.baseline else None
             with ws.session() as s:
                 rows = len(s.exec(select(LLMCall.id).where(LLMCall.status == "ok")).all())
             ws.close()
@@ -120,6 +142,9 @@ def main() -> int:
     print(f"cached pass : {cached:7.2f} s  ({args.calls / cached:6.0f} calls/s), {gw2.cached_calls} from the store, "
           f"{gw2.paid_calls} sent")
     print(f"rows stored : {rows}")
+    if bare is not None:
+        print(f"bare client : {bare:7.2f} s  ratio {bare / ideal:.3f}x (openai chat.completions.create, a semaphore, "
+              "nothing stored)")
     return 0 if ratio <= TARGET and rows == args.calls and gw2.paid_calls == 0 else 1
 
 
