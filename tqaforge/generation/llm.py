@@ -257,7 +257,8 @@ def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
 
 @dataclass(frozen=True)
 class Completion:
-    """One answered request. ``cost`` is what this call paid now: 0 when ``cached``."""
+    """One answered request. ``cost`` is what this call paid now (0 when ``cached``), so the
+    costs of all completions of a gateway add up to its ``spent``."""
 
     call_id: str  # LLMCall.id
     text: str
@@ -685,7 +686,7 @@ class Gateway:
                 retry_after = _retry_after(exc.response.headers)
                 if not retryable:
                     return self._failure(call_id, messages, wire, seed, sample, purpose, problem,
-                                            failed_cost, failed_tokens, hint=_status_hint(exc.status_code))
+                                         failed_cost, failed_tokens, hint=_status_hint(exc.status_code))
             except openai.APITimeoutError:
                 self.reserved -= worst
                 problem, retryable = f"no reply within {s.timeout_s:g} s", True
@@ -715,7 +716,8 @@ class Gateway:
                     cost=cost + failed_cost, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
                     created_at=utcnow(),
                 )
-                return record, Completion(call_id, text, False, cost, prompt_tokens, completion_tokens)
+                # The call's cost includes replies that came back unusable but were billed.
+                return record, Completion(call_id, text, False, cost + failed_cost, prompt_tokens, completion_tokens)
             if not retryable or retries >= s.max_retries:
                 return self._failure(
                     call_id, messages, wire, seed, sample, purpose,
