@@ -219,7 +219,7 @@ def test_workspace_corpus_is_created_edited_and_merged(workspace, tmp_path):
     assert not path.exists()
     entries = seed_corpus.seed_entries(workspace, "Counting")
     assert path.exists()  # first use copies the built-in corpus of the taxonomy
-    assert path.read_text() == (REPO / "data" / "seeds" / "tablebench.toml").read_text()
+    assert path.read_text() == (REPO / "tqaforge" / "generation" / "seed_corpora" / "tablebench.toml").read_text()
     assert entries and all(e.source == "corpus" for e in entries)
 
     cat = seed_corpus.add_seed(workspace, "Counting", "How many rows list a value above 100?")

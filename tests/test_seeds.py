@@ -21,7 +21,7 @@ from tqaforge.generation.seeds import (
 )
 from tqaforge.schemas.taxonomy import FREB_TQA, TABLEBENCH, custom_taxonomy
 
-SEEDS = Path(__file__).resolve().parents[1] / "data" / "seeds"
+SEEDS = Path(__file__).resolve().parents[1] / "tqaforge" / "generation" / "seed_corpora"
 
 
 # --- the shipped corpora --------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Where it lives: ``WORKSPACE/seeds.toml``. It does not exist after ``tqaforge init``; the first
 command that needs the corpus (``seeds list``, ``seeds add``, ``generate questions``...) writes
-it as a copy of the built-in corpus of the workspace taxonomy (``data/seeds/tablebench.toml``
-or ``data/seeds/freb-tqa.toml``). From then on it is the workspace's own file: edit it by hand
+it as a copy of the built-in corpus of the workspace taxonomy (``seed_corpora/tablebench.toml``
+or ``seed_corpora/freb-tqa.toml``). From then on it is the workspace's own file: edit it by hand
 or with ``tqaforge seeds add`` / ``seeds import``; tqaforge never overwrites it except to write
 those edits. A workspace with a custom taxonomy starts with an empty corpus, and ``seeds add
 SUBTYPE "question" --definition "..."`` creates each category.
@@ -44,8 +44,8 @@ from tqaforge.store import Workspace
 
 WORKSPACE_SEEDS = "seeds.toml"
 
-#: The corpora shipped with tqaforge, per built-in taxonomy (``data/seeds`` in the repository).
-BUILTIN_SEEDS_DIR = Path(__file__).resolve().parents[2] / "data" / "seeds"
+#: The corpora shipped with tqaforge, per built-in taxonomy (package data, so a wheel install has them too).
+BUILTIN_SEEDS_DIR = Path(__file__).resolve().parent / "seed_corpora"
 
 
 @dataclass(frozen=True, slots=True)

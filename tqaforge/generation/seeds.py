@@ -13,7 +13,7 @@ people::
     definition = "..."
     seeds = ["...", "..."]
 
->>> corpus = load_seed_corpus("data/seeds/tablebench.toml")  # doctest: +SKIP
+>>> corpus = load_seed_corpus("tqaforge/generation/seed_corpora/tablebench.toml")  # doctest: +SKIP
 >>> corpus.category("Aggregation").seeds[0]  # doctest: +SKIP
 'What is the combined total of all values in the points column?'
 
@@ -110,7 +110,7 @@ def load_seed_corpus(path: str | PathLike[str], taxonomy: Taxonomy | None = None
     and :class:`TaxonomyError` for a (type, subtype) the taxonomy does not have. Messages name
     the file and the category (1-based index and subtype).
 
-    >>> load_seed_corpus("data/seeds/freb-tqa.toml").subtypes  # doctest: +SKIP
+    >>> load_seed_corpus("tqaforge/generation/seed_corpora/freb-tqa.toml").subtypes  # doctest: +SKIP
     ('extraction', 'reasoning')
     """
     where = str(path)
@@ -119,8 +119,8 @@ def load_seed_corpus(path: str | PathLike[str], taxonomy: Taxonomy | None = None
     except FileNotFoundError:
         raise ConfigError(
             f"{where}: no such seed corpus file",
-            hint="check the path; tqaforge ships data/seeds/tablebench.toml and "
-            "data/seeds/freb-tqa.toml",
+            hint="check the path; tqaforge ships tqaforge/generation/seed_corpora/tablebench.toml and "
+            "tqaforge/generation/seed_corpora/freb-tqa.toml",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: cannot read the seed corpus: {exc}") from None
