@@ -557,6 +557,23 @@ def test_question_review_decisions_written_by_the_review_function(sqlite_workspa
     summary = adjudicate(ws, kinds=["question_review"])["question_review"]
     assert (summary.unanimous, summary.open) == (1, 1)
 
+    def status(qid: str) -> str:
+        with ws.session() as s:
+            return s.get(Question, qid).status
+
+    # q2: ben promoted it last, so it is a seed while the reviewers disagree; a person's
+    # "reject" settles it (and takes it out of the seeds), a later "accept" makes it accepted.
+    assert status("q2") == "seed"
+    [item] = adjudication_queue(ws, kind="question_review")
+    resolve(ws, item.task_id, {"decision": "reject"}, by="chair")
+    assert status("q2") == "rejected"
+    resolve(ws, item.task_id, {"decision": "accept"}, by="chair")
+    assert status("q2") == "accepted"
+    # q1 was accepted unanimously (ana, then ben's edit): it stays accepted with ben's wording.
+    with ws.session() as s:
+        q1 = s.get(Question, "q1")
+        assert (q1.status, q1.text) == ("accepted", "How many teams scored?")
+
 
 def test_freb_codes_and_per_subtype_through_variants_and_answers(sqlite_workspace):
     ws = sqlite_workspace

@@ -18,6 +18,11 @@ decisions, keeps people's, and reports the people's decisions whose annotations 
 since (``stale``), so someone can look again. A decision that is replaced (a person overriding a
 rule, or a second person) stays in ``history``. Blind re-answering is scored against gold, not
 adjudicated.
+
+A resolved ``question_review`` also settles its question: ``reject`` makes it ``rejected`` (a
+promoted seed included, so it stops steering generation); ``accept`` makes a ``proposed`` or
+``rejected`` question ``accepted`` and leaves an accepted one or a seed as it is. Reviewers who
+disagree otherwise leave the question with the status of whoever reviewed last.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from sqlmodel import Session, select
 from tqaforge.annotation.workflows import KINDS, KindSpec, LabelError, kind_spec, latest_annotations
 from tqaforge.catalog import get_by_prefix
 from tqaforge.errors import AdjudicationError
-from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
+from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, QuestionStatus, TaskStatus
+from tqaforge.schemas.records import Adjudication, AnnotationTask, Question, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.table import content_hash
 
@@ -200,6 +205,7 @@ def _adjudicate_kind(ws: Workspace, spec: KindSpec, min_agree: int | None, exclu
             row.decided_at = utcnow() if d.status == AdjudicationStatus.RESOLVED.value else None
             s.add(row)
             _mark_task(s, tasks[task_id], d.status)
+            _settle_target(s, tasks[task_id], row)
     return summary
 
 
@@ -218,6 +224,26 @@ def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
     elif task.status == TaskStatus.ADJUDICATED.value:
         task.status = TaskStatus.ANNOTATED.value  # new annotations reopened it
     s.add(task)
+
+
+def _settle_target(s: Session, task: AnnotationTask, row: Adjudication) -> None:
+    """Carry a resolved question review over to its question's status (see the module docs)."""
+    if task.kind != "question_review" or row.status != AdjudicationStatus.RESOLVED.value:
+        return
+    question = s.get(Question, task.target_id)
+    if question is None:
+        return
+    final = (row.label or {}).get("decision")
+    if final == "reject":
+        status = QuestionStatus.REJECTED.value
+    elif final == "accept" and question.status in (QuestionStatus.PROPOSED.value, QuestionStatus.REJECTED.value):
+        status = QuestionStatus.ACCEPTED.value
+    else:
+        return
+    if question.status != status:
+        question.status = status
+        question.updated_at = utcnow()
+        s.add(question)
 
 
 def adjudication_queue(
@@ -277,6 +303,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         row.decided_at = utcnow()
         s.add(row)
         _mark_task(s, task, row.status)
+        _settle_target(s, task, row)
         s.flush()
         return row
 
