@@ -45,6 +45,9 @@ run: demo labelstudio
 bench: install
 	$(BIN)/python benchmarks/import_tables.py
 	$(BIN)/python benchmarks/agreement.py
+	$(BIN)/python benchmarks/gateway.py
+	@if [ -d ../shared/data/freb-tqa ]; then $(BIN)/python benchmarks/question_typing.py; \
+	else echo "question typing benchmark skipped: ../shared/data/freb-tqa not found"; fi
 	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \
 	else echo "variants benchmark skipped: python3 -m venv .venv-bench && .venv-bench/bin/pip install unitxt pandas"; fi
 

@@ -1,6 +1,7 @@
 """Question typing measured on FREB-TQA's labelled folders, and the structural filter on hand labels.
 
     .venv/bin/python benchmarks/question_typing.py [--tagger auto|nltk|wordlist]
+    .venv/bin/python benchmarks/question_typing.py --llm 100 [--model M] [--max-cost USD]
 
 FREB-TQA's folders are its labels: ``01_str`` holds extraction questions, ``02_rel`` and
 ``03_agg_com`` reasoning questions. We read one file per question set (``02_rel/tat`` and the
@@ -12,14 +13,20 @@ FREB-TQA's folders are its labels: ``01_str`` holds extraction questions, ``02_r
 
 The structural filter is scored on ``tests/data/freb_structural_labels.tsv``: every question
 the widest word list flags, labelled by hand, and a random sample of the others for recall.
-No model is called: the LLM classifier cannot be measured here (no model is reachable).
+Without ``--llm`` no model is called. With ``--llm N`` (and an endpoint configured as for
+``tqaforge``: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``--model`` or ``TQAFORGE_LLM_MODEL``) the
+script also types a seeded sample of N questions per file with the LLM classifier and scores
+the lexical rule, the model and FREB-TQA's combination side by side on that sample. Model calls
+are cached in ``--workspace`` (default ``.bench-typing``), so a rerun pays nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -31,12 +38,17 @@ from tqaforge.generation.classify import (  # noqa: E402
     EXTENDED_STRUCTURAL_WORDS,
     PAPER_STRUCTURAL_WORDS,
     STRUCTURAL_WORDS,
+    combine,
     cue_finder,
     lexical_type,
+    llm_type,
     nltk_tagger_status,
     score_typing,
     structural_words,
 )
+from tqaforge.errors import InvalidReply  # noqa: E402
+from tqaforge.generation.llm import Gateway, load_llm_settings  # noqa: E402
+from tqaforge.store import init_workspace  # noqa: E402
 from tqaforge.tables.readers.datasets import read_freb_tqa  # noqa: E402
 from tqaforge.tables.table import Table  # noqa: E402
 
@@ -145,9 +157,58 @@ def structural_report() -> None:
                   f"recall ~{tp / (tp + missed_est):.3f}")
 
 
+def llm_report(per_file: int, workspace: Path, model: str | None, max_cost: float | None, seed: int) -> None:
+    """Lexical rule, LLM classifier and their combination on the same seeded sample."""
+    ws = init_workspace(workspace, name="bench-typing")
+    settings = load_llm_settings(ws, model=model, max_cost=max_cost)
+    rng = random.Random(seed)
+    sample = []
+    for name in FILES:
+        pool = items(name)
+        sample += rng.sample(pool, min(per_file, len(pool)))
+    finder = cue_finder("auto")
+    lexical = [lexical_type(table, q, answers, cues=finder) for _, q, answers, table, _ in sample]
+
+    async def go() -> tuple[list[object], float, int, int]:
+        async with Gateway(ws, settings) as gw:
+            async def one(table: Table, question: str) -> object:
+                try:
+                    return await llm_type(gw, table, question)
+                except InvalidReply:
+                    return None  # still invalid after the repair: undecided
+            verdicts = await asyncio.gather(*(one(t, q) for _, q, _, t, _ in sample))
+            return list(verdicts), gw.spent, gw.paid_calls, gw.cached_calls
+
+    started = time.perf_counter()
+    verdicts, spent, paid, cached = asyncio.run(go())
+    gold = [label for *_, label in sample]
+    model_types = [v.question_type if v is not None else None for v in verdicts]  # type: ignore[attr-defined]
+    combined = [
+        None if (lx.question_type is not None and lx.question_type.value == "extraction" and v is None)
+        else combine(lx, v)[0]  # type: ignore[arg-type]
+        for lx, v in zip(lexical, verdicts)
+    ]
+    print(f"LLM classifier: model {settings.model}, {len(sample)} questions ({per_file} per file, seed {seed}); "
+          f"{paid} paid calls, {cached} cached, ${spent:.4f}, {time.perf_counter() - started:.1f} s; "
+          f"{sum(v is None for v in verdicts)} invalid replies")
+    for method, predicted in (("lexical", [lx.question_type for lx in lexical]), ("llm", model_types),
+                              ("combined", combined)):
+        sc = score_typing(gold, predicted)
+        print(f"  {method:9} coverage {sc.coverage:.3f}  accuracy {sc.accuracy:.3f}  " + "  ".join(
+            f"{k} precision {sc.precision(k):.3f} (at 50/50 {sc.balanced_precision(k):.3f})"
+            for k in ("extraction", "reasoning")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tagger", default="auto", choices=("auto", "nltk", "wordlist"))
+    parser.add_argument("--llm", type=int, default=0, metavar="N",
+                        help="also type N questions per file with the LLM classifier (needs an endpoint)")
+    parser.add_argument("--model", default=None, help="model name (default: TQAFORGE_LLM_MODEL)")
+    parser.add_argument("--max-cost", type=float, default=None, help="stop before this many USD are spent")
+    parser.add_argument("--workspace", type=Path, default=REPO / ".bench-typing",
+                        help="where model calls are cached (default .bench-typing)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not FREB.exists():
         sys.exit(f"FREB-TQA data not found at {FREB}")
@@ -155,6 +216,8 @@ def main() -> None:
     print(f"NLTK tagger model: {'installed at ' + where if available else where}")
     lexical_report(args.tagger)
     structural_report()
+    if args.llm > 0:
+        llm_report(args.llm, args.workspace, args.model, args.max_cost, args.seed)
 
 
 if __name__ == "__main__":
