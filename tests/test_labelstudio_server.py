@@ -38,3 +38,66 @@ def test_missing_installation_says_how_to_install(tmp_path: Path, monkeypatch: p
     with pytest.raises(LabelStudioError) as info:
         start_server(LabelStudioSettings(data_dir=tmp_path / "d", venv=tmp_path / "nowhere", port=free_port()))
     assert "make labelstudio" in (info.value.hint or "")
+
+
+def _wait_until(predicate, timeout: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return predicate()
+
+
+def _port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("when", ["running", "starting"])
+def test_launcher_stopped_by_sigterm_leaves_no_server_behind(tmp_path: Path, when: str) -> None:
+    """`make run` killed with SIGTERM (or its terminal closed) stops Label Studio and the app,
+    whether both were up or Label Studio was still starting."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tqaforge.annotation.labelstudio.server import executable, is_healthy
+
+    try:
+        executable()
+    except LabelStudioError as exc:
+        pytest.skip(str(exc))
+    app_port, ls_port = free_port(), free_port()
+    ls_url = f"http://127.0.0.1:{ls_port}"
+    # Output to a file, not a pipe: an orphaned child would keep a pipe open and hang the read.
+    out_path = tmp_path / "launcher.out"
+    with out_path.open("wb") as out:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "tqaforge.launch", "--workspace", str(tmp_path / "ws"),
+             "--app-port", str(app_port), "--ls-port", str(ls_port)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
+        )
+    try:
+        if when == "running":
+            assert _wait_until(lambda: is_healthy(ls_url) and _port_open(app_port), 180), "launcher did not come up"
+        else:
+            # Label Studio's process exists (its log file appears) but does not answer yet.
+            log = tmp_path / "ws" / "label-studio" / "label-studio.log"
+            assert _wait_until(log.exists, 60)
+            assert not is_healthy(ls_url)
+        launcher.send_signal(signal.SIGTERM)
+        code = launcher.wait(60)
+        output = out_path.read_text(errors="replace")
+        assert code in (0, 130, -signal.SIGINT, 143), output
+        assert _wait_until(lambda: not is_healthy(ls_url) and not _port_open(ls_port), 30), "Label Studio still answers"
+        assert _wait_until(lambda: not _port_open(app_port), 30), "the app still answers"
+    finally:
+        if launcher.poll() is None:
+            os.kill(launcher.pid, signal.SIGKILL)

@@ -1,14 +1,16 @@
 """``make run``: Label Studio and the Streamlit app side by side on 127.0.0.1.
 
 Starts Label Studio (its own virtualenv, data under ``WORKSPACE/label-studio``), prints both
-URLs and the logins, then runs the app in the foreground; Ctrl-C stops both. Without Label
-Studio installed the app still starts, with a note saying how to install it.
+URLs and the logins, then runs the app in the foreground; Ctrl-C stops both, and so do SIGTERM
+and SIGHUP (``kill``, a closed terminal), so no Label Studio is left holding its port. Without
+Label Studio installed the app still starts, with a note saying how to install it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,12 @@ from pathlib import Path
 from tqaforge.annotation.labelstudio.server import LabelStudioError, LabelStudioSettings, RunningServer, start_server
 
 APP = Path(__file__).resolve().parent / "app" / "Home.py"
+
+
+def _stop_like_ctrl_c(signum: int, _frame: object) -> None:
+    # Python's default for SIGTERM/SIGHUP ends the process without running `finally`, which
+    # would leave Label Studio (its own process group) running.
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-label-studio", action="store_true")
     args = parser.parse_args(argv)
     workspace = args.workspace.resolve()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_like_ctrl_c)
 
     server: RunningServer | None = None
     settings = LabelStudioSettings(data_dir=workspace / "label-studio", host=args.host, port=args.ls_port)
@@ -37,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
             server = start_server(settings)
         except LabelStudioError as exc:
             print(f"Label Studio not started: {exc}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        except KeyboardInterrupt:
+            return 130  # interrupted while Label Studio started; start_server stopped it
     print("")
     print(f"  tqaforge app:   http://{args.host}:{args.app_port}   (workspace: {workspace}; no login needed)")
     if server is not None:

@@ -148,14 +148,18 @@ def start_server(settings: LabelStudioSettings, *, wait_s: float = 180.0) -> Run
     log.close()
     server = RunningServer(settings, process, log_path)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-1500:]
-            raise LabelStudioError(f"Label Studio exited with code {process.returncode}:\n{tail}",
-                                   hint=f"see {log_path}")
-        if is_healthy(settings.url):
-            return server
-        time.sleep(1.0)
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-1500:]
+                raise LabelStudioError(f"Label Studio exited with code {process.returncode}:\n{tail}",
+                                       hint=f"see {log_path}")
+            if is_healthy(settings.url):
+                return server
+            time.sleep(1.0)
+    except BaseException:
+        server.stop()  # Ctrl-C or SIGTERM while waiting: leave no server behind
+        raise
     server.stop()
     raise LabelStudioError(f"Label Studio did not answer at {settings.url} within {wait_s:.0f} s",
                            hint=f"see {log_path}")
