@@ -38,6 +38,7 @@ from tqaforge.generation.classify import (  # noqa: E402
     EXTENDED_STRUCTURAL_WORDS,
     PAPER_STRUCTURAL_WORDS,
     STRUCTURAL_WORDS,
+    LLMVerdict,
     combine,
     cue_finder,
     lexical_type,
@@ -47,10 +48,13 @@ from tqaforge.generation.classify import (  # noqa: E402
     structural_words,
 )
 from tqaforge.errors import InvalidReply  # noqa: E402
+from tqaforge.schemas.enums import QuestionType  # noqa: E402
 from tqaforge.generation.llm import Gateway, load_llm_settings  # noqa: E402
 from tqaforge.store import init_workspace  # noqa: E402
 from tqaforge.tables.readers.datasets import read_freb_tqa  # noqa: E402
 from tqaforge.tables.table import Table  # noqa: E402
+
+EQ = QuestionType.EXTRACTION
 
 FREB = REPO.parent / "shared" / "data" / "freb-tqa"
 LABELS = REPO / "tests" / "data" / "freb_structural_labels.tsv"
@@ -169,9 +173,9 @@ def llm_report(per_file: int, workspace: Path, model: str | None, max_cost: floa
     finder = cue_finder("auto")
     lexical = [lexical_type(table, q, answers, cues=finder) for _, q, answers, table, _ in sample]
 
-    async def go() -> tuple[list[object], float, int, int]:
+    async def go() -> tuple[list[LLMVerdict | None], float, int, int]:
         async with Gateway(ws, settings) as gw:
-            async def one(table: Table, question: str) -> object:
+            async def one(table: Table, question: str) -> LLMVerdict | None:
                 try:
                     return await llm_type(gw, table, question)
                 except InvalidReply:
@@ -182,12 +186,9 @@ def llm_report(per_file: int, workspace: Path, model: str | None, max_cost: floa
     started = time.perf_counter()
     verdicts, spent, paid, cached = asyncio.run(go())
     gold = [label for *_, label in sample]
-    model_types = [v.question_type if v is not None else None for v in verdicts]  # type: ignore[attr-defined]
-    combined = [
-        None if (lx.question_type is not None and lx.question_type.value == "extraction" and v is None)
-        else combine(lx, v)[0]  # type: ignore[arg-type]
-        for lx, v in zip(lexical, verdicts)
-    ]
+    model_types = [v.question_type if v is not None else None for v in verdicts]
+    # combine() needs the model's verdict only for a lexical extraction; without one it is undecided.
+    combined = [None if v is None and lx.question_type is EQ else combine(lx, v)[0] for lx, v in zip(lexical, verdicts)]
     print(f"LLM classifier: model {settings.model}, {len(sample)} questions ({per_file} per file, seed {seed}); "
           f"{paid} paid calls, {cached} cached, ${spent:.4f}, {time.perf_counter() - started:.1f} s; "
           f"{sum(v is None for v in verdicts)} invalid replies")

@@ -77,6 +77,17 @@ def sqlite_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     ws.close()
 
 
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``condition`` until it is true; TimeoutError naming ``what`` after ``timeout`` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:g} s for {what}")
+        time.sleep(interval)
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     import socket

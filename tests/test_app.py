@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import free_port
 from tqaforge.tables.importer import import_paths
 
 HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
@@ -51,17 +51,11 @@ def test_home_page_without_workspace_says_what_to_do(tmp_path, monkeypatch):
     assert at.error and "tqaforge init" in at.error[0].value
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
                     reason="chromium/chromedriver not installed (apt-get install chromium chromium-driver)")
 def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path):
     ws, summary = demo_workspace
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1",

@@ -19,7 +19,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import func
@@ -27,6 +27,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from openai_server import OpenAIServer, Scripted
+from conftest import wait_for
 from tqaforge.cli import app
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation import corpus as seed_corpus
@@ -684,14 +685,6 @@ def _count_calls(ws: Workspace) -> int:
         return s.exec(select(func.count()).select_from(LLMCall).where(LLMCall.status == "ok")).one()
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-
-
 def _setup_workspace(root: Path, database_url: str | None) -> Workspace:
     env_url = os.environ.pop("TQAFORGE_DATABASE_URL", None)
     try:
@@ -732,7 +725,7 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path, datab
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
                 server.wait_paid(9, timeout=60)
-                _wait_for(lambda: _count_calls(crashed) == 9, 30, "the 9 paid calls to be committed")
+                wait_for(lambda: _count_calls(crashed) == 9, 30, "the 9 paid calls to be committed")
                 time.sleep(0.3)  # let the run commit what it can; the rest hangs at the server
                 assert proc.poll() is None
             finally:
@@ -770,7 +763,7 @@ def test_ctrl_c_stops_cleanly_and_leaves_a_consistent_store(sqlite_workspace):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             server.wait_paid(4, timeout=60)
-            _wait_for(lambda: _count_calls(ws) == 4, 30, "the paid calls to be committed")
+            wait_for(lambda: _count_calls(ws) == 4, 30, "the paid calls to be committed")
             time.sleep(0.3)
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=30)

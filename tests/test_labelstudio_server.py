@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from label_studio_sdk import LabelStudio
 
-from conftest import free_port
+from conftest import free_port, wait_for
 from tqaforge.annotation.labelstudio.server import LabelStudioError, LabelStudioSettings, start_server
 
 
@@ -38,17 +38,6 @@ def test_missing_installation_says_how_to_install(tmp_path: Path, monkeypatch: p
     with pytest.raises(LabelStudioError) as info:
         start_server(LabelStudioSettings(data_dir=tmp_path / "d", venv=tmp_path / "nowhere", port=free_port()))
     assert "make labelstudio" in (info.value.hint or "")
-
-
-def _wait_until(predicate, timeout: float) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return predicate()
 
 
 def _port_open(port: int) -> bool:
@@ -86,18 +75,18 @@ def test_launcher_stopped_by_sigterm_leaves_no_server_behind(tmp_path: Path, whe
         )
     try:
         if when == "running":
-            assert _wait_until(lambda: is_healthy(ls_url) and _port_open(app_port), 180), "launcher did not come up"
+            wait_for(lambda: is_healthy(ls_url) and _port_open(app_port), 180, "Label Studio and the app to answer", 0.5)
         else:
             # Label Studio's process exists (its log file appears) but does not answer yet.
             log = tmp_path / "ws" / "label-studio" / "label-studio.log"
-            assert _wait_until(log.exists, 60)
+            wait_for(log.exists, 60, "Label Studio's log file", 0.2)
             assert not is_healthy(ls_url)
         launcher.send_signal(signal.SIGTERM)
         code = launcher.wait(60)
         output = out_path.read_text(errors="replace")
         assert code in (0, 130, -signal.SIGINT, 143), output
-        assert _wait_until(lambda: not is_healthy(ls_url) and not _port_open(ls_port), 30), "Label Studio still answers"
-        assert _wait_until(lambda: not _port_open(app_port), 30), "the app still answers"
+        wait_for(lambda: not is_healthy(ls_url) and not _port_open(ls_port), 30, "Label Studio to stop", 0.5)
+        wait_for(lambda: not _port_open(app_port), 30, "the app to stop", 0.5)
     finally:
         if launcher.poll() is None:
             os.kill(launcher.pid, signal.SIGKILL)

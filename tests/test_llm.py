@@ -19,6 +19,7 @@ import pytest
 from sqlmodel import select
 
 from openai_server import OpenAIServer, Scripted, fingerprint
+from conftest import wait_for
 from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError
 from tqaforge.generation.llm import (
     Completion,
@@ -564,10 +565,7 @@ def _answer(body: dict) -> str:
 
 
 def _wait_rows(ws: Workspace, n: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while len(records(ws)) < n:
-        assert time.monotonic() < deadline, f"{len(records(ws))} rows, wanted {n}"
-        time.sleep(0.05)
+    wait_for(lambda: len(records(ws)) >= n, timeout, f"{n} LLMCall rows")
 
 
 def test_sigkill_mid_run_then_resume_pays_no_request_twice(workspace: Workspace) -> None:

@@ -19,10 +19,10 @@ since (``stale``), so someone can look again. A decision that is replaced (a per
 rule, or a second person) stays in ``history``. Blind re-answering is scored against gold, not
 adjudicated.
 
-A resolved ``question_review`` also settles its question: ``reject`` makes it ``rejected`` (a
-promoted seed included, so it stops steering generation); ``accept`` makes a ``proposed`` or
-``rejected`` question ``accepted`` and leaves an accepted one or a seed as it is. Reviewers who
-disagree otherwise leave the question with the status of whoever reviewed last.
+A resolved ``question_review`` also settles its question's status, through
+:func:`tqaforge.generation.review.settle_question` (``reject``: rejected, a promoted seed
+included; ``accept``: accepted unless already accepted or a seed). Until then, reviewers who
+disagree leave the question with the status of whoever reviewed last.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from sqlmodel import Session, select
 from tqaforge.annotation.workflows import KINDS, KindSpec, LabelError, kind_spec, latest_annotations
 from tqaforge.catalog import get_by_prefix
 from tqaforge.errors import AdjudicationError
-from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, QuestionStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, AnnotationTask, Question, utcnow
+from tqaforge.generation.review import REVIEW_KIND, settle_question
+from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
+from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.table import content_hash
 
@@ -227,23 +228,9 @@ def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
 
 
 def _settle_target(s: Session, task: AnnotationTask, row: Adjudication) -> None:
-    """Carry a resolved question review over to its question's status (see the module docs)."""
-    if task.kind != "question_review" or row.status != AdjudicationStatus.RESOLVED.value:
-        return
-    question = s.get(Question, task.target_id)
-    if question is None:
-        return
-    final = (row.label or {}).get("decision")
-    if final == "reject":
-        status = QuestionStatus.REJECTED.value
-    elif final == "accept" and question.status in (QuestionStatus.PROPOSED.value, QuestionStatus.REJECTED.value):
-        status = QuestionStatus.ACCEPTED.value
-    else:
-        return
-    if question.status != status:
-        question.status = status
-        question.updated_at = utcnow()
-        s.add(question)
+    """Carry a resolved question review over to its question (see the module docs)."""
+    if task.kind == REVIEW_KIND and row.status == AdjudicationStatus.RESOLVED.value:
+        settle_question(s, task.target_id, (row.label or {}).get("decision", ""))
 
 
 def adjudication_queue(

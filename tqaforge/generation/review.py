@@ -181,6 +181,26 @@ def apply_decision(
     return ReviewResult(question=question, annotation=annotation, recorded=recorded, previous_status=previous_status)
 
 
+def settle_question(s: Session, question_id: str, decision: str) -> None:
+    """Apply the adjudicated final review ``decision`` (``accept`` or ``reject``) to a question.
+
+    ``reject`` makes it rejected, a promoted seed included (so it stops steering generation);
+    ``accept`` makes a proposed or rejected question accepted and leaves an accepted one or a
+    seed as it is. No annotation is written: the adjudication record says who decided.
+    """
+    question = s.get(Question, question_id)
+    if question is None:
+        return
+    kept = (QuestionStatus.ACCEPTED.value, QuestionStatus.SEED.value)
+    if decision not in ("accept", "reject") or (decision == "accept" and question.status in kept):
+        return
+    status = DECISIONS[decision]
+    if question.status != status:
+        question.status = status
+        question.updated_at = utcnow()
+        s.add(question)
+
+
 def decisions_of(ws: Workspace, question_id: str) -> list[Annotation]:
     """Every review decision on a question, oldest first."""
     with ws.session() as s:
