@@ -43,3 +43,21 @@ def parse_number(text: str) -> float | None:
     except ValueError:
         return None
     return -value if negative else value
+
+
+# The one rule for control characters in stored text (cells, headers, captions, questions,
+# answers, model replies): NUL and the other C0/C1 control characters are removed where text
+# enters tqaforge, except tab, newline and carriage return, which tables and questions use.
+# PostgreSQL refuses NUL in text outright and SQLite would store it silently, so removing them at
+# the door is the only rule that gives the same store on both; removal is counted, never silent.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without NUL and other control characters (tab, newline and CR are kept)."""
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+
+
+def count_control(text: str) -> int:
+    """How many characters :func:`clean_text` would remove from ``text``."""
+    return len(_CONTROL.findall(text))
