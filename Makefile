@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO ?= demo-workspace
 HOST ?= 127.0.0.1
+# Binding anywhere but loopback exposes both servers (and the demo login): ALLOW_REMOTE=1 says you mean it.
+ALLOW_REMOTE ?=
 APP_PORT ?= 8501
 LS_PORT ?= 8080
 LS_VENV ?= .venv-ls
@@ -40,7 +42,8 @@ demo: install
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
 run: demo labelstudio
-	$(BIN)/python -m tqaforge.launch --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT)
+	$(BIN)/python -m tqaforge.launch --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) \
+		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 
 bench: install
 	$(BIN)/python benchmarks/import_tables.py

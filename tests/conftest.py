@@ -13,6 +13,26 @@ from sqlalchemy import create_engine, text
 from tqaforge.store import Workspace, init_workspace
 
 PG_ENV = "TQAFORGE_TEST_DATABASE_URL"
+
+
+def _hypothesis_profile() -> str:
+    """Hypothesis explores new examples locally but is derandomised in CI (CI=true), so a CI run is
+    repeatable and never fails on an example no earlier run met. Loaded here, at conftest import,
+    before any test module builds its own ``settings(...)`` on top of the default."""
+    from hypothesis import settings
+
+    # No example database in CI either: examples saved by earlier runs must not change what runs.
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    settings.register_profile("dev")
+    name = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+    profile = os.environ.get("HYPOTHESIS_PROFILE", name)
+    settings.load_profile(profile)
+    return profile
+
+
+# Hypothesis's own pytest plugin prints the active profile in the header ("hypothesis profile 'ci'").
+HYPOTHESIS_PROFILE = _hypothesis_profile()
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

@@ -2,7 +2,8 @@
 
 Serves ``POST /v1/chat/completions`` with the JSON shape the real ``openai`` client parses, with
 scripted replies, latencies and faults (HTTP errors, ``Retry-After``, timeouts, malformed JSON,
-empty choices, missing content). It counts what it *delivers*: ``paid`` only grows when a 200
+empty choices, missing content, a reply dripped one byte at a time, an error that echoes the
+request's ``Authorization`` header, any ``usage`` figures). It counts what it *delivers*: ``paid`` only grows when a 200
 reply with choices was written to a client that was still connected, so a test can assert that
 no request was paid twice.
 
@@ -49,6 +50,9 @@ class Scripted:
     completion_tokens: int | None = None  # default: about chars / 4 of the text
     headers: dict[str, str] | None = None  # extra response headers, e.g. {"Retry-After": "1"}
     finish_reason: str = "stop"
+    drip_s: float | None = None  # send the response (head and body) one byte every drip_s seconds
+    echo_headers: bool = False  # a non-200 error message that quotes the request's Authorization header
+    usage: Any = None  # this "usage" value as is (e.g. {"completion_tokens": "lots"}), instead of the counts
 
 
 Reply = Callable[[dict], "Scripted | str"]
@@ -93,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(400, _error_body(400, "request body is not JSON"))
             return
-        script, stalled, promised = owner._receive(body)
+        script, stalled, promised = owner._receive(body, dict(self.headers.items()))
         answered = False  # in_flight is decremented before the client can see the reply
         try:
             if stalled:
@@ -102,11 +106,16 @@ class _Handler(BaseHTTPRequestHandler):
             delay = script.delay_s if script.delay_s is not None else owner.latency_s
             if not self._wait(delay):
                 return  # the client hung up while we were "thinking": nothing delivered
-            status, payload, headers = owner._render(body, script)
+            status, payload, headers = owner._render(body, script, dict(self.headers.items()))
             owner._answering()
             answered = True
             try:
-                self._send(status, payload, headers)
+                if script.drip_s is not None:
+                    if not self._drip(self._frame(status, payload, headers), script.drip_s):
+                        owner._settle(None, promised)
+                        return
+                else:
+                    self._send(status, payload, headers)
             except OSError:
                 owner._settle(None, promised)
                 return
@@ -135,12 +144,25 @@ class _Handler(BaseHTTPRequestHandler):
                     return False
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.wfile.write(self._frame(status, payload, headers))
+        self.wfile.flush()
+
+    @staticmethod
+    def _frame(status: int, payload: bytes, headers: dict[str, str] | None = None) -> bytes:
         head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", "Content-Type: application/json",
                 f"Content-Length: {len(payload)}"]
         for key, value in (headers or {}).items():
             head.append(f"{key}: {value}")
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
-        self.wfile.flush()
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
+
+    def _drip(self, data: bytes, every_s: float) -> bool:
+        """Write ``data`` one byte every ``every_s`` s; False when the client left meanwhile."""
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            if i + 1 < len(data) and not self._wait(every_s):
+                return False
+        return True
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
@@ -171,6 +193,7 @@ class OpenAIServer:
         self.reply = reply
         self.latency_s = latency_s
         self.requests: list[dict] = []
+        self.request_headers: list[dict[str, str]] = []  # the HTTP headers of each request, as `requests`
         self.errors: list[Exception] = []  # exceptions raised by `reply`
         self.arrivals: list[float] = []  # time.monotonic() of each request, as `requests`
         self.paid: collections.Counter[str] = collections.Counter()
@@ -239,9 +262,10 @@ class OpenAIServer:
                 self._lock.wait(left)
 
     # -- called by the handler threads -------------------------------------------------------
-    def _receive(self, body: dict) -> tuple[Scripted, bool, bool]:
+    def _receive(self, body: dict, headers: dict[str, str] | None = None) -> tuple[Scripted, bool, bool]:
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append(dict(headers or {}))
             self.arrivals.append(time.monotonic())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -273,12 +297,17 @@ class OpenAIServer:
                 self._promised -= 1
             self._lock.notify_all()
 
-    def _render(self, body: dict, script: Scripted) -> tuple[int, bytes, dict[str, str]]:
+    def _render(self, body: dict, script: Scripted, request_headers: dict[str, str] | None = None
+                ) -> tuple[int, bytes, dict[str, str]]:
         headers = dict(script.headers or {})
         if script.raw is not None:
             return script.status, script.raw, headers
         if script.status != 200:
-            return script.status, _error_body(script.status, f"scripted {script.status}"), headers
+            message = f"scripted {script.status}"
+            if script.echo_headers:  # what careless proxies do: quote the request back
+                auth = {k.lower(): v for k, v in (request_headers or {}).items()}.get("authorization", "")
+                message += f"; you sent Authorization: {auth}"
+            return script.status, _error_body(script.status, message), headers
         prompt = script.prompt_tokens
         if prompt is None:
             prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
@@ -298,7 +327,7 @@ class OpenAIServer:
             "model": body.get("model", "unknown"),
             "choices": choices,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion},
+                      "total_tokens": prompt + completion} if script.usage is None else script.usage,
         }
         return 200, json.dumps(reply).encode(), headers
 

@@ -86,7 +86,7 @@ def test_errors_are_messages_not_tracebacks(tmp_path, monkeypatch):
     assert "tqaforge init" in result.output and "Traceback" not in result.output
     runner.invoke(app, ["init", str(tmp_path / "w")])
     result = runner.invoke(app, ["-w", str(tmp_path / "w"), "tables", "show", "nope"])
-    assert result.exit_code == 1 and "no TableRecord with id 'nope'" in result.output
+    assert result.exit_code == 1 and "no table with id 'nope'" in result.output
 
 
 def test_questions_list_filters(tmp_path, monkeypatch):

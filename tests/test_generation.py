@@ -254,7 +254,7 @@ def test_custom_taxonomy_corpus_starts_empty(tmp_path, monkeypatch):
     (root / "tqaforge.toml").write_text(
         '[workspace]\nname = "c"\ntaxonomy = "mine"\n[[taxonomy.category]]\ntype = "Lookup"\nsubtype = "SingleCell"\n'
     )
-    ws = open_workspace(root)
+    ws = init_workspace(root)  # a hand-written config: only init creates the database
     try:
         assert seed_corpus.load_corpus_file(ws).categories == ()
         with pytest.raises(ConfigError, match="definition"):
@@ -318,8 +318,8 @@ def test_review_decisions_are_annotations_and_statuses(workspace):
     assert edit.label["previous_text"] == "How many columns hold numbers?"
     assert all(n.kind == "question_review" for n in notes)
 
-    queue = review_queue(workspace)
-    assert queue == []
+    queue = review_queue(workspace)  # a Page: it iterates like a list
+    assert list(queue) == [] and queue.total == 0
     # The promoted question is a seed of its subtype now.
     assert "How many rows mention 2011?" in seed_corpus.workspace_corpus(workspace).category("Counting").seeds
     assert [e.source for e in seed_corpus.seed_entries(workspace, "Counting")][-1] == "promoted"

@@ -5,13 +5,16 @@ The CLI, the app and the tests all call these; none of them query the store on t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence, TypeVar
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Iterator, Sequence, TypeVar
 
-from sqlalchemy import func
+from sqlalchemy import func, text
 from sqlmodel import Session, SQLModel, select
 
-from tqaforge.errors import NotFound
+from tqaforge.errors import NotFound, TqaforgeError
+from tqaforge.schemas.enums import QuestionStatus, VariantStatus
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -26,6 +29,73 @@ from tqaforge.schemas.records import (
 from tqaforge.store import Workspace
 
 R = TypeVar("R", bound=SQLModel)
+T = TypeVar("T")
+
+#: The most rows any listing returns at once (a bigger --limit is refused, not silently cut).
+MAX_LIMIT = 10_000
+#: What `tables show` prints of a table by default.
+SHOW_ROWS = 30
+SHOW_COLS = 12
+#: The most columns a table view holds (SQLite takes at most 127 arguments per function call).
+MAX_SHOW_COLS = 100
+
+
+class ListingError(TqaforgeError):
+    """A listing was asked for with an impossible window or an unknown filter value."""
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One window of a listing and how many records match in all.
+
+    Iterating, ``len`` and indexing see the items, so a page stands in for a list; ``total``
+    lets a listing say "50 of 811" instead of stopping at 50 without a word."""
+
+    items: list[T]
+    total: int
+    offset: int = 0
+    limit: int = 50
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> T:
+        return self.items[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    @property
+    def more(self) -> int:
+        """How many matching records come after this page."""
+        return max(0, self.total - self.offset - len(self.items))
+
+    def describe(self, noun: str) -> str:
+        """E.g. "showing 1-50 of 811 tables (next: --offset 50)" or "no tables"."""
+        if self.total == 0:
+            return f"no {noun}"
+        if not self.items:
+            return f"none of the {self.total:,} {noun} at --offset {self.offset:,}"
+        first, last = self.offset + 1, self.offset + len(self.items)
+        text_ = f"showing {first:,}-{last:,} of {self.total:,} {noun}"
+        return text_ + (f" (next: --offset {last})" if self.more else "")
+
+
+def check_window(limit: int, offset: int) -> None:
+    """Refuse a negative offset or a limit outside 1..MAX_LIMIT (PostgreSQL would raise)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ListingError(f"limit {limit!r} is outside 1..{MAX_LIMIT:,}", hint=f"give --limit from 1 to {MAX_LIMIT:,} and page with --offset")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ListingError(f"offset {offset!r} is negative", hint="give --offset 0 or more")
+
+
+def check_choice(value: str | None, known: Sequence[str], flag: str) -> None:
+    """Refuse a filter value no record can have, instead of listing nothing."""
+    if value is not None and value not in known:
+        raise ListingError(f"unknown {flag.lstrip('-')} {value!r}", hint=f"give {flag} one of: {', '.join(known)}")
 
 
 def get_by_prefix(session: Session, model: type[R], prefix: str) -> R:
@@ -41,11 +111,41 @@ def get_by_prefix(session: Session, model: type[R], prefix: str) -> R:
     return rows[0]
 
 
-def list_tables(ws: Workspace, *, limit: int = 50, offset: int = 0) -> list[TableRecord]:
-    """Tables, oldest import first."""
+@dataclass(frozen=True)
+class TableSummary:
+    """What a listing shows of a table: its size and provenance, never its cells."""
+
+    id: str
+    n_rows: int
+    n_cols: int
+    numeric_share: float
+    caption: str | None
+    source: str | None
+    licence: str | None
+    imported_from: str | None
+    origin: str
+    created_at: datetime
+
+
+#: The columns of ``tables`` a summary reads: everything but ``header`` and ``rows``.
+_SUMMARY_COLUMNS = (
+    TableRecord.id, TableRecord.n_rows, TableRecord.n_cols, TableRecord.numeric_share, TableRecord.caption,
+    TableRecord.source, TableRecord.licence, TableRecord.imported_from, TableRecord.origin, TableRecord.created_at,
+)
+
+
+def _table_summaries(s: Session, query: Any) -> list[TableSummary]:
+    return [TableSummary(*row) for row in s.exec(query).all()]
+
+
+def list_tables(ws: Workspace, *, limit: int = 50, offset: int = 0) -> Page[TableSummary]:
+    """Tables, oldest import first; reads only the columns listed (no cells, whatever the size)."""
+    check_window(limit, offset)
     with ws.session() as s:
-        q = select(TableRecord).order_by(TableRecord.created_at, TableRecord.id).offset(offset).limit(limit)
-        return list(s.exec(q).all())
+        q = select(*_SUMMARY_COLUMNS).order_by(TableRecord.created_at, TableRecord.id).offset(offset).limit(limit)
+        items = _table_summaries(s, q)
+        total = s.exec(select(func.count()).select_from(TableRecord)).one()
+    return Page(items, total, offset, limit)
 
 
 def count_questions_by_table(ws: Workspace, table_ids: Sequence[str]) -> dict[str, int]:
@@ -56,23 +156,149 @@ def count_questions_by_table(ws: Workspace, table_ids: Sequence[str]) -> dict[st
     return {tid: n for tid, n in rows}
 
 
+@dataclass(frozen=True)
+class TableView:
+    """A bounded corner of a table: the first rows and columns, and the size of the whole."""
+
+    header: list[str]
+    rows: list[list[str]]
+    n_rows: int
+    n_cols: int
+
+    @property
+    def rows_left_out(self) -> int:
+        return self.n_rows - len(self.rows)
+
+    @property
+    def cols_left_out(self) -> int:
+        return self.n_cols - len(self.header)
+
+    @property
+    def complete(self) -> bool:
+        return not self.rows_left_out and not self.cols_left_out
+
+    def describe(self) -> str:
+        """E.g. "showing 30 of 1,000 rows and 12 of 1,000,000 columns"."""
+        return (f"showing {len(self.rows):,} of {self.n_rows:,} rows and "
+                f"{len(self.header):,} of {self.n_cols:,} columns")
+
+
 @dataclass
 class TableDetail:
-    table: TableRecord
-    questions: list[Question]
-    answers: dict[str, list[Answer]]
+    """One table for `tables show`: its summary, a bounded view of its cells, its questions."""
+
+    table: TableSummary
+    view: TableView
+    questions: Page[Question]
+    answers: dict[str, list[Answer]] = field(default_factory=dict)
+
+    @property
+    def header(self) -> list[str]:
+        """The header of the shown columns (``view.header``)."""
+        return self.view.header
+
+    @property
+    def rows(self) -> list[list[str]]:
+        """The shown rows, cut to the shown columns (``view.rows``)."""
+        return self.view.rows
 
 
-def show_table(ws: Workspace, table_id: str) -> TableDetail:
-    """One table with its questions and their answers."""
+def show_table(
+    ws: Workspace,
+    table_id: str,
+    *,
+    max_rows: int = SHOW_ROWS,
+    max_cols: int = SHOW_COLS,
+    max_questions: int = 50,
+) -> TableDetail:
+    """One table (id or unique prefix) with the first ``max_rows`` x ``max_cols`` cells and its
+    first ``max_questions`` questions with their answers. On SQLite and PostgreSQL the database
+    cuts the corner out, so a huge table is never loaded whole."""
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0:
+        raise ListingError(f"max rows {max_rows!r} is negative", hint="give --max-rows 0 or more")
+    if isinstance(max_cols, bool) or not isinstance(max_cols, int) or not 1 <= max_cols <= MAX_SHOW_COLS:
+        raise ListingError(f"max columns {max_cols!r} is outside 1..{MAX_SHOW_COLS}", hint=f"give --max-cols from 1 to {MAX_SHOW_COLS}")
+    check_window(max_questions, 0)
     with ws.session() as s:
-        table = get_by_prefix(s, TableRecord, table_id)
-        questions = list(s.exec(select(Question).where(Question.table_id == table.id).order_by(Question.subtype, Question.id)).all())
+        summary = _summary_by_prefix(s, table_id)
+        view = table_view(s, summary, max_rows, max_cols)
+        where = Question.table_id == summary.id
+        questions = list(s.exec(select(Question).where(where).order_by(Question.subtype, Question.id).limit(max_questions)).all())
+        total = s.exec(select(func.count()).select_from(Question).where(where)).one()
         answers: dict[str, list[Answer]] = {q.id: [] for q in questions}
         if questions:
             for a in s.exec(select(Answer).where(Answer.question_id.in_(list(answers)))).all():  # type: ignore[attr-defined]
                 answers[a.question_id].append(a)
-    return TableDetail(table=table, questions=questions, answers=answers)
+    return TableDetail(table=summary, view=view, questions=Page(questions, total, 0, max_questions), answers=answers)
+
+
+def _summary_by_prefix(s: Session, prefix: str) -> TableSummary:
+    """Like :func:`get_by_prefix` for tables, reading no cells."""
+    prefix = prefix.strip()
+    if not prefix:
+        raise NotFound("give a table id", hint="`tqaforge tables list` shows the ids")
+    rows = _table_summaries(s, select(*_SUMMARY_COLUMNS).where(TableRecord.id.startswith(prefix)).limit(2))  # type: ignore[attr-defined]
+    if not rows:
+        raise NotFound(f"no table with id {prefix!r}", hint="`tqaforge tables list` shows the ids")
+    if len(rows) > 1:
+        raise NotFound(f"id {prefix!r} matches several tables", hint="give more characters of the id")
+    return rows[0]
+
+
+def table_view(s: Session, table: TableSummary, max_rows: int, max_cols: int) -> TableView:
+    """The first ``max_rows`` x ``max_cols`` cells of a stored table."""
+    n = min(max_rows, table.n_rows)
+    m = min(max_cols, table.n_cols)
+    dialect = s.get_bind().dialect.name
+    if dialect == "sqlite":
+        header, rows = _corner_sqlite(s, table.id, n, m)
+    elif dialect == "postgresql":
+        header, rows = _corner_postgresql(s, table.id, n, m)
+    else:  # no JSON path functions we rely on: load the record (small databases only)
+        record = s.get(TableRecord, table.id)
+        assert record is not None
+        header, rows = list(record.header[:m]), [list(r[:m]) for r in record.rows[:n]]
+    return TableView(header=header, rows=rows, n_rows=table.n_rows, n_cols=table.n_cols)
+
+
+def _corner_sqlite(s: Session, table_id: str, n: int, m: int) -> tuple[list[str], list[list[str]]]:
+    # json_extract with several paths returns one JSON array; SQLite parses the stored JSON in C
+    # and hands back only the cells asked for. One call per row keeps under its 127-argument cap.
+    def paths(prefix: str) -> str:
+        # A single path would return a bare SQL value, not an array: ask for it twice.
+        ps = [f"'{prefix}[{j}]'" for j in range(m)] or ["'$[0]'"]
+        return ", ".join(ps if len(ps) > 1 else ps * 2)
+
+    columns = [f"json_extract(header, {paths('$')})"]
+    columns += [f"json_extract(rows, {paths(f'$[{i}]')})" for i in range(n)]
+    got = s.connection().execute(text(f"SELECT {', '.join(columns)} FROM tables WHERE id = :id"), {"id": table_id}).one()
+    header = _cells(json.loads(got[0]), m)
+    return header, [_cells(json.loads(cell), m) for cell in got[1:]]
+
+
+def _corner_postgresql(s: Session, table_id: str, n: int, m: int) -> tuple[list[str], list[list[str]]]:
+    # A JSON path slice cuts the corner inside the server; MATERIALIZED converts each column to
+    # jsonb once. The result is flat (row after row); stored tables are rectangular.
+    if n == 0:
+        rows_path = None
+    else:
+        rows_path = f"$[0 to {n - 1}][0 to {m - 1}]"
+    sql = (
+        "WITH t AS MATERIALIZED (SELECT header::jsonb AS h, rows::jsonb AS r FROM tables WHERE id = :id) "
+        f"SELECT jsonb_path_query_array(h, '$[0 to {max(m - 1, 0)}]')::text, "
+        + (f"jsonb_path_query_array(r, '{rows_path}')::text" if rows_path else "'[]'")
+        + " FROM t"
+    )
+    got = s.connection().execute(text(sql), {"id": table_id}).one()
+    header = _cells(json.loads(got[0]), m)
+    flat = json.loads(got[1])
+    rows = [_cells(flat[i * m : (i + 1) * m], m) for i in range(n)] if m else [[] for _ in range(n)]
+    return header, rows
+
+
+def _cells(values: Any, m: int) -> list[str]:
+    """The first ``m`` values as text (None where a path found nothing)."""
+    return ["" if v is None else str(v) for v in list(values)[:m]]
 
 
 def list_questions(
@@ -83,18 +309,69 @@ def list_questions(
     status: str | None = None,
     limit: int = 50,
     offset: int = 0,
-) -> list[Question]:
-    """Questions filtered by table (id prefix), subtype and status."""
+) -> Page[Question]:
+    """Questions filtered by table (id prefix), subtype and status, oldest first."""
+    check_window(limit, offset)
+    check_choice(status, [s.value for s in QuestionStatus], "--status")
+    conditions = []
+    if table_id:
+        conditions.append(Question.table_id.startswith(table_id))  # type: ignore[attr-defined]
+    if subtype:
+        conditions.append(Question.subtype == subtype)
+    if status:
+        conditions.append(Question.status == status)
     with ws.session() as s:
-        q = select(Question)
-        if table_id:
-            q = q.where(Question.table_id.startswith(table_id))  # type: ignore[attr-defined]
-        if subtype:
-            q = q.where(Question.subtype == subtype)
-        if status:
-            q = q.where(Question.status == status)
-        q = q.order_by(Question.created_at, Question.id).offset(offset).limit(limit)
-        return list(s.exec(q).all())
+        q = select(Question).where(*conditions).order_by(Question.created_at, Question.id).offset(offset).limit(limit)
+        items = list(s.exec(q).all())
+        total = s.exec(select(func.count()).select_from(Question).where(*conditions)).one()
+    return Page(items, total, offset, limit)
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    """What `variants list` shows of a variant: never its table."""
+
+    id: str
+    question_id: str
+    question: str
+    perturbation: str
+    seed: int | None
+    status: str
+    answer_effect: str | None
+    skip_reason: str | None
+
+
+def list_variants(
+    ws: Workspace,
+    *,
+    question: str | None = None,
+    perturbation: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page[VariantSummary]:
+    """Stored variants, filtered by question (id prefix), perturbation and status; the ids are
+    what `tqaforge variants show` takes."""
+    from tqaforge.tables.perturb import PERTURBATIONS  # the names the grid can build
+
+    check_window(limit, offset)
+    check_choice(status, [s.value for s in VariantStatus], "--status")
+    check_choice(perturbation, list(PERTURBATIONS), "--perturbation")
+    conditions = []
+    if question:
+        conditions.append(Variant.question_id.startswith(question.strip()))  # type: ignore[attr-defined]
+    if perturbation:
+        conditions.append(Variant.perturbation == perturbation)
+    if status:
+        conditions.append(Variant.status == status)
+    columns = (Variant.id, Variant.question_id, Question.text, Variant.perturbation, Variant.seed,
+               Variant.status, Variant.answer_effect, Variant.skip_reason)
+    with ws.session() as s:
+        q = (select(*columns).join(Question, Question.id == Variant.question_id).where(*conditions)
+             .order_by(Variant.question_id, Variant.perturbation, Variant.seed, Variant.id).offset(offset).limit(limit))
+        items = [VariantSummary(*row) for row in s.exec(q).all()]
+        total = s.exec(select(func.count()).select_from(Variant).where(*conditions)).one()
+    return Page(items, total, offset, limit)
 
 
 @dataclass

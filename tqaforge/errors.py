@@ -97,3 +97,40 @@ class AgreementError(TqaforgeError):
 
 class AdjudicationError(AgreementError):
     """A final label cannot be recorded as given (unknown task, label of the wrong shape...)."""
+
+
+class ServerBindError(TqaforgeError):
+    """A local server (Label Studio, the app) cannot listen where it was asked to."""
+
+
+class PortInUse(ServerBindError):
+    """The port a server was asked to use is already taken; the message names it."""
+
+
+class RemoteBindingRefused(ServerBindError):
+    """A server was asked to listen beyond loopback without the explicit flag that allows it."""
+
+
+class ImportFailed(TqaforgeError):
+    """One path of an import could not be imported (unreadable directory, broken link, a file
+    that broke the reader or the store); the other paths of the call still import."""
+
+    def __init__(self, path: str, problem: str, *, hint: str | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}", hint=hint)
+
+
+class EndpointAuthError(LLMError):
+    """The model endpoint refused our credentials (HTTP 401/403) or no API key is set."""
+
+
+class ImpossibleUsage(LLMError):
+    """An endpoint reported token usage that its request cannot have produced (more completion
+    tokens than ``max_tokens``, a prompt count far beyond the prompt's size, negative or
+    non-numeric counts). Its cost figures cannot be trusted, so the run stops."""
+
+
+class ReplyTooLarge(InvalidReply):
+    """A model reply was larger than any honest reply to its request can be; it was cut off
+    at the limit, recorded with a truncated body, and never sent back to the model."""

@@ -1,15 +1,26 @@
-"""The record store: engine, sessions and migrations.
+"""The record store: engine, sessions, migrations and workspace locks.
 
 SQLite (WAL journal, busy timeout, foreign keys on) is the default; any SQLAlchemy URL, in
 practice PostgreSQL, works instead. The schema is owned by the Alembic migrations in
 ``tqaforge/migrations``: opening a workspace brings its database to the newest revision in
-place, keeping every row (principle 5: people's work is never lost).
+place, keeping every row (principle 5: people's work is never lost). Only ``init`` creates a
+database; opening a workspace whose SQLite file is gone is an error, never a fresh empty store.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
+import logging
+import os
+import re
+import stat
+import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,10 +29,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlmodel import Session
 
 from tqaforge.config import (
+    DB_NAME,
     WorkspaceConfig,
     WorkspacePaths,
     find_workspace_root,
@@ -29,42 +42,210 @@ from tqaforge.config import (
     resolve_database_url,
     write_default_config,
 )
-from tqaforge.errors import StoreError
+from tqaforge.errors import ConfigError, StoreError
+from tqaforge.redact import redact_secrets, redact_url
+from tqaforge.tables.cells import clean_text
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+#: How long a second SQLite writer waits for the first before "database is locked".
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Seconds to wait for a PostgreSQL server to accept and answer the connection handshake;
+#: TQAFORGE_DB_CONNECT_TIMEOUT overrides it (libpq's minimum is 2).
+PG_CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_ENV = "TQAFORGE_DB_CONNECT_TIMEOUT"
+SQLITE_HEADER = b"SQLite format 3\x00"
+LOCKS_DIR = ".locks"
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url``; SQLite connections get WAL, a busy timeout and foreign keys."""
+    """An engine for ``url``.
+
+    SQLite connections get WAL, a busy timeout and foreign keys; PostgreSQL connections get a
+    connect timeout and TCP keepalives, so a server that accepts and never answers (or dies
+    mid-command) ends in a :class:`StoreError` instead of a hang. Every engine removes NUL
+    characters from the values it writes (see :func:`_strip_nul_parameters`).
+    """
     try:
-        if url.startswith("sqlite"):
-            engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
+        parsed = _parse_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            engine = create_engine(
+                parsed,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+                json_serializer=_json_dumps,
+                **kwargs,
+            )
             event.listen(engine, "connect", _sqlite_pragmas)
-            return engine
-        return create_engine(url, pool_pre_ping=True, **kwargs)
+        else:
+            connect_args = _pg_connect_args(parsed) if parsed.get_backend_name() == "postgresql" else {}
+            engine = create_engine(
+                parsed, pool_pre_ping=True, connect_args=connect_args, json_serializer=_json_dumps, **kwargs
+            )
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        raise StoreError(f"cannot use database URL {_redact(url)}: {exc}") from None
+        raise StoreError(
+            f"cannot use database URL {redact_url(url)}: {redact_secrets(str(exc), [_password(url)])}",
+            hint="check --database-url (or [database] url / TQAFORGE_DATABASE_URL); "
+            "write it as dialect+driver://user:password@host:port/dbname",
+        ) from None
+    event.listen(engine, "before_cursor_execute", _strip_nul_parameters, retval=True)
+    return engine
+
+
+def _parse_url(url: str) -> URL:
+    """``url`` parsed; a password with an unescaped ``@`` is taken whole (the host follows the
+    LAST ``@``), where SQLAlchemy would connect to a host made of the password's tail."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(
+            f"not a database URL: {redact_url(url)} ({exc})",
+            hint="write it as dialect+driver://user:password@host:port/dbname, or sqlite:///path/to/file.db",
+        ) from None
+    if parsed.host and "@" in parsed.host:
+        password, host = f"{parsed.password or ''}@{parsed.host}".rsplit("@", 1)
+        parsed = parsed.set(password=password, host=host)
+    return parsed
+
+
+def _password(url: str) -> str | None:
+    try:
+        return _parse_url(url).password  # type: ignore[return-value]
+    except StoreError:
+        return None
+
+
+def _pg_connect_args(parsed: URL) -> dict[str, Any]:
+    """Timeouts for psycopg/libpq, unless the URL sets them itself."""
+    timeout = os.environ.get(CONNECT_TIMEOUT_ENV) or str(PG_CONNECT_TIMEOUT_S)
+    if not timeout.isdigit() or int(timeout) < 1:
+        raise ConfigError(
+            f"{CONNECT_TIMEOUT_ENV}={timeout!r} is not a whole number of seconds",
+            hint=f"set {CONNECT_TIMEOUT_ENV} to e.g. 10, or unset it",
+        )
+    wanted = {
+        "connect_timeout": int(timeout),
+        # Keepalives notice a server that vanished mid-command (about 60 s) instead of never.
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+    }
+    return {k: v for k, v in wanted.items() if k not in parsed.query}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets the app read while a CLI import writes; the busy timeout makes a second writer
     # wait instead of failing with "database is locked".
-    cursor.execute("PRAGMA journal_mode=WAL")
+    mode = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
+    if mode and str(mode[0]).lower() != "wal":
+        log.warning("SQLite refused WAL (journal mode %s): concurrent readers may wait", mode[0])
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 
-def _redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
-    return url
+# --- the NUL safety net -------------------------------------------------------------------
+# The rule for control characters is tqaforge.tables.cells.clean_text, applied where text
+# enters (readers, importer, model replies). This is the net under them: PostgreSQL refuses a
+# NUL in text (DataError, and the rest of the command is lost) while SQLite stores it silently,
+# so a NUL that slipped through is cleaned here, with the same clean_text, and logged. We clean
+# rather than raise so both databases end up with the same row, as the entry points would
+# have written it. It works on the driver's parameters, so ORM flushes and Core inserts alike
+# are covered.
+
+
+def _json_dumps(value: Any) -> str:
+    """JSON for JSON columns; strings holding NUL are cleaned (json escapes NUL as \\u0000)."""
+    text = json.dumps(value)
+    if "\\u0000" not in text:  # fast path: the walk below only runs when needed
+        return text
+    cleaned, count = _clean_json(value)
+    if count:
+        log.warning("removed control characters from %d JSON string(s) before writing them", count)
+    return json.dumps(cleaned)
+
+
+def _clean_json(value: Any) -> tuple[Any, int]:
+    if isinstance(value, str):
+        return (clean_text(value), 1) if "\x00" in value else (value, 0)
+    if isinstance(value, list):
+        pairs = [_clean_json(v) for v in value]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        total = 0
+        for k, v in value.items():
+            key, n_key = _clean_json(k)
+            item, n_item = _clean_json(v)
+            out[key] = item
+            total += n_key + n_item
+        return out, total
+    return value, 0
+
+
+def _strip_nul_parameters(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, executemany: bool
+) -> tuple[str, Any]:
+    """``before_cursor_execute`` hook: in statements that write (INSERT, UPDATE), str parameters
+    holding NUL are passed through clean_text. Reads are left alone: cleaning a LIKE pattern
+    would change what it matches."""
+    if not _WRITES.match(statement):
+        return statement, parameters
+    rows = parameters if executemany else [parameters]
+    if not any(_has_nul(row) for row in rows or ()):
+        return statement, parameters
+    cleaned = [_clean_row(row) for row in rows]
+    log.warning(
+        "removed control characters from values holding NUL in: %s",
+        " ".join(statement.split())[:80],
+    )
+    return statement, (cleaned if executemany else cleaned[0])
+
+
+_WRITES = re.compile(r"\s*(INSERT|UPDATE|REPLACE|UPSERT)\b", re.IGNORECASE)
+
+
+def _has_nul(row: Any) -> bool:
+    values = row.values() if isinstance(row, dict) else row if isinstance(row, (list, tuple)) else ()
+    return any(isinstance(v, str) and "\x00" in v for v in values)
+
+
+def _clean_row(row: Any) -> Any:
+    def fix(v: Any) -> Any:
+        return clean_text(v) if isinstance(v, str) and "\x00" in v else v
+
+    if isinstance(row, dict):
+        return {k: fix(v) for k, v in row.items()}
+    return type(row)(fix(v) for v in row)
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def _display_url(engine: Engine) -> str:
+    return redact_url(engine.url.render_as_string(hide_password=True))
+
+
+def _database_error(engine: Engine, exc: DBAPIError, action: str) -> StoreError:
+    """A driver error while opening or migrating, as a StoreError that names the (redacted) URL."""
+    detail = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
+    detail = redact_secrets(detail, [engine.url.password])  # type: ignore[list-item]
+    where = _display_url(engine)
+    if engine.dialect.name == "sqlite":
+        return StoreError(
+            f"cannot {action} the SQLite database {engine.url.database}: {detail}",
+            hint="if the file is damaged or not a database, move it away and restore a backup; "
+            "`tqaforge init DIR` creates a new, empty workspace",
+        )
+    return StoreError(
+        f"cannot {action} the database {where}: {detail}",
+        hint="check that the database server is running and answering, and that --database-url "
+        f"(or [database] url / TQAFORGE_DATABASE_URL) is right; {CONNECT_TIMEOUT_ENV} sets the "
+        "connect timeout in seconds",
+    )
 
 
 def _alembic_config() -> Config:
@@ -82,12 +263,19 @@ def head_revision() -> str:
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None for an empty database)."""
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except DBAPIError as exc:
+        raise _database_error(engine, exc, "read") from None
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to ``revision`` (default: newest), keeping all rows."""
+    """Bring the database to ``revision`` (default: newest), keeping all rows.
+
+    Any driver error (server unreachable or silent, not a database, no permission) becomes a
+    :class:`StoreError` naming the database with its password masked.
+    """
     cfg = _alembic_config()
     try:
         with engine.connect() as conn:
@@ -103,11 +291,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
                 conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                 if broken:
                     raise StoreError(f"migration left {len(broken)} dangling references: {broken[:5]}")
-    except OperationalError as exc:
-        raise StoreError(
-            f"cannot migrate the database: {exc.orig}",
-            hint="check that the database server is running and the URL is right",
-        ) from None
+    except DBAPIError as exc:
+        raise _database_error(engine, exc, "open and migrate") from None
 
 
 @dataclass
@@ -120,7 +305,8 @@ class Workspace:
 
     @property
     def database_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        """The database URL for display: its password (however written) is masked."""
+        return _display_url(self.engine)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -133,31 +319,177 @@ class Workspace:
                 s.rollback()
                 raise
 
+    @contextmanager
+    def lock(self, name: str, *, wait: bool = True, timeout: float | None = None) -> Iterator[Path]:
+        """Hold the workspace-wide lock ``name`` (e.g. ``"generate"``) for the ``with`` block.
+
+        An advisory ``flock`` on ``WORKSPACE/.locks/NAME.lock``, so it works between processes
+        and is released by the kernel when the holder dies, even by SIGKILL. The holder writes
+        its pid and command into the file; a command that cannot get the lock (at once when
+        ``wait`` is false, else within ``timeout`` seconds, or ever when ``timeout`` is None)
+        gets a :class:`StoreError` naming the holder. Yields the lock file's path.
+
+        >>> with ws.lock("variants build", wait=False):  # doctest: +SKIP
+        ...     build()
+        """
+        path = self.root / LOCKS_DIR / _lock_file_name(name)
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _acquire(fd, path, name, wait=wait, timeout=timeout)
+            try:
+                _write_holder(fd)
+                yield path
+            finally:
+                os.ftruncate(fd, 0)  # the next reader must not blame a finished command
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _lock_file_name(name: str) -> str:
+    """A file name for lock ``name``: readable, and distinct for distinct names."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60]
+    if slug == name:
+        return f"{slug}.lock"
+    return f"{slug or 'lock'}-{sha256(name.encode()).hexdigest()[:8]}.lock"
+
+
+def _acquire(fd: int, path: Path, name: str, *, wait: bool, timeout: float | None) -> None:
+    if wait and timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + ((timeout or 0.0) if wait else 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise StoreError(f"cannot lock {path}: {exc.strerror}") from None
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"another tqaforge command ({_holder(path)}) is running {name} on this workspace",
+                hint="wait for it or stop it, then run this command again",
+            )
+        time.sleep(0.05)
+
+
+def _write_holder(fd: int) -> None:
+    # Arguments may hold a database URL; mask passwords before anyone can read them here.
+    command_line = " ".join(redact_url(a) if "://" in a else a for a in sys.argv)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n{command_line}\n".encode(), 0)
+
+
+def _holder(path: Path) -> str:
+    """ "pid N: COMMAND" from the lock file, as well as it can be read."""
+    try:
+        pid, _, command_line = path.read_text(encoding="utf-8", errors="replace").partition("\n")
+    except OSError:
+        return "unknown process"
+    if not pid.strip():
+        return "a process that is just starting"
+    return f"pid {pid.strip()}: {command_line.strip()[:200] or '?'}"
 
 
 def init_workspace(
     root: Path,
     *,
     name: str | None = None,
-    taxonomy: str = "tablebench",
+    taxonomy: str | None = None,
     database_url: str | None = None,
 ) -> Workspace:
-    """Create (or bring up to date) a workspace in ``root``: config file plus migrated database."""
+    """Create (or bring up to date) a workspace in ``root``: config file plus migrated database.
+
+    On an existing workspace, options that differ from its config (another taxonomy, database
+    URL or name) are refused with what differs: ``init`` never silently ignores them. The same
+    or no options bring the workspace's database up to date (and create its SQLite file if it
+    is missing: ``init`` is the one command that creates a database).
+    """
     root = root.resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    write_default_config(root, name=name or root.name, taxonomy=taxonomy, database_url=database_url)
-    return open_workspace(root)
+    config_path = WorkspacePaths(root).config
+    if config_path.exists() or config_path.is_symlink():
+        _check_same_options(load_config(config_path), name=name, taxonomy=taxonomy, database_url=database_url)
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        write_default_config(
+            root, name=name or root.name, taxonomy=taxonomy or "tablebench", database_url=database_url
+        )
+    return open_workspace(root, create=True)
 
 
-def open_workspace(root: Path | None = None, *, upgrade: bool = True) -> Workspace:
-    """Open the workspace at ``root`` (or the one around the cwd), migrating its database."""
+def _check_same_options(
+    config: WorkspaceConfig, *, name: str | None, taxonomy: str | None, database_url: str | None
+) -> None:
+    where = config.path
+    differences = []
+    if taxonomy is not None and taxonomy != config.taxonomy_name:
+        differences.append(f"its taxonomy is {config.taxonomy_name!r}, you asked for {taxonomy!r} (--taxonomy)")
+    if database_url is not None and database_url != (config.database_url or ""):
+        have = redact_url(config.database_url) if config.database_url else f"the SQLite file {DB_NAME}"
+        differences.append(f"its database is {have}, you asked for {redact_url(database_url)} (--database-url)")
+    if name is not None and name != config.name:
+        differences.append(f"its name is {config.name!r}, you asked for {name!r} (--name)")
+    if differences:
+        raise ConfigError(
+            f"{where.parent if where else 'this directory'} is already a tqaforge workspace and "
+            + "; ".join(differences),
+            hint=f"run `tqaforge init` there without those options to bring it up to date, "
+            f"edit {where} to change them (a taxonomy only before questions exist), "
+            "or run `tqaforge init NEW_DIR` with them for a new workspace",
+        )
+
+
+def open_workspace(root: Path | None = None, *, upgrade: bool = True, create: bool = False) -> Workspace:
+    """Open the workspace at ``root`` (or the one around the cwd), migrating its database.
+
+    Refuses (StoreError) when the workspace's SQLite file is missing, unless ``create`` (only
+    ``init`` passes it): a deleted or moved database is never silently replaced by an empty one.
+    """
     found = find_workspace_root(root)
     paths = WorkspacePaths(found)
     config = load_config(paths.config)
     config.taxonomy()  # fail early on a broken custom taxonomy
-    engine = make_engine(resolve_database_url(paths, config))
-    if upgrade:
-        migrate(engine)
+    url = resolve_database_url(paths, config)
+    engine = make_engine(url)
+    try:
+        if engine.dialect.name == "sqlite":
+            _check_sqlite_file(engine, create=create)
+        if upgrade:
+            migrate(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return Workspace(root=found, config=config, engine=engine)
+
+
+def _check_sqlite_file(engine: Engine, *, create: bool) -> None:
+    """The workspace's SQLite file exists (or ``create``), is a regular file and a database."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if create:
+            return
+        raise StoreError(
+            f"the workspace database {path} is missing (it may have been moved or deleted)",
+            hint="put the file back, or point TQAFORGE_DATABASE_URL / [database] url at it; "
+            "`tqaforge init DIR` creates a new, empty database",
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(f"the workspace database {path} is not a regular file", hint="move it away")
+    with open(path, "rb") as fh:
+        header = fh.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise StoreError(
+            f"{path} is not a SQLite database (it starts with {header[:8]!r})",
+            hint="move it away and restore the database from a backup; "
+            "`tqaforge init DIR` creates a new, empty workspace",
+        )

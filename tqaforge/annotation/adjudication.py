@@ -29,12 +29,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from sqlalchemy import func
 from sqlmodel import Session, select
 
-from tqaforge.annotation.workflows import KINDS, KindSpec, LabelError, kind_spec, latest_annotations
-from tqaforge.catalog import get_by_prefix
+from tqaforge.annotation.workflows import (
+    KINDS,
+    RECORD_SOME,
+    KindSpec,
+    LabelError,
+    check_against_target,
+    check_kinds,
+    kind_spec,
+    latest_annotations,
+)
+from tqaforge.catalog import Page, check_window, get_by_prefix
 from tqaforge.errors import AdjudicationError
 from tqaforge.generation.review import REVIEW_KIND, settle_question
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
@@ -69,11 +79,56 @@ class KindSummary:
     stale: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def is_empty(self) -> bool:
+        """True when the kind has no annotated task at all (not even unreadable labels)."""
+        return not any((self.unanimous, self.rule, self.open, self.person, self.single, self.problems))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "unanimous": self.unanimous, "rule": self.rule, "open": self.open, "person": self.person,
             "single": self.single, "new": self.new, "updated": self.updated,
             "stale": list(self.stale), "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class AdjudicationRun(Mapping[str, KindSummary]):
+    """What :func:`adjudicate` did, per kind; a mapping kind -> :class:`KindSummary`.
+
+    ``is_empty`` and ``message`` make "nothing to do" explicit, so a caller prints one line
+    instead of nothing.
+    """
+
+    summaries: Mapping[str, KindSummary]
+
+    def __getitem__(self, kind: str) -> KindSummary:
+        return self.summaries[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.summaries)
+
+    def __len__(self) -> int:
+        return len(self.summaries)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no kind asked for has any annotated task."""
+        return all(summary.is_empty for summary in self.summaries.values())
+
+    @property
+    def message(self) -> str | None:
+        """One line saying why nothing was adjudicated (None when something was looked at)."""
+        if not self.is_empty:
+            return None
+        kinds = ", ".join(self.summaries)
+        return f"nothing to adjudicate: no annotations yet ({kinds}). {RECORD_SOME}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "is_empty": self.is_empty,
+            "message": self.message,
+            "kinds": {k: v.as_dict() for k, v in self.summaries.items()},
         }
 
 
@@ -149,16 +204,22 @@ def adjudicate(
     ``min_agree`` is ``M`` of "at least M of N agree" (default: a strict majority of each task's
     annotators). Idempotent: a second run with no new annotations changes nothing.
     """
-    if min_agree is not None and min_agree < 1:
-        raise AdjudicationError(f"min_agree must be at least 1, got {min_agree}")
-    wanted = list(kinds) if kinds else list(ADJUDICATED_KINDS)
-    summaries: dict[str, KindSummary] = {}
-    for kind in wanted:
-        spec = kind_spec(kind)
-        if spec.shape == "answer":
-            raise AdjudicationError(f"{kind} is scored against gold answers, not adjudicated")
-        summaries[kind] = _adjudicate_kind(ws, spec, min_agree, tuple(exclude_sources))
-    return summaries
+    if min_agree is not None and (isinstance(min_agree, bool) or not isinstance(min_agree, int) or min_agree < 1):
+        raise AdjudicationError(f"the number of annotators who must agree must be 1 or more, got {min_agree!r}", hint="give --min-agree 1 or more")
+    wanted = check_kinds(kinds) or list(ADJUDICATED_KINDS)
+    specs = [_adjudicated_spec(kind) for kind in wanted]  # every kind checked before any is written
+    return AdjudicationRun({spec.name: _adjudicate_kind(ws, spec, min_agree, tuple(exclude_sources)) for spec in specs})
+
+
+def _adjudicated_spec(kind: str) -> KindSpec:
+    """The spec of a kind that has final labels (blind re-answering is scored, not adjudicated)."""
+    spec = kind_spec(kind)
+    if spec.shape == "answer":
+        raise AdjudicationError(
+            f"{kind} is scored against gold answers, not adjudicated",
+            hint=f"see its accuracy with `tqaforge agreement report --kind {kind}`; adjudicated kinds: {', '.join(ADJUDICATED_KINDS)}",
+        )
+    return spec
 
 
 def _adjudicate_kind(ws: Workspace, spec: KindSpec, min_agree: int | None, exclude: tuple[str, ...]) -> KindSummary:
@@ -235,21 +296,34 @@ def _settle_target(s: Session, task: AnnotationTask, row: Adjudication) -> None:
 
 def adjudication_queue(
     ws: Workspace, *, kind: str | None = None, limit: int = 50, offset: int = 0
-) -> list[QueueItem]:
-    """Open adjudications (annotators disagree, no rule decided), oldest first."""
+) -> Page[QueueItem]:
+    """Open adjudications (annotators disagree, no rule decided), oldest first.
+
+    A :class:`~tqaforge.catalog.Page`: it iterates like a list, and ``total`` says how many are
+    open in all (``page.describe("open items")`` gives "showing 1-50 of 811 open items ...").
+    An unknown ``kind`` raises :class:`AdjudicationError` listing the adjudicated kinds.
+    """
+    if kind is not None:
+        _adjudicated_spec(kind)
+    check_window(limit, offset)
     with ws.session() as s:
+        where = [Adjudication.status == AdjudicationStatus.OPEN.value]
+        if kind is not None:
+            where.append(Adjudication.kind == kind)
+        total = s.exec(select(func.count()).select_from(Adjudication).where(*where)).one()
         q = (
             select(Adjudication, AnnotationTask)
             .join(AnnotationTask, Adjudication.task_id == AnnotationTask.id)  # type: ignore[arg-type]
-            .where(Adjudication.status == AdjudicationStatus.OPEN.value)
+            .where(*where)
+            .order_by(Adjudication.created_at, Adjudication.id)  # type: ignore[arg-type]
+            .offset(offset)
+            .limit(limit)
         )
-        if kind:
-            q = q.where(Adjudication.kind == kind)
-        q = q.order_by(Adjudication.created_at, Adjudication.id).offset(offset).limit(limit)  # type: ignore[arg-type]
-        return [
+        items = [
             QueueItem(a.task_id, a.kind, t.target_type, t.target_id, list(a.votes or []), a.created_at)
             for a, t in s.exec(q).all()
         ]
+    return Page(items, int(total), offset, limit)
 
 
 def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | None = None) -> Adjudication:
@@ -268,8 +342,10 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
             raise AdjudicationError(f"{task.kind} is scored against gold answers, not adjudicated")
         try:
             value = spec.read(label)
+            # The label must also fit what the task is about (cells inside its table...).
+            check_against_target(s, spec, task.target_type, task.target_id, value)
         except LabelError as exc:
-            raise AdjudicationError(f"task {task.id[:10]} ({task.kind}): {exc}") from None
+            raise AdjudicationError(f"task {task.id[:10]} ({task.kind}): {exc}", hint=_label_hint(spec)) from None
         row = s.exec(select(Adjudication).where(Adjudication.task_id == task.id)).first()
         labels = {
             ann.annotator: (spec.read(ann.label), ann.id)
@@ -295,6 +371,13 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         return row
 
 
+def _label_hint(spec: KindSpec) -> str:
+    """How to write a final label of this kind on the command line."""
+    if spec.shape == "set":
+        return 'give the label as JSON, e.g. \'{"cells": [[0, 1], [2, 1]]}\' (data rows from 0, header excluded; columns from 0)'
+    return f"give the label as one of: {', '.join(spec.categories)}"
+
+
 def _readable(spec: KindSpec, label: Any) -> bool:
     try:
         spec.read(label)
@@ -305,7 +388,7 @@ def _readable(spec: KindSpec, label: Any) -> bool:
 
 def final_labels(ws: Workspace, kind: str) -> dict[str, Adjudication]:
     """The resolved adjudications of a kind, by task id."""
-    kind_spec(kind)
+    _adjudicated_spec(kind)
     with ws.session() as s:
         rows = s.exec(
             select(Adjudication).where(Adjudication.kind == kind, Adjudication.status == AdjudicationStatus.RESOLVED.value)

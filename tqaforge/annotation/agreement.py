@@ -64,6 +64,8 @@ LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
 
 DEFAULT_N_BOOT = 1000
 DEFAULT_CI_LEVEL = 0.95
+#: The most bootstrap resamples accepted: more buys no precision and only time and memory.
+MAX_N_BOOT = 100_000
 
 #: Landis and Koch (1977), Table 1: upper bound of each band (a value below 0 is "poor").
 LANDIS_KOCH: tuple[tuple[float, str], ...] = (
@@ -196,11 +198,21 @@ class PairwiseResult:
 # Input checks and encoding
 
 
-def _check_boot(n_boot: int, ci_level: float) -> None:
-    if n_boot < 0:
-        raise AgreementError(f"n_boot must be 0 or more, got {n_boot}")
-    if not 0.0 < ci_level < 1.0:
-        raise AgreementError(f"ci_level must be between 0 and 1, got {ci_level}")
+def _is_whole(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_bootstrap(n_boot: int, ci_level: float, seed: int = 0) -> None:
+    """Refuse bootstrap settings numpy would choke on (a negative seed, a float n_boot...)."""
+    if not _is_whole(n_boot) or not 0 <= n_boot <= MAX_N_BOOT:
+        raise AgreementError(
+            f"n_boot (the number of bootstrap resamples) must be a whole number from 0 to {MAX_N_BOOT}, got {n_boot!r}",
+            hint=f"pass --n-boot N with 0 <= N <= {MAX_N_BOOT} (0: no intervals)",
+        )
+    if not _is_whole(seed) or seed < 0:
+        raise AgreementError(f"seed (of the bootstrap) must be a whole number 0 or more, got {seed!r}", hint="pass --seed N with N >= 0")
+    if isinstance(ci_level, bool) or not isinstance(ci_level, (int, float, np.floating)) or not 0.0 < ci_level < 1.0:
+        raise AgreementError(f"ci_level (the confidence level) must lie strictly between 0 and 1, got {ci_level!r}", hint="e.g. --ci-level 0.95")
 
 
 def _as_counts(counts: Any) -> np.ndarray:
@@ -252,7 +264,11 @@ def encode(rows: Any, domain: Sequence[Any] | None = None) -> tuple[np.ndarray, 
         if domain is None:
             dom, inverse = np.unique(values[present], return_inverse=True)
         else:
-            dom = np.asarray(domain, dtype=np.float64)
+            try:
+                dom = np.asarray(domain, dtype=np.float64)
+            except (TypeError, ValueError):
+                # Labels are numbers (or there are none) but the domain is not: compare as objects.
+                return _encode_objects(rows, domain)
             if len(dom) == 0:
                 raise AgreementError("the value domain is empty")
             order = np.argsort(dom, kind="stable")
@@ -378,7 +394,7 @@ def fleiss_kappa(
     Every item must have the same number of ratings (raises :class:`AgreementError` otherwise:
     use :func:`krippendorff_alpha` or :func:`gwet_ac1` for incomplete data).
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     c = _as_counts(counts)
     n_items, k = c.shape
     names = tuple(categories) if categories is not None else tuple(range(k))
@@ -451,7 +467,7 @@ def gwet_ac1(
     ``n_categories`` (default: the number of columns) is ``q``, the categories raters could
     choose from, which matters when some were never used.
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     c = _as_counts(counts)
     q = n_categories if n_categories is not None else c.shape[1]
     if q < c.shape[1]:
@@ -486,7 +502,7 @@ def gwet_ac1(
         "items_with_two_or_more": int(two.sum()),
     }
     return _result(
-        "gwet_ac1", value, "undefined", n_items=n_items, n_raters=int(r.max()), components=components,
+        "gwet_ac1", value, "chance agreement is 1: AC1 is undefined", n_items=n_items, n_raters=int(r.max()), components=components,
         stats=stats, from_sums=from_sums, n_boot=n_boot, seed=seed, ci_level=ci_level,
     )
 
@@ -499,7 +515,7 @@ def percent_agreement(
     ci_level: float = DEFAULT_CI_LEVEL,
 ) -> AgreementResult:
     """The share of agreeing rating pairs, averaged over items with two or more ratings."""
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     c = _as_counts(counts)
     r, two, p_i = _rated_items(c)
     if not two.any():
@@ -511,7 +527,7 @@ def percent_agreement(
 
     value = float(p_i[two].mean())
     return _result(
-        "percent_agreement", value, "undefined", n_items=int(two.sum()), n_raters=int(r.max()),
+        "percent_agreement", value, "no pair of ratings to compare", n_items=int(two.sum()), n_raters=int(r.max()),
         components={"items_with_two_or_more": int(two.sum())},
         stats=stats, from_sums=from_sums, n_boot=n_boot, seed=seed, ci_level=ci_level,
     )
@@ -534,9 +550,14 @@ def proportion(
     people to one item are resampled together (blind re-answering accuracy, agreement with the
     majority).
     """
-    _check_boot(n_boot, ci_level)
-    num = np.asarray(successes, dtype=np.float64).ravel()
-    den = np.ones_like(num) if trials is None else np.asarray(trials, dtype=np.float64).ravel()
+    check_bootstrap(n_boot, ci_level, seed)
+    try:
+        num = np.asarray(successes, dtype=np.float64).ravel()
+        den = np.ones_like(num) if trials is None else np.asarray(trials, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise AgreementError("successes and trials must be numbers, one of each per item") from None
+    if not (np.isfinite(num).all() and np.isfinite(den).all()):
+        raise AgreementError("successes and trials must be finite numbers (no NaN or infinity)")
     if num.shape != den.shape:
         raise AgreementError(f"{num.size} success counts for {den.size} trial counts: one of each per item")
     if (den < 0).any() or (num < 0).any() or (num > den + _EPS).any():
@@ -547,7 +568,7 @@ def proportion(
         return AgreementResult(statistic, None, 0, n_raters, reason="nothing to score")
     stats = np.column_stack([den, num])
     return _result(
-        statistic, float(num.sum() / den.sum()), "undefined", n_items=int(num.size), n_raters=n_raters,
+        statistic, float(num.sum() / den.sum()), "nothing to score", n_items=int(num.size), n_raters=n_raters,
         components={"successes": float(num.sum()), "trials": float(den.sum())}, stats=stats,
         from_sums=lambda s: s[:, 1] / s[:, 0], n_boot=n_boot, seed=seed, ci_level=ci_level,
     )
@@ -641,7 +662,7 @@ def cohen_kappa(
     ``weights``: None (unweighted), ``"linear"`` or ``"quadratic"`` over the positions of
     ``categories`` (required for weighted kappa unless the labels are numbers).
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     a, b = list(a), list(b)
     if len(a) != len(b):
         raise AgreementError(f"the two raters have {len(a)} and {len(b)} labels: one per item each")
@@ -696,7 +717,7 @@ def cohen_kappa_matrix(
     Each pair uses the items both rated. ``mean`` is Light's kappa (the mean over pairs; NLTK's
     ``AnnotationTask.kappa`` on complete data).
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     return _pairwise(
         "cohen_kappa", ratings, raters, categories, weights,
         lambda a, b, cats: _cohen_from_codes(a, b, cats, weights, n_boot=n_boot, seed=seed, ci_level=ci_level),
@@ -710,7 +731,7 @@ def _pair_agreement(a: np.ndarray, b: np.ndarray, *, n_boot: int, seed: int, ci_
         return AgreementResult("percent_agreement", None, 0, 2, reason="the two raters share no rated item")
     stats = np.column_stack([np.ones_like(same), same])
     return _result(
-        "percent_agreement", float(same.mean()), "undefined", n_items=int(same.size), n_raters=2,
+        "percent_agreement", float(same.mean()), "the two raters share no rated item", n_items=int(same.size), n_raters=2,
         components={"agreements": int(same.sum())}, stats=stats,
         from_sums=lambda s: s[:, 1] / s[:, 0], n_boot=n_boot, seed=seed, ci_level=ci_level,
     )
@@ -725,7 +746,7 @@ def percent_agreement_matrix(
     ci_level: float = DEFAULT_CI_LEVEL,
 ) -> PairwiseResult:
     """The share of items two raters label alike, for every pair (items both rated)."""
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     return _pairwise(
         "percent_agreement", ratings, raters, None, None,
         lambda a, b, cats: _pair_agreement(a, b, n_boot=n_boot, seed=seed, ci_level=ci_level),
@@ -746,7 +767,7 @@ def conger_kappa(
     category shares taken over the items that rater rated; observed agreement is the mean
     ``P_i`` over items with two or more ratings (Gwet 2014; irrCAC ``conger.kappa.raw``).
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     codes, cats = encode(ratings, categories)
     n_items, n_raters = codes.shape
     k = len(cats)
@@ -795,6 +816,8 @@ def _metric(level: str, domain: tuple[Any, ...], totals: np.ndarray) -> np.ndarr
         x = np.asarray(domain, dtype=np.float64)
     except (TypeError, ValueError):
         x = None
+    if x is not None and x.shape != (v,):
+        x = None  # values that are sequences (pairs, tuples) are not numbers, even if numpy reads them
     if level == "ordinal":
         # Krippendorff (2011): (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2 over the ranks; the
         # domain order is the ranks' order (sorted values, or the value_domain given).
@@ -907,7 +930,7 @@ def krippendorff_alpha(
     For ``ordinal``, the rank differences come from the whole sample's value frequencies and are
     held fixed in the bootstrap resamples.
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     if level not in LEVELS:
         raise AgreementError(f"unknown level of measurement {level!r}: use one of {', '.join(LEVELS)}")
     codes, domain = encode(reliability_data, value_domain)
@@ -1010,7 +1033,7 @@ def masi_alpha(
     set) or None when the rater did not label the unit. An empty collection is a label ("no
     cell"), not a missing value. At most :data:`MAX_SET_LABELS` distinct sets.
     """
-    _check_boot(n_boot, ci_level)
+    check_bootstrap(n_boot, ci_level, seed)
     rows = [list(r) for r in reliability_data]
     if not rows:
         raise AgreementError("no ratings given")

@@ -25,6 +25,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from tqaforge.errors import AgreementError
+
 #: Values drawn per chunk (bounds the memory of the weight matrices).
 _CHUNK_CELLS = 4_000_000
 
@@ -44,6 +46,21 @@ def group_rows(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return patterns, counts
 
 
+def item_counts(counts: np.ndarray) -> np.ndarray:
+    """``counts`` as whole numbers of items (int64), whatever dtype the caller built them in.
+
+    Callers build counts as sums (a confusion matrix is float), but drawing items needs
+    integers: ``np.repeat`` and ``multinomial`` refuse float counts.
+    """
+    values = np.asarray(counts, dtype=np.float64).ravel()
+    if values.size == 0 or not np.isfinite(values).all() or (values < 0).any() or (values != np.round(values)).any():
+        raise AgreementError(
+            f"bootstrap item counts must be non-negative whole numbers, got {values[:5].tolist()!r}",
+            hint="this is a bug in the statistic that called the bootstrap; please report it",
+        )
+    return values.astype(np.int64)
+
+
 def resampled_sums(
     patterns: np.ndarray, counts: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> Iterator[np.ndarray]:
@@ -52,6 +69,7 @@ def resampled_sums(
     ``patterns[u]`` is the statistic row shared by ``counts[u]`` items; each resample draws
     ``counts.sum()`` items with replacement.
     """
+    counts = item_counts(counts)
     n = int(counts.sum())
     u = len(counts)
     if u * 4 <= n:

@@ -44,16 +44,23 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def fmt_ci(result: AgreementResult) -> str:
-    if result.ci is None:
-        return "—"
-    return f"[{result.ci[0]:.3f}, {result.ci[1]:.3f}]"
+    """``[low, high]``; why there is none when a bootstrap was asked for; "—" otherwise."""
+    if result.ci is not None:
+        return f"[{result.ci[0]:.3f}, {result.ci[1]:.3f}]"
+    if result.value is not None and result.n_boot > 0 and result.ci_reason:
+        # A pilot-sized set often has a value but no interval: say why instead of a bare dash.
+        return f"none: {result.ci_reason}"
+    return "—"
 
 
 def cell(result: AgreementResult) -> str:
-    """``value [low, high]``, or why there is no value."""
+    """``value [low, high]``, or why there is no value (or no interval)."""
     if result.value is None:
         return f"undefined: {result.reason}"
-    return f"{result.value:.3f} {fmt_ci(result)}" if result.ci else f"{result.value:.3f}"
+    ci = fmt_ci(result)
+    if result.ci is not None:
+        return f"{result.value:.3f} {ci}"
+    return f"{result.value:.3f}" if ci == "—" else f"{result.value:.3f} (interval {ci})"
 
 
 def _stat_rows(stats: dict[str, AgreementResult] | object) -> tuple[tuple[str, ...], ...]:
@@ -113,6 +120,8 @@ def report_sections(report: AgreementReport) -> list[Section]:
             + (f" Excluded sources: {', '.join(s.exclude_sources)}." if s.exclude_sources else ""),
             f"Annotations read: hash {report.annotations_hash[:16]}. Bands: Landis and Koch (1977).",
             *(f"Skipped {k}: {why}" for k, why in report.skipped_kinds.items()),
+            # An empty report says so in words, never as a header over nothing.
+            *((report.message,) if report.message else ()),
         ),
     )
     return [head, *(kind_section(k, s.ci_level) for k in report.kinds.values())]

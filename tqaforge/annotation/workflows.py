@@ -60,6 +60,7 @@ from tqaforge.annotation.agreement import (
     AgreementResult,
     PairwiseResult,
     category_counts,
+    check_bootstrap,
     cohen_kappa_matrix,
     fleiss_kappa,
     gwet_ac1,
@@ -72,7 +73,7 @@ from tqaforge.annotation.agreement import (
 )
 from tqaforge.errors import AgreementError
 from tqaforge.schemas.enums import AnswerStatus
-from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
+from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, TableRecord, Variant
 from tqaforge.store import Workspace
 from tqaforge.tables.matching import RULES, Rule, value_match
 from tqaforge.tables.table import content_hash
@@ -85,6 +86,13 @@ GOLD_STATUSES: tuple[str, ...] = (AnswerStatus.CORRECTED.value, AnswerStatus.VER
 DEFAULT_MATCH_RULES: tuple[Rule, ...] = ("exact", "numeric")
 
 NO_SUBTYPE = "(none)"
+
+#: What to do when there are no annotations yet (the CLI prints it as the one line of an empty report).
+RECORD_SOME = (
+    "Record some with `tqaforge questions review QUESTION_ID --accept --annotator NAME` "
+    "(or label in Label Studio or the app), then run this again."
+)
+NO_ANNOTATIONS = f"no annotations yet, so no agreement to report. {RECORD_SOME}"
 
 
 class LabelError(ValueError):
@@ -148,11 +156,12 @@ def _cells(value: Any) -> frozenset[tuple[int, int]]:
 
 
 def _answers(value: Any) -> tuple[str, ...]:
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return (str(value),)
-    if isinstance(value, list) and value and all(isinstance(x, (str, int, float)) for x in value):
-        return tuple(str(x) for x in value)
-    raise LabelError(f"an answer must be a string or a non-empty list of strings, got {value!r}")
+    values = [value] if not isinstance(value, list) else value
+    if values and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in values):
+        answers = tuple(str(x).strip() for x in values)
+        if all(answers):  # a blank answer is no answer: scoring it would count as a miss
+            return answers
+    raise LabelError(f"an answer must be a non-blank string or a non-empty list of them, got {value!r}")
 
 
 KINDS: dict[str, KindSpec] = {
@@ -193,8 +202,82 @@ def kind_spec(kind: str) -> KindSpec:
     """The spec of a known kind; an :class:`AgreementError` naming the known ones otherwise."""
     try:
         return KINDS[kind]
-    except KeyError:
-        raise AgreementError(f"unknown annotation kind {kind!r}", hint="one of " + ", ".join(KINDS)) from None
+    except (KeyError, TypeError):
+        known = ", ".join(KINDS)
+        raise AgreementError(
+            f"unknown annotation kind {kind!r}; the known kinds are {known}",
+            hint=f"give --kind one of: {known}",
+        ) from None
+
+
+def check_kinds(kinds: Iterable[str] | None) -> list[str] | None:
+    """The kinds asked for, each known (raises :class:`AgreementError` listing the known ones)."""
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    wanted = list(dict.fromkeys(kinds))
+    for kind in wanted:
+        kind_spec(kind)
+    return wanted
+
+
+# ---------------------------------------------------------------------------------------------
+# A label against its target (the record the task is about)
+
+
+def target_table_size(s: Session, target_type: str, target_id: str) -> tuple[int, int]:
+    """(data rows, columns) of the table a task's target is about; :class:`LabelError` if it is gone.
+
+    A question points at a stored table; a variant carries its own (perturbed) table, on which
+    its cells were marked.
+    """
+    if target_type == "variant":
+        variant = s.get(Variant, target_id)
+        if variant is None:
+            raise LabelError(f"the task's variant {target_id[:10]} does not exist")
+        if variant.table:
+            rows = variant.table.get("rows") or []
+            header = variant.table.get("header") or []
+            return len(rows), len(header)
+        target_id = variant.question_id
+    elif target_type == "answer":
+        answer = s.get(Answer, target_id)
+        if answer is None:
+            raise LabelError(f"the task's answer {target_id[:10]} does not exist")
+        target_id = answer.question_id
+    elif target_type != "question":
+        raise LabelError(f"the task's target type {target_type!r} has no table")
+    row = s.exec(
+        select(TableRecord.n_rows, TableRecord.n_cols)
+        .join(Question, Question.table_id == TableRecord.id)  # type: ignore[arg-type]
+        .where(Question.id == target_id)
+    ).first()
+    if row is None:
+        raise LabelError(f"the task's question {target_id[:10]} (or its table) does not exist")
+    return int(row[0]), int(row[1])
+
+
+def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id: str, value: Any) -> None:
+    """Raise :class:`LabelError` when a read label does not fit the record its task is about.
+
+    ``value`` is what :meth:`KindSpec.read` returned, so its shape (a known category, cells as
+    pairs of non-negative integers, non-blank answers) is already checked; here the cells must
+    lie inside the target's table: data rows from 0 (header excluded) and columns from 0.
+    """
+    if spec.shape != "set":
+        model = {"question": Question, "answer": Answer, "variant": Variant}.get(target_type)
+        if model is None or s.get(model, target_id) is None:
+            raise LabelError(f"the task's {target_type} {target_id[:10]} does not exist")
+        return
+    n_rows, n_cols = target_table_size(s, target_type, target_id)
+    outside = sorted((r, c) for r, c in value if not (r < n_rows and c < n_cols))
+    if outside:
+        shown = ", ".join(f"[{r}, {c}]" for r, c in outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
+        raise LabelError(
+            f"cell {shown} lies outside the table of {target_type} {target_id[:10]} "
+            f"({n_rows} data rows x {n_cols} columns; rows 0-{max(n_rows - 1, 0)} and columns 0-{max(n_cols - 1, 0)}, header excluded)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -601,9 +684,26 @@ class AgreementReport:
     kinds: Mapping[str, KindReport]
     skipped_kinds: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def is_empty(self) -> bool:
+        """True when no kind had annotations to compute anything on."""
+        return not self.kinds
+
+    @property
+    def message(self) -> str | None:
+        """One line saying why the report is empty (None when it is not)."""
+        if not self.is_empty:
+            return None
+        if not self.skipped_kinds:
+            return NO_ANNOTATIONS
+        why = "; ".join(f"{k}: {reason}" for k, reason in self.skipped_kinds.items())
+        return f"no agreement to report ({why}). {RECORD_SOME}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "workspace": self.workspace,
+            "is_empty": self.is_empty,
+            "message": self.message,
             "generated_at": self.generated_at,
             "settings": {
                 **self.settings.boot(),
@@ -644,10 +744,12 @@ def agreement_report(
 ) -> AgreementReport:
     """Agreement statistics for each annotation kind (default: every kind with annotations)."""
     if settings.match_rules and not set(settings.match_rules) <= set(RULES):
-        raise AgreementError(f"unknown match rules {list(settings.match_rules)}", hint="from " + ", ".join(RULES))
-    for kind in kinds or ():
-        kind_spec(kind)  # a kind asked for by name must be known
-    wanted = list(kinds) if kinds else _kinds_present(ws)
+        unknown = sorted(set(settings.match_rules) - set(RULES))
+        raise AgreementError(f"unknown match rules {unknown}", hint="give --match-rules from: " + ", ".join(RULES))
+    # Settings are checked before any data is read, so a bad --seed fails at once, not per statistic.
+    check_bootstrap(settings.n_boot, settings.ci_level, settings.seed)
+    asked = check_kinds(kinds)  # a kind asked for by name must be known
+    wanted = asked if asked else _kinds_present(ws)
     reports: dict[str, KindReport] = {}
     skipped: dict[str, str] = {}
     for kind in wanted:
@@ -656,7 +758,9 @@ def agreement_report(
             continue
         data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
         if not data.items:
-            skipped[kind] = "no readable annotations" + (f" ({len(data.problems)} unreadable)" if data.problems else "")
+            skipped[kind] = "no readable annotations" + (
+                f" ({len(data.problems)} unreadable, e.g. {data.problems[0]})" if data.problems else ""
+            )
             continue
         gold = gold_answers(ws, data) if data.kind.shape == "answer" else None
         reports[kind] = kind_report(data, settings, gold=gold)

@@ -56,7 +56,8 @@ st.dataframe(
 if tables:
     chosen = st.selectbox("look at a table", [t.id for t in tables], format_func=lambda i: i[:12])
     detail = catalog.show_table(ws, chosen)
-    st.dataframe(pd.DataFrame(detail.table.rows, columns=[h or f"({i})" for i, h in enumerate(detail.table.header)]), width="stretch")
+    st.dataframe(pd.DataFrame(detail.view.rows, columns=[h or f"({i})" for i, h in enumerate(detail.view.header)]), width="stretch")
+    st.caption(detail.view.describe())
     for q in detail.questions:
         answers = "; ".join(a.value for a in detail.answers.get(q.id, []))
         st.markdown(f"- **{q.subtype or '-'}** · {q.text} → `{answers}`")

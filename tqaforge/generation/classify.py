@@ -502,6 +502,12 @@ class ClassifySummary:
     cached_calls: int = 0
     cost: float = 0.0
 
+    @property
+    def failed(self) -> bool:
+        """True when the model was asked and every reply was invalid (nothing was typed):
+        the CLI exits non-zero rather than reporting success."""
+        return self.invalid > 0 and self.questions == 0
+
     def add(self, kind: QuestionType | None, rule: str, words: Sequence[str]) -> None:
         """Count one typed question."""
         self.questions += 1

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
 
 from sqlmodel import select
 
+from tqaforge.config import parse_toml, read_text_file
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation.seeds import (
     SeedCategory,
@@ -88,9 +88,10 @@ def load_corpus_file(ws: Workspace) -> SeedCorpus:
     """
     taxonomy = ws.config.taxonomy()
     path = corpus_path(ws)
-    if path.is_file():
-        text = path.read_text(encoding="utf-8")
-        if not _has_categories(text):
+    if path.exists() or path.is_symlink():
+        # The shared reader: a FIFO, a directory or non-UTF-8 text is a ConfigError naming the file.
+        text = read_text_file(path, what="seed corpus file")
+        if not _has_categories(text, str(path)):
             return SeedCorpus(taxonomy.name, ())
         return parse_seed_corpus(text, where=str(path), taxonomy=taxonomy)
     shipped = builtin_corpus_path(taxonomy.name)
@@ -239,11 +240,11 @@ def _clean(text: str, what: str) -> str:
     return cleaned
 
 
-def _has_categories(text: str) -> bool:
+def _has_categories(text: str, where: str) -> bool:
     try:
-        return bool(tomllib.loads(text).get("category"))
-    except tomllib.TOMLDecodeError:
-        return True  # let the parser report the line
+        return bool(parse_toml(text, where=where).get("category"))
+    except ConfigError:
+        return True  # let the corpus parser report the line with its own hint
 
 
 def _write(path: Path, corpus: SeedCorpus) -> None:

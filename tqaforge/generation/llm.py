@@ -37,12 +37,28 @@ What it guarantees:
   stops cleanly with its finished calls stored. After the reply the reservation is replaced by
   the real cost. A model with no entry in ``prices`` costs 0, and ``max_cost`` then never stops
   it. The bound holds as far as the estimates do: a call without ``max_tokens`` whose reply is
-  longer than ``default_max_tokens`` can pass it by the difference.
+  longer than ``default_max_tokens`` can pass it by the difference, and a prompt denser than
+  estimated by its extra prompt tokens. ``max_cost`` must be a positive finite number.
+- **Usage is checked, not believed.** A reply whose usage its request cannot have produced
+  (completion tokens above ``max_tokens``, prompt tokens far beyond the prompt's bytes, negative
+  or non-numeric counts) raises :class:`ImpossibleUsage`: the call is recorded as an error at
+  the worst-case cost that was reserved for it, and every later paid call of the gateway is
+  refused. A reply with no usage at all is charged that worst case too.
+- **Hard limits per request.** ``timeout_s`` bounds the whole request (connect, headers and
+  body), not each read, so an endpoint that drips bytes times out like one that is silent. The
+  body is read with a byte limit (``REPLY_BYTES_PER_TOKEN`` x ``max_tokens`` + an envelope, at
+  most ``max_reply_bytes``); a larger reply is cut off there and never held, stored or sent back
+  whole: it is a malformed reply (retried like one), recorded with a truncated body, and fails
+  for good as :class:`ReplyTooLarge` (an :class:`InvalidReply`).
+- **Secrets stay ours.** The API key and the password of the base URL are masked
+  (:mod:`tqaforge.redact`) in every text that came from the endpoint or a URL before it is
+  stored, logged or raised; the stored ``endpoint`` is the URL without its password.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import json
 import logging
@@ -56,13 +72,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
+import httpx2  # the HTTP library of the openai client (openai >= 3); its response hook caps bodies
 import openai
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError, StoreError
+from tqaforge.errors import (
+    BudgetExceeded,
+    ConfigError,
+    EndpointAuthError,
+    ImpossibleUsage,
+    InvalidReply,
+    LLMError,
+    ReplyTooLarge,
+    StoreError,
+)
+from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.schemas.records import LLMCall, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.table import content_hash
@@ -70,11 +97,14 @@ from tqaforge.tables.table import content_hash
 __all__ = [
     "BudgetExceeded",
     "Completion",
+    "EndpointAuthError",
     "Gateway",
+    "ImpossibleUsage",
     "InvalidReply",
     "LLMError",
     "LLMSettings",
     "Price",
+    "ReplyTooLarge",
     "load_llm_settings",
     "parse_json_reply",
     "request_id",
@@ -90,6 +120,16 @@ API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_CAP_S = 300.0  # a broken Retry-After header must not park a run for hours
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per message, in OpenAI's chat format
+# A reply body cannot honestly be larger than this many bytes per token of max_tokens (a token
+# is a few characters; JSON escapes a non-ASCII character as \uXXXX, 6 bytes) plus the JSON
+# envelope around the text (ids, usage, finish reason).
+REPLY_BYTES_PER_TOKEN = 32
+REPLY_ENVELOPE_BYTES = 64 * 1024
+KEPT_BODY_CHARS = 2000  # how much of an unusable reply body an error record keeps
+# Prompt tokens cannot outnumber the prompt's UTF-8 bytes (byte-level BPE: a token is at least
+# one byte), plus the chat template per message and a server-side system prompt.
+PROMPT_TOKENS_PER_MESSAGE_SLACK = 64
+PROMPT_TOKENS_SLACK = 8192
 
 _CALLS = LLMCall.__table__  # type: ignore[attr-defined]
 _CACHED = select(_CALLS.c.text, _CALLS.c.prompt_tokens, _CALLS.c.completion_tokens).where(
@@ -120,13 +160,26 @@ class Price:
     input: float
     output: float
 
+    def __post_init__(self) -> None:
+        # A NaN or infinite price makes every budget comparison false: the budget would be off.
+        for name in ("input", "output"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+                raise ConfigError(
+                    f"[llm.prices] {name} = {value!r} is not a price",
+                    hint="USD per million tokens, a finite number >= 0, e.g. input = 0.15, output = 0.60",
+                )
+
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input + completion_tokens * self.output) / 1_000_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LLMSettings:
-    """Where and how to call the model; see :func:`load_llm_settings`."""
+    """Where and how to call the model; see :func:`load_llm_settings`.
+
+    Its repr masks the API key and the base URL's password, so printing settings leaks nothing.
+    """
 
     model: str
     base_url: str | None = None  # OPENAI_BASE_URL or [llm] base_url; None: OpenAI
@@ -142,20 +195,32 @@ class LLMSettings:
     backoff_max_s: float = 60.0
     malformed_retries: int = 2  # retries of replies with no usable content (within max_retries)
     default_max_tokens: int = 4096  # worst-case reply length for the budget when a call sets none
+    max_reply_bytes: int = 4 * 1024 * 1024  # hard cap on a reply body, whatever max_tokens says
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
         if self.concurrency < 1:
             raise ConfigError(f"[llm] concurrency must be at least 1, not {self.concurrency}")
-        for name in ("requests_per_minute", "tokens_per_minute", "max_cost"):
+        # NaN compares false with everything and inf passes every check: either would switch
+        # the limit it sets off without a word, so only positive finite numbers pass.
+        for name in ("requests_per_minute", "tokens_per_minute", "max_cost", "timeout_s", "backoff_s", "backoff_max_s"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"[llm] {name} must be positive, not {value}")
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{_SETTING_NAMES.get(name, f'[llm] {name}')} must be a positive finite number, "
+                                  f"not {value!r}", hint=_SETTING_HINTS.get(name))
         if self.max_retries < 0 or self.malformed_retries < 0:
             raise ConfigError("[llm] max_retries and malformed_retries cannot be negative")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"[llm] timeout_s must be positive, not {self.timeout_s}")
+        if self.default_max_tokens < 1:
+            raise ConfigError(f"[llm] default_max_tokens must be at least 1, not {self.default_max_tokens}")
+        if self.max_reply_bytes < 1024:
+            raise ConfigError(f"[llm] max_reply_bytes must be at least 1024, not {self.max_reply_bytes}")
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["api_key"] = None if self.api_key is None else "***"
+        shown["base_url"] = None if self.base_url is None else redact_url(self.base_url)
+        return "LLMSettings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @property
     def price(self) -> Price | None:
@@ -164,7 +229,12 @@ class LLMSettings:
 
 
 _MODEL_HINT = f'set [llm] model = "..." in tqaforge.toml, {MODEL_ENV}, or pass --model'
-_INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens"}
+_SETTING_NAMES = {"max_cost": "the budget (--max-cost or [llm] max_cost)"}
+_SETTING_HINTS = {
+    "max_cost": "give --max-cost a positive amount in USD, e.g. --max-cost 2.50 (leave it out for no budget)",
+    "timeout_s": "[llm] timeout_s is the seconds a whole request may take, e.g. 60",
+}
+_INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens", "max_reply_bytes"}
 _FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s"}
 _STR_KEYS = {"model", "base_url", "api_key"}
 
@@ -357,6 +427,75 @@ class _Malformed(Exception):
         self.completion_tokens = completion_tokens
 
 
+class _Impossible(Exception):
+    """A reply whose usage figures its request cannot have produced; the message is the claim."""
+
+
+@dataclass
+class _Meter:
+    """The byte limit of one response body, and what the response hook saw of it.
+
+    Set per attempt through :data:`_METER` (the hook runs in the task that sends the request).
+    """
+
+    limit: int
+    received: int = 0
+    head: bytearray = field(default_factory=bytearray)  # the first KEPT_BODY_CHARS bytes
+    problem: str | None = None  # set when the body was cut off or refused
+
+    def keep(self, chunk: bytes) -> None:
+        if len(self.head) < KEPT_BODY_CHARS:
+            self.head += chunk[: KEPT_BODY_CHARS - len(self.head)]
+
+    @property
+    def head_text(self) -> str:
+        return bytes(self.head).decode("utf-8", "replace")
+
+
+_METER: contextvars.ContextVar[_Meter | None] = contextvars.ContextVar("tqaforge_llm_meter", default=None)
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A response body that ends at its meter's limit; what lies beyond is never read."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, meter: _Meter) -> None:
+        self._inner = inner
+        self._meter = meter
+
+    async def __aiter__(self) -> Any:
+        meter = self._meter
+        async for chunk in self._inner:
+            room = meter.limit - meter.received
+            if len(chunk) > room:
+                meter.received += room
+                meter.keep(chunk[:room])
+                meter.problem = f"reply too large: more than {meter.limit:,} bytes"
+                if room:
+                    yield chunk[:room]
+                return  # the connection is closed with the response, not read to the end
+            meter.received += len(chunk)
+            meter.keep(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _hard_cap_hook(hard_limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """The httpx response hook that puts every body behind its byte limit before it is read."""
+
+    async def cap(response: httpx2.Response) -> None:
+        meter = _METER.get() or _Meter(hard_limit)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # We ask for identity: a compressed body could inflate far past any byte limit.
+            meter.limit = 0
+            meter.problem = f"the endpoint compressed its reply (Content-Encoding: {_short(encoding, 40)}) although asked not to"
+        response.stream = _CappedStream(response.stream, meter)  # type: ignore[arg-type]
+
+    return cap
+
+
 class Gateway:
     """Calls one model with limits, retries, a budget and a cache; see the module docstring.
 
@@ -378,6 +517,9 @@ class Gateway:
         self.retries = 0  # retried attempts, all calls together
         self.reserved = 0.0  # worst-case cost of the requests in flight
         self._budget_stop: str | None = None
+        self._usage_stop: str | None = None  # set by the first reply with impossible usage
+        # Our credentials, masked in whatever the endpoint sends back or a URL shows.
+        self._secrets = tuple(x for x in (settings.api_key, _url_password(settings.base_url)) if x)
         self._sem = asyncio.Semaphore(settings.concurrency)
         self._rpm = _TokenBucket(settings.requests_per_minute) if settings.requests_per_minute else None
         self._tpm = _TokenBucket(settings.tokens_per_minute) if settings.tokens_per_minute else None
@@ -411,7 +553,12 @@ class Gateway:
 
     @property
     def endpoint(self) -> str:
-        return self.settings.base_url or os.environ.get(BASE_URL_ENV) or "https://api.openai.com/v1"
+        """The endpoint's URL as stored and shown: without its password."""
+        return redact_url(self.settings.base_url or os.environ.get(BASE_URL_ENV) or "https://api.openai.com/v1")
+
+    def redact(self, text: str) -> str:
+        """``text`` (from the endpoint or a URL) with our API key and URL password masked."""
+        return redact_secrets(text, self._secrets)
 
     def _openai(self) -> openai.AsyncOpenAI:
         # Made on the first paid call, so a fully cached re-run needs no key and no endpoint.
@@ -419,13 +566,19 @@ class Gateway:
             key = self.settings.api_key
             if key is None:
                 if self.settings.base_url is None:
-                    raise LLMError(
+                    raise EndpointAuthError(
                         "no API key for OpenAI",
                         hint=f"set {API_KEY_ENV} (or [llm] api_key_env), or point [llm] base_url at a local server",
                     )
                 key = "unused"  # vLLM, Ollama and llama.cpp accept any key unless told otherwise
+            # The response hook caps every body (ok or error) before the client reads it, and
+            # identity encoding keeps a compressed body from inflating past the cap.
+            http = openai.DefaultAsyncHttpxClient(
+                event_hooks={"response": [_hard_cap_hook(self.settings.max_reply_bytes)]}
+            )
             self._client = openai.AsyncOpenAI(
-                api_key=key, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s
+                api_key=key, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s,
+                http_client=http, default_headers={"Accept-Encoding": "identity"},
             )
         return self._client
 
@@ -608,6 +761,13 @@ class Gateway:
         if prompt_tokens >= 32 and chars > 0:
             self._chars_per_token = max(1.0, min(self._chars_per_token, chars / prompt_tokens))
 
+    def _worst(self, est_prompt: int, max_tokens: int | None) -> float:
+        """The most a request can honestly cost: its estimated prompt and a full-length reply."""
+        price = self.settings.price
+        if price is None:
+            return 0.0
+        return price.cost(est_prompt, max_tokens if max_tokens is not None else self.settings.default_max_tokens)
+
     def _reserve(self, est_prompt: int, max_tokens: int | None) -> float:
         """Reserve the worst-case cost of the next request, or raise BudgetExceeded."""
         price, limit = self.settings.price, self.settings.max_cost
@@ -615,7 +775,7 @@ class Gateway:
             return 0.0
         if self._budget_stop is not None:
             raise BudgetExceeded(self._budget_stop)
-        worst = price.cost(est_prompt, max_tokens if max_tokens is not None else self.settings.default_max_tokens)
+        worst = self._worst(est_prompt, max_tokens)
         if self.spent + self.reserved + worst > limit:
             self._budget_stop = (
                 f"budget: ${self.spent:.4f} spent + ${self.reserved:.4f} in flight + up to ${worst:.4f} "
@@ -631,6 +791,33 @@ class Gateway:
             return min(max(retry_after, 0.0), RETRY_AFTER_CAP_S) * self._jitter.uniform(1.0, 1.1)
         base = min(self.settings.backoff_max_s, self.settings.backoff_s * 2 ** (retry - 1))
         return base * self._jitter.uniform(0.5, 1.0)
+
+    def _reply_limit(self, max_tokens: int | None) -> int:
+        """The most bytes an honest reply to a request with this ``max_tokens`` can have."""
+        tokens = max_tokens if max_tokens is not None else self.settings.default_max_tokens
+        return min(self.settings.max_reply_bytes, REPLY_BYTES_PER_TOKEN * tokens + REPLY_ENVELOPE_BYTES)
+
+    def _halted(self) -> None:
+        """Refuse a paid call after an endpoint claimed impossible usage in this gateway."""
+        if self._usage_stop is not None:
+            raise ImpossibleUsage(f"{self._usage_stop}; no further requests were sent", hint=_USAGE_HINT)
+
+    async def _send(self, client: openai.AsyncOpenAI, body: dict[str, Any], meter: _Meter) -> Any:
+        """POST the request under a deadline for the whole exchange and a byte limit for its body.
+
+        client.post is the openai client's documented way to send a body as is: the same auth,
+        errors and timeouts as chat.completions.create, without its typed request transform and
+        response model (half the CPU of a call), and the record keeps the endpoint's JSON exactly
+        as it came. The client's own timeout applies to each read only; wait_for makes
+        ``timeout_s`` a deadline for the request as a whole (cancelling it closes the connection).
+        """
+        token = _METER.set(meter)
+        try:
+            return await asyncio.wait_for(
+                client.post("/chat/completions", body=body, cast_to=dict), timeout=self.settings.timeout_s
+            )
+        finally:
+            _METER.reset(token)
 
     async def _paid_call(
         self,
@@ -649,81 +836,100 @@ class Gateway:
             wire["seed"] = sent_seed
         max_tokens = params.get("max_tokens")
         est_prompt = self._estimate_prompt_tokens(messages)
+        bounds = _UsageBounds.of(messages, max_tokens)
+        failure = _Attempts(call_id, messages, wire, seed, sample, purpose)
         retries = malformed = 0
-        failed_cost = 0.0
-        failed_tokens = [0, 0]
         while True:
+            self._halted()
             if self._rpm is not None:
                 await self._rpm.acquire(1)
             est_tokens = est_prompt + (max_tokens or 0)
             if self._tpm is not None:
                 await self._tpm.acquire(est_tokens)
             client = self._openai()
-            worst = self._reserve(est_prompt, max_tokens)
+            worst = self._reserve(est_prompt, max_tokens)  # 0 without a budget
+            bound = self._worst(est_prompt, max_tokens)  # charged when the reply's usage cannot be used
+            meter = _Meter(self._reply_limit(max_tokens))
             started = time.perf_counter()
             retry_after: float | None = None
+            body: dict[str, Any] | None = None
             try:
-                # client.post is the openai client's documented way to send a body as is: the
-                # same auth, errors and timeouts as chat.completions.create, without its typed
-                # request transform and response model (half the CPU of a call), and the
-                # record keeps the endpoint's JSON exactly as it came.
-                reply = await client.post("/chat/completions", body={"model": s.model, "messages": messages, **wire},
-                                          cast_to=dict)
-                text, prompt_tokens, completion_tokens = _usable(reply)
-            except _Malformed as exc:
-                cost = s.price.cost(exc.prompt_tokens, exc.completion_tokens) if s.price else 0.0
+                reply = await self._send(client, {"model": s.model, "messages": messages, **wire}, meter)
+                if meter.problem is not None:
+                    raise _Oversize(meter.problem)
+                text, usage = _usable(reply, bounds)
+            except (_Oversize, _Malformed, ValueError) as exc:
+                # Unusable: cut off at the byte limit, not JSON, no choices or no content. An
+                # oversize or usage-less reply may have been billed up to its worst case.
                 self.reserved -= worst
+                if meter.problem is not None:
+                    exc = _Oversize(meter.problem)
+                tokens = (exc.prompt_tokens, exc.completion_tokens) if isinstance(exc, _Malformed) else None
+                cost = self._cost(tokens, bound)
                 self.spent += cost
-                failed_cost += cost
-                failed_tokens[0] += exc.prompt_tokens
-                failed_tokens[1] += exc.completion_tokens
+                failure.charge(cost, tokens)
+                failure.body = self._kept_body(meter, exc)
                 malformed += 1
-                problem, retryable = f"malformed reply: {exc}", malformed <= s.malformed_retries
+                problem = self._problem(exc, meter)
+                retryable = malformed <= s.malformed_retries
+                failure.error_cls = ReplyTooLarge if isinstance(exc, _Oversize) else LLMError
+            except _Impossible as exc:
+                # The endpoint's figures cannot be trusted: charge what was reserved, stop.
+                self.reserved -= worst
+                self.spent += bound
+                failure.charge(bound, None)
+                failure.body = {"claimed_usage": _short(self.redact(json.dumps(_usage_of(reply), default=str)), 500)}
+                problem = self.redact(f"impossible usage from the endpoint: {exc}")
+                self._usage_stop = f"{purpose}: model {s.model} at {self.endpoint}: {problem}"
+                return self._failure(failure, problem, hint=_USAGE_HINT, error_cls=ImpossibleUsage)
             except openai.APIStatusError as exc:
                 self.reserved -= worst
-                problem = f"HTTP {exc.status_code}: {_status_message(exc)}"
+                failure.error_cls = LLMError
+                problem = self.redact(f"HTTP {exc.status_code}: {_status_message(exc)}")
                 retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
                 retry_after = _retry_after(exc.response.headers)
                 if not retryable:
-                    return self._failure(call_id, messages, wire, seed, sample, purpose, problem,
-                                         failed_cost, failed_tokens, hint=_status_hint(exc.status_code))
-            except openai.APITimeoutError:
+                    auth = exc.status_code in (401, 403)
+                    return self._failure(failure, problem, hint=_status_hint(exc.status_code),
+                                         error_cls=EndpointAuthError if auth else LLMError)
+            except (openai.APITimeoutError, asyncio.TimeoutError):
                 self.reserved -= worst
-                problem, retryable = f"no reply within {s.timeout_s:g} s", True
+                failure.error_cls = LLMError
+                problem, retryable = f"no complete reply within {s.timeout_s:g} s", True
             except openai.APIConnectionError as exc:
                 self.reserved -= worst
-                problem, retryable = f"connection failed: {_short(str(exc.__cause__ or exc))}", True
-            except ValueError as exc:  # the body was not JSON
-                self.reserved -= worst
-                malformed += 1
-                problem, retryable = f"malformed reply: {_short(str(exc))}", malformed <= s.malformed_retries
+                failure.error_cls = LLMError
+                problem, retryable = self.redact(f"connection failed: {_short(str(exc.__cause__ or exc))}"), True
             except BaseException:
                 self.reserved -= worst  # cancelled (Ctrl-C) or a bug: release, record nothing
                 raise
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
-                cost = s.price.cost(prompt_tokens, completion_tokens) if s.price else 0.0
+                prompt_tokens, completion_tokens = usage or (0, 0)
+                cost = self._cost(usage, bound)
                 self.reserved -= worst
                 self.spent += cost
                 self.paid_calls += 1
                 if self._tpm is not None:
                     self._tpm.refund(est_tokens - (prompt_tokens + completion_tokens))
                 self._learn_density(messages, prompt_tokens)
+                if self._secrets:  # an endpoint that echoes our key must not get it stored
+                    text, reply = self.redact_own(text), _map_strings(reply, self.redact_own)
+                total = cost + failure.cost
                 record = dict(
                     id=call_id, model=s.model, endpoint=self.endpoint, messages=messages, params=wire,
                     seed=seed, sample=sample, response=reply,
                     text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                    cost=cost + failed_cost, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
+                    cost=total, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
                     created_at=utcnow(),
                 )
                 # The call's cost includes replies that came back unusable but were billed.
-                return record, Completion(call_id, text, False, cost + failed_cost, prompt_tokens, completion_tokens)
+                return record, Completion(call_id, text, False, total, prompt_tokens, completion_tokens)
             if not retryable or retries >= s.max_retries:
                 return self._failure(
-                    call_id, messages, wire, seed, sample, purpose,
-                    f"{problem} (gave up after {retries + 1} attempt{'s' if retries else ''})",
-                    failed_cost, failed_tokens,
-                    hint="check that the endpoint is up and the model name is right; re-run to retry",
+                    failure, f"{problem} (gave up after {retries + 1} attempt{'s' if retries else ''})",
+                    hint=_GAVE_UP_HINT if failure.error_cls is LLMError else _TOO_LARGE_HINT,
+                    error_cls=failure.error_cls,
                 )
             retries += 1
             self.retries += 1
@@ -732,38 +938,112 @@ class Gateway:
                         wait, call_id)
             await asyncio.sleep(wait)
 
+    def redact_own(self, text: str) -> str:
+        """``text`` with our own secrets masked, and nothing else changed (for model output)."""
+        for secret in self._secrets:
+            if len(secret) >= 6 and secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def _cost(self, usage: tuple[int, int] | None, worst: float) -> float:
+        """What a reply cost: its usage at the model's price, or the reserved worst case when
+        the reply carried no usage to go by."""
+        price = self.settings.price
+        if price is None:
+            return 0.0
+        return worst if usage is None else price.cost(*usage)
+
+    def _problem(self, exc: Exception, meter: _Meter) -> str:
+        if isinstance(exc, _Oversize):
+            return (f"{exc} (the most an honest reply to max_tokens allows); cut off there after "
+                    f"{meter.received:,} bytes, not stored whole and never sent back")
+        return self.redact(f"malformed reply: {_short(str(exc))}")
+
+    def _kept_body(self, meter: _Meter, exc: Exception) -> dict[str, Any]:
+        """What an error record keeps of an unusable body: its redacted start and its size."""
+        kept: dict[str, Any] = {"body_start": self.redact(meter.head_text), "bytes_received": meter.received,
+                                "byte_limit": meter.limit}
+        if isinstance(exc, _Oversize):
+            kept["truncated"] = True
+        return kept
+
     def _failure(
-        self,
-        call_id: str,
-        messages: list[dict[str, str]],
-        params: dict[str, Any],
-        seed: int | None,
-        sample: int,
-        purpose: str,
-        problem: str,
-        cost: float,
-        tokens: list[int],
-        *,
-        hint: str | None,
+        self, attempts: "_Attempts", problem: str, *, hint: str | None, error_cls: type[LLMError] = LLMError
     ) -> tuple[dict[str, Any], LLMError]:
-        """The failure's record (never ok: a later run retries the call) and its LLMError."""
+        """The failure's record (never ok: a later run retries the call) and its error."""
         self.failed_calls += 1
+        problem = self.redact(problem)
         record = dict(
-            id=call_id, model=self.settings.model, endpoint=self.endpoint, messages=messages, params=params,
-            seed=seed, sample=sample, response=None, text=None, prompt_tokens=tokens[0],
-            completion_tokens=tokens[1], cost=cost, latency_ms=None, status="error", error=problem,
-            purpose=purpose, created_at=utcnow(),
+            id=attempts.call_id, model=self.settings.model, endpoint=self.endpoint, messages=attempts.messages,
+            params=attempts.params, seed=attempts.seed, sample=attempts.sample, response=attempts.body, text=None,
+            prompt_tokens=attempts.tokens[0], completion_tokens=attempts.tokens[1], cost=attempts.cost,
+            latency_ms=None, status="error", error=problem, purpose=attempts.purpose, created_at=utcnow(),
         )
-        return record, LLMError(f"{purpose}: model {self.settings.model} at {self.endpoint}: {problem}", hint=hint)
+        message = f"{attempts.purpose}: model {self.settings.model} at {self.endpoint}: {problem}"
+        if issubclass(error_cls, InvalidReply):
+            return record, error_cls(message, call_ids=[attempts.call_id], hint=hint)
+        return record, error_cls(message, hint=hint)
 
 
-def _usable(reply: Any) -> tuple[str, int, int]:
-    """The text and token counts of a chat completion (parsed JSON), or _Malformed."""
+_USAGE_HINT = ("the endpoint's token counts cannot be trusted, so no budget can hold; check that [llm] base_url "
+               "(or OPENAI_BASE_URL) is the endpoint you mean. The call is recorded at its worst-case cost")
+_GAVE_UP_HINT = "check that the endpoint is up and the model name is right; re-run to retry"
+_TOO_LARGE_HINT = ("the endpoint sends replies far longer than max_tokens allows; check the endpoint, or raise "
+                   "[llm] max_reply_bytes if its replies are honest")
+
+
+class _Oversize(Exception):
+    """A reply body cut off at its byte limit (or refused, e.g. compressed)."""
+
+
+@dataclass
+class _Attempts:
+    """One request's identity and what its failed attempts cost, for the error record."""
+
+    call_id: str
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    seed: int | None
+    sample: int
+    purpose: str
+    cost: float = 0.0
+    tokens: list[int] = field(default_factory=lambda: [0, 0])
+    body: dict[str, Any] | None = None  # what is kept of the last unusable body
+    error_cls: type[LLMError] = LLMError
+
+    def charge(self, cost: float, tokens: tuple[int, int] | None) -> None:
+        self.cost += cost
+        if tokens is not None:
+            self.tokens[0] += tokens[0]
+            self.tokens[1] += tokens[1]
+
+
+@dataclass(frozen=True)
+class _UsageBounds:
+    """The most tokens a request's reply can honestly report."""
+
+    max_prompt: int
+    max_completion: int | None  # None: the call set no max_tokens
+
+    @classmethod
+    def of(cls, messages: list[dict[str, str]], max_tokens: int | None) -> "_UsageBounds":
+        size = sum(len(str(m.get("content") or "").encode("utf-8")) for m in messages)
+        slack = PROMPT_TOKENS_PER_MESSAGE_SLACK * len(messages) + PROMPT_TOKENS_SLACK
+        return cls(size + slack, max_tokens)
+
+
+def _usage_of(reply: Any) -> Any:
+    return reply.get("usage") if isinstance(reply, dict) else None
+
+
+def _usable(reply: Any, bounds: _UsageBounds) -> tuple[str, tuple[int, int] | None]:
+    """The text and (prompt, completion) tokens of a chat completion (parsed JSON); the tokens
+    are None when the reply reports no usage. _Impossible for usage the request cannot have
+    produced, _Malformed for a reply with no usable text."""
     if not isinstance(reply, dict):
         raise _Malformed(f"a JSON {type(reply).__name__}, not an object")
-    usage = reply.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    prompt_tokens, completion_tokens = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    usage = _checked_usage(reply.get("usage"), bounds)
+    prompt_tokens, completion_tokens = usage or (0, 0)
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices:
         raise _Malformed("no choices", prompt_tokens, completion_tokens)
@@ -773,11 +1053,62 @@ def _usable(reply: Any) -> tuple[str, int, int]:
         refusal = message.get("refusal") if isinstance(message, dict) else None
         why = f"refused: {_short(str(refusal))}" if refusal else "no content"
         raise _Malformed(why, prompt_tokens, completion_tokens)
-    return content, prompt_tokens, completion_tokens
+    return content, usage
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _checked_usage(usage: Any, bounds: _UsageBounds) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a reply's usage, None when it has none; _Impossible
+    names the claim when the numbers are not counts or exceed what the request allows."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise _Impossible(f"usage is {_short(repr(usage), 80)}, not an object of token counts")
+    if usage.get("prompt_tokens") is None and usage.get("completion_tokens") is None:
+        return None
+    counts = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key, 0)
+        if value is None:
+            value = 0
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 12.0 is a count some servers write
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _Impossible(f"{key} = {_short(repr(value), 80)}, not a token count")
+        counts.append(value)
+    prompt, completion = counts
+    if bounds.max_completion is not None and completion > bounds.max_completion:
+        raise _Impossible(
+            f"completion_tokens = {completion:,} for a request with max_tokens {bounds.max_completion:,}"
+        )
+    if prompt > bounds.max_prompt:
+        raise _Impossible(
+            f"prompt_tokens = {prompt:,} for a prompt that can be at most {bounds.max_prompt:,} tokens"
+        )
+    return prompt, completion
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` (parsed JSON) with ``fn`` applied to every string in it."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
+def _url_password(url: str | None) -> str | None:
+    """The password in a URL's user information (split at the last '@'), else None."""
+    if not url or "://" not in url:
+        return None
+    rest = url.split("://", 1)[1]
+    head = rest.split("?", 1)[0]
+    at = head.rfind("@") if "@" in head else rest.rfind("@")
+    if at < 0:
+        return None
+    _, colon, password = rest[:at].partition(":")
+    return password if colon and password else None
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -38,6 +38,7 @@ and call id in ``Question.meta["verification"]`` and as an Annotation by ``agent
 from __future__ import annotations
 
 import asyncio
+import enum
 import random
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Sequence
@@ -46,7 +47,16 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from tqaforge.catalog import get_by_prefix
-from tqaforge.errors import ConfigError, InvalidReply, LLMError, TaxonomyError, TqaforgeError
+from tqaforge.errors import (
+    BudgetExceeded,
+    ConfigError,
+    EndpointAuthError,
+    ImpossibleUsage,
+    InvalidReply,
+    LLMError,
+    TaxonomyError,
+    TqaforgeError,
+)
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.generation.llm import Completion, Gateway, LLMSettings, run
@@ -147,9 +157,45 @@ class GenerationProgress:
     cached_calls: int
 
 
+class StopReason(str, enum.Enum):
+    """What stopped a generation run early; each asks for a different remedy."""
+
+    BUDGET = "budget"  # the next call could pass max_cost: a larger --max-cost resumes
+    AUTH = "auth"  # no API key, or the endpoint refused it (401/403)
+    IMPOSSIBLE_USAGE = "impossible_usage"  # the endpoint reported usage its request cannot have
+    ENDPOINT = "endpoint"  # the endpoint failed after the retries (down, 5xx, 4xx, malformed replies)
+
+    @classmethod
+    def of(cls, exc: LLMError) -> "StopReason":
+        """The reason an LLMError stands for."""
+        if isinstance(exc, BudgetExceeded):
+            return cls.BUDGET
+        if isinstance(exc, EndpointAuthError):
+            return cls.AUTH
+        if isinstance(exc, ImpossibleUsage):
+            return cls.IMPOSSIBLE_USAGE
+        return cls.ENDPOINT
+
+
+_ADVICE = {
+    StopReason.BUDGET: "finished steps are stored; run the command again with a larger --max-cost to resume",
+    StopReason.AUTH: "finished steps are stored; set the API key (OPENAI_API_KEY or the variable named by "
+                     "[llm] api_key_env) and run the command again to resume",
+    StopReason.IMPOSSIBLE_USAGE: "finished steps are stored; the endpoint's token counts cannot be trusted: "
+                                 "check OPENAI_BASE_URL / [llm] base_url before running the command again",
+    StopReason.ENDPOINT: "finished steps are stored; fix the problem above (is the endpoint up, is --model "
+                         "right?) and run the command again to resume",
+}
+
+
 @dataclass
 class GenerationSummary:
-    """What one run did."""
+    """What one run did.
+
+    A run *failed* (:attr:`failed`; the CLI exits non-zero) when it stopped early
+    (``stop_reason`` says why, ``stopped`` is the message, :attr:`advice` the next step) or
+    when every step it ran got an invalid reply (:attr:`all_invalid`).
+    """
 
     steps_total: int = 0
     steps_done: int = 0  # committed by this run
@@ -167,7 +213,28 @@ class GenerationSummary:
     paid_calls: int = 0
     cached_calls: int = 0
     rounds: list[int] = field(default_factory=list)
-    stopped: str | None = None  # why the run stopped early (budget, endpoint), else None
+    stopped: str | None = None  # the message of what stopped the run early (with its hint), else None
+    stop_reason: StopReason | None = None  # what kind of stop ``stopped`` is
+
+    @property
+    def all_invalid(self) -> bool:
+        """True when this run ran steps and every one of them got an invalid reply."""
+        return self.steps_done > 0 and self.steps_failed == self.steps_done
+
+    @property
+    def failed(self) -> bool:
+        """True when the run stopped early or produced nothing but invalid replies."""
+        return self.stopped is not None or self.all_invalid
+
+    @property
+    def advice(self) -> str | None:
+        """What to do next, for a run that failed; None for one that did not."""
+        if self.stop_reason is not None:
+            return _ADVICE[self.stop_reason]
+        if self.all_invalid:
+            return ("every step got an invalid model reply (see the step errors and the LLM calls); try a larger "
+                    "model or check the endpoint, then run the command again with --retry-failed")
+        return None
 
 
 @dataclass(frozen=True)
@@ -232,8 +299,10 @@ def generate_questions(
 ) -> GenerationSummary:
     """Run generation rounds (see the module docs); the CLI's ``generate questions``.
 
-    Stops cleanly -- everything finished is stored, ``summary.stopped`` says why -- when the
-    budget (``llm.max_cost``) would be exceeded or the endpoint fails after its retries.
+    Stops cleanly -- everything finished is stored, ``summary.stopped`` says what and
+    ``summary.stop_reason`` which kind -- when the budget (``llm.max_cost``) would be exceeded,
+    the key is missing or refused, the endpoint reports impossible usage, or it fails after its
+    retries. ``summary.failed`` tells the CLI to exit non-zero, ``summary.advice`` what to say.
     """
     return run(generate_questions_async(ws, options, llm, on_progress=on_progress))
 
@@ -431,6 +500,7 @@ class _Generator:
     def _stop(self, exc: LLMError) -> None:
         if not self.summary.stopped:
             self.summary.stopped = str(exc)
+            self.summary.stop_reason = StopReason.of(exc)
 
     # -- one step ----------------------------------------------------------------------------
     async def _generate(self, pair: _Pair) -> _Generated:
@@ -744,7 +814,7 @@ def _promoted_sources(ws: Workspace, subtype: str) -> dict[str, str]:
 
 
 __all__ = [
-    "GenerationError", "GenerationOptions", "GenerationProgress", "GenerationSummary",
+    "GenerationError", "GenerationOptions", "GenerationProgress", "GenerationSummary", "StopReason",
     "generate_questions", "generate_questions_async", "load_generation_options",
     "parse_question_list", "parse_verdict", "round_id", "step_id",
 ]

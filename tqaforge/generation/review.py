@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session, select
 
-from tqaforge.catalog import get_by_prefix
+from tqaforge.catalog import Page, check_window, get_by_prefix
 from tqaforge.errors import TqaforgeError
 from tqaforge.generation.dedup import clean_question, tokens
 from tqaforge.schemas.enums import QuestionStatus, TaskStatus
@@ -216,16 +217,23 @@ def decisions_of(ws: Workspace, question_id: str) -> list[Annotation]:
 
 def review_queue(
     ws: Workspace, *, subtype: str | None = None, table_id: str | None = None, limit: int = 50, offset: int = 0
-) -> list[Question]:
-    """Questions waiting for a person (status ``proposed``), oldest round first."""
+) -> Page[Question]:
+    """Questions waiting for a person (status ``proposed``), oldest round first.
+
+    A :class:`~tqaforge.catalog.Page`: it iterates like a list, and ``total`` says how many wait
+    in all, so a caller can say "showing 1-50 of 811 proposed questions".
+    """
+    check_window(limit, offset)
+    where = [Question.status == QuestionStatus.PROPOSED.value]
+    if subtype:
+        where.append(Question.subtype == subtype)
+    if table_id:
+        where.append(Question.table_id.startswith(table_id.strip()))  # type: ignore[attr-defined]
     with ws.session() as s:
-        q = select(Question).where(Question.status == QuestionStatus.PROPOSED.value)
-        if subtype:
-            q = q.where(Question.subtype == subtype)
-        if table_id:
-            q = q.where(Question.table_id.startswith(table_id))  # type: ignore[attr-defined]
-        q = q.order_by(Question.round, Question.subtype, Question.created_at, Question.id)
-        return list(s.exec(q.offset(offset).limit(limit)).all())
+        total = s.exec(select(func.count()).select_from(Question).where(*where)).one()
+        q = select(Question).where(*where).order_by(Question.round, Question.subtype, Question.created_at, Question.id)
+        items = list(s.exec(q.offset(offset).limit(limit)).all())
+    return Page(items, int(total), offset, limit)
 
 
 def _sequence(source_ref: str) -> int:

@@ -22,17 +22,20 @@ people::
 
 from __future__ import annotations
 
-import re
-import tomllib
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
+from tqaforge.config import parse_toml, read_text_file, toml_string  # toml_string: re-exported
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.schemas.taxonomy import BUILTIN, Taxonomy
 
 _TOP_KEYS = ("taxonomy", "category")
 _CATEGORY_KEYS = ("type", "subtype", "definition", "seeds")
+_TOML_HINT = (
+    'check that every string has both double quotes ("..."), lists are written '
+    '["...", "..."] and each category starts with [[category]]'
+)
 _CATEGORY_HINT = (
     'write each category as [[category]] with type = "...", subtype = "...", '
     'definition = "..." and seeds = ["...", ...]'
@@ -114,16 +117,14 @@ def load_seed_corpus(path: str | PathLike[str], taxonomy: Taxonomy | None = None
     ('extraction', 'reasoning')
     """
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not Path(path).exists():
         raise ConfigError(
             f"{where}: no such seed corpus file",
             hint="check the path; tqaforge ships tqaforge/generation/seed_corpora/tablebench.toml and "
             "tqaforge/generation/seed_corpora/freb-tqa.toml",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read the seed corpus: {exc}") from None
+        )
+    # The shared reader refuses special files, huge files and non-UTF-8 text with the offset.
+    text = read_text_file(path, what="seed corpus file")
     return parse_seed_corpus(text, where=where, taxonomy=taxonomy)
 
 
@@ -131,19 +132,7 @@ def parse_seed_corpus(
     text: str, *, where: str = "<seed corpus>", taxonomy: Taxonomy | None = None
 ) -> SeedCorpus:
     """Like :func:`load_seed_corpus`, from TOML text; ``where`` names it in error messages."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = re.search(r"\(at line (\d+), column \d+\)|\(at end of document\)", message)
-        line = match.group(1) if match and match.group(1) else None
-        problem = message[: match.start()].strip() if match else message
-        at = f", line {line}" if line else (", at end of file" if match else "")
-        raise ConfigError(
-            f"{where}{at}: invalid TOML: {problem}",
-            hint='check that every string has both double quotes ("..."), lists are written '
-            '["...", "..."] and each category starts with [[category]]',
-        ) from None
+    data = parse_toml(text, where=where, hint=_TOML_HINT)
 
     unknown = sorted(set(data) - set(_TOP_KEYS))
     if unknown:
@@ -220,41 +209,6 @@ def dump_seed_corpus(corpus: SeedCorpus) -> str:
             "",
         ]
     return "\n".join(out)
-
-
-_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
-}
-
-
-def toml_string(value: str) -> str:
-    r"""``value`` as a TOML basic string (double-quoted, escaped).
-
-    >>> print(toml_string('say "hi"\n'))
-    "say \"hi\"\n"
-    """
-    parts = ['"']
-    for ch in value:
-        code = ord(ch)
-        if ch in _SHORT_ESCAPES:
-            parts.append(_SHORT_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            parts.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise ConfigError(
-                f"cannot write the lone surrogate U+{code:04X} to TOML",
-                hint="seed texts must be valid Unicode",
-            )
-        else:
-            parts.append(ch)
-    parts.append('"')
-    return "".join(parts)
 
 
 def _builtin(name: str, *, where: str | None) -> Taxonomy:

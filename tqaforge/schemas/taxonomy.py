@@ -94,22 +94,48 @@ FREB_TQA = _taxonomy("freb-tqa", {"QuestionType": ["extraction", "reasoning"]})
 BUILTIN: dict[str, Taxonomy] = {t.name: t for t in (TABLEBENCH, FREB_TQA)}
 
 
-def custom_taxonomy(name: str, categories: Iterable[Mapping[str, str]]) -> Taxonomy:
-    """A workspace-defined taxonomy from config entries ``{type = "...", subtype = "..."}``."""
+def custom_taxonomy(
+    name: str, categories: Iterable[Mapping[str, str]], *, where: str | None = None
+) -> Taxonomy:
+    """A workspace-defined taxonomy from config entries ``{type = "...", subtype = "..."}``.
+
+    ``where`` (the config file) prefixes error messages. Every entry must be a table whose
+    ``type`` and ``subtype`` are non-empty strings; anything else is a :class:`TaxonomyError`
+    naming the entry, never a TypeError.
+    """
+    prefix = f"{where}: " if where else ""
+    hint = 'write each category as [[taxonomy.category]] with type = "..." and subtype = "..."'
+    if isinstance(categories, (str, bytes, Mapping)) or not isinstance(categories, Iterable):
+        raise TaxonomyError(
+            f"{prefix}the categories of taxonomy {name!r} must be a list of tables, "
+            f"got {type(categories).__name__}",
+            hint=hint,
+        )
     cats: list[Category] = []
     seen: set[str] = set()
-    for i, entry in enumerate(categories):
-        try:
-            cat = Category(str(entry["type"]), str(entry["subtype"]))
-        except KeyError as exc:
-            raise TaxonomyError(
-                f"category {i + 1} of taxonomy {name!r} lacks {exc.args[0]!r}",
-                hint='write each category as {type = "...", subtype = "..."}',
-            ) from None
+    for i, entry in enumerate(categories, start=1):
+        cat = _category_entry(entry, f"{prefix}category {i} of taxonomy {name!r}", hint)
         if cat.subtype in seen:
-            raise TaxonomyError(f"subtype {cat.subtype!r} appears twice in taxonomy {name!r}")
+            raise TaxonomyError(f"{prefix}subtype {cat.subtype!r} appears twice in taxonomy {name!r}")
         seen.add(cat.subtype)
         cats.append(cat)
     if not cats:
-        raise TaxonomyError(f"taxonomy {name!r} defines no categories")
+        raise TaxonomyError(f"{prefix}taxonomy {name!r} defines no categories", hint=hint)
     return Taxonomy(name=name, categories=tuple(cats))
+
+
+def _category_entry(entry: object, label: str, hint: str) -> Category:
+    if not isinstance(entry, Mapping):
+        raise TaxonomyError(f"{label}: expected a table, got {type(entry).__name__} {entry!r}", hint=hint)
+    values: list[str] = []
+    for key in ("type", "subtype"):
+        if key not in entry:
+            raise TaxonomyError(f"{label} lacks {key!r}", hint=hint)
+        value = entry[key]
+        if not isinstance(value, str) or not value.strip():
+            raise TaxonomyError(
+                f"{label}: {key} must be a non-empty string, got {type(value).__name__} {value!r}",
+                hint=hint,
+            )
+        values.append(value)
+    return Category(values[0], values[1])

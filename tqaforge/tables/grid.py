@@ -12,12 +12,19 @@ run killed half-way resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
+import os
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
 
 from sqlalchemy import insert
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from tqaforge.errors import TqaforgeError
@@ -37,8 +44,20 @@ SEED_FREE = frozenset({"none", "transpose", "remove_table", "remove_relevant_cel
 _BATCH = 500  # questions per transaction: a killed run loses at most one batch of work
 
 
+#: Seeds are stored in an INTEGER column (32-bit signed on PostgreSQL): 0 .. 2**31 - 1.
+MAX_SEED = 2**31 - 1
+
+
 class GridError(TqaforgeError):
-    """The grid specification names unknown serializations or perturbations."""
+    """The grid specification is invalid (unknown names, seeds out of range, no seeds...)."""
+
+
+class OutputPathError(GridError):
+    """The prompts file cannot be written where it was asked for."""
+
+
+class PromptsFileConflict(GridError):
+    """The prompts file exists and was not made by this grid: replacing it needs --overwrite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +78,50 @@ class GridSpec:
             unknown = [n for n in names if n not in known]
             if unknown:
                 raise GridError(f"unknown {kind}(s): {', '.join(unknown)}", hint="known: " + ", ".join(known))
+            if not names:
+                flag = "--serializations" if kind == "serialization" else "--perturbations"
+                raise GridError(f"give at least one {kind}", hint=f"{flag} NAME,NAME (see `tqaforge variants list`)")
         if not self.seeds:
-            raise GridError("give at least one seed")
+            raise GridError("give at least one seed", hint="--seeds 0 or --seeds 0,1,2")
+        for seed in self.seeds:
+            # bool is an int subclass; a float or a huge int would fail only at the insert.
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+                raise GridError(
+                    f"seed {seed!r} is outside 0..{MAX_SEED}",
+                    hint=f"give --seeds as comma-separated integers from 0 to {MAX_SEED}",
+                )
 
     def seeds_for(self, perturbation: str) -> tuple[int, ...]:
+        """The seeds ``perturbation`` is built with (one for perturbations that draw nothing)."""
         return (self.seeds[0],) if perturbation in SEED_FREE else self.seeds
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as JSON-able data (stored in the prompts file's sidecar)."""
+        return {
+            "serializations": list(self.serializations),
+            "perturbations": list(self.perturbations),
+            "seeds": list(self.seeds),
+            "skip_structural": self.skip_structural,
+        }
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """Seeds from the ``--seeds`` text ("0,1,2"), checked like :class:`GridSpec` checks them."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise GridError(f"seed {part!r} is not an integer", hint=f"give --seeds as integers from 0 to {MAX_SEED}, e.g. --seeds 0,1,2") from None
+        if not 0 <= value <= MAX_SEED:
+            raise GridError(f"seed {part} is outside 0..{MAX_SEED}", hint=f"give --seeds as integers from 0 to {MAX_SEED}")
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise GridError("give at least one seed", hint="--seeds 0 or --seeds 0,1,2")
+    return tuple(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +184,9 @@ def load_items(
         if question_ids:
             q = q.where(Question.id.in_(list(question_ids)))  # type: ignore[attr-defined]
         q = q.order_by(Question.created_at, Question.id)
-        if limit:
+        if limit is not None:
+            if limit < 1:
+                raise GridError(f"limit {limit} is less than 1", hint="give --limit 1 or more, or leave it out for all questions")
             q = q.limit(limit)
         questions = list(s.exec(q).all())
         ids = [x.id for x in questions]
@@ -217,37 +277,67 @@ def build_variants(
     on_progress: Callable[[int], None] | None = None,
 ) -> GridSummary:
     """Build and store the grid for ``items``; stream one prompt line per configuration to
-    ``prompts`` (JSONL). Already stored variants are reused, never rebuilt or duplicated."""
+    ``prompts`` (JSONL). Already stored variants are reused, never rebuilt or duplicated, and a
+    second build running at the same time stores nothing twice (the inserts skip existing ids)."""
     summary = GridSummary(items=len(items))
     for start in range(0, len(items), _BATCH):
         batch = items[start : start + _BATCH]
         ids = [variant_id(it.question_id, n, s) for it in batch for n in spec.perturbations for s in spec.seeds_for(n)]
+        # Read in its own short transaction: on SQLite a write that follows a read in one
+        # transaction fails at once ("database is locked") when another writer committed
+        # in between, instead of waiting for the busy timeout.
         with ws.session() as session:
             present = _existing(session, ids)
-            now = utcnow()
-            new_rows: list[dict[str, Any]] = []
-            for item in batch:
-                for name in spec.perturbations:
-                    for seed in spec.seeds_for(name):
-                        vid = variant_id(item.question_id, name, seed)
-                        stored = present.get(vid)
-                        if stored is None:
-                            row = _variant_row(item, name, seed, perturb_item(item, name, seed, skip_structural=spec.skip_structural), now)
-                            new_rows.append(row)
-                            summary.variants_new += 1
-                        else:
-                            row = stored.model_dump()
-                            summary.variants_present += 1
-                        if row["status"] == VariantStatus.SKIPPED.value:
-                            summary.skipped[name] = summary.skipped.get(name, 0) + 1
-                            summary.skip_reasons[row["skip_reason"]] = summary.skip_reasons.get(row["skip_reason"], 0) + 1
-                        elif prompts is not None:
-                            summary.prompts += _write_prompts(prompts, item, row, spec)
-                if on_progress:
-                    on_progress(1)
-            if new_rows:
-                session.execute(insert(Variant), new_rows)
+        now = utcnow()
+        new_rows: list[dict[str, Any]] = []
+        for item in batch:
+            for name in spec.perturbations:
+                for seed in spec.seeds_for(name):
+                    stored = present.get(variant_id(item.question_id, name, seed))
+                    if stored is None:
+                        row = _variant_row(item, name, seed, perturb_item(item, name, seed, skip_structural=spec.skip_structural), now)
+                        new_rows.append(row)
+                    else:
+                        row = stored.model_dump()
+                        summary.variants_present += 1
+                    if row["status"] == VariantStatus.SKIPPED.value:
+                        summary.skipped[name] = summary.skipped.get(name, 0) + 1
+                        summary.skip_reasons[row["skip_reason"]] = summary.skip_reasons.get(row["skip_reason"], 0) + 1
+                    elif prompts is not None:
+                        summary.prompts += _write_prompts(prompts, item, row, spec)
+            if on_progress:
+                on_progress(1)
+        if new_rows:
+            inserted = insert_new_variants(ws, new_rows)
+            summary.variants_new += inserted
+            # Rows another build stored first: the same id means the same content.
+            summary.variants_present += len(new_rows) - inserted
     return summary
+
+
+def insert_new_variants(ws: Workspace, rows: list[dict[str, Any]]) -> int:
+    """Insert ``rows``, skipping ids already stored (by a concurrent build); the number inserted."""
+    dialect = ws.engine.dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        stmt = dialect_insert(Variant).on_conflict_do_nothing(index_elements=["id"]).returning(Variant.id)  # type: ignore[arg-type]
+        with ws.session() as session:
+            return len(session.execute(stmt, rows).all())
+    # Other databases: one row at a time, an IntegrityError means another build stored it.
+    inserted = 0
+    for row in rows:
+        try:
+            with ws.session() as session:
+                session.execute(insert(Variant), [row])
+            inserted += 1
+        except IntegrityError:
+            with ws.session() as session:
+                if session.get(Variant, row["id"]) is None:
+                    raise
+    return inserted
 
 
 def _write_prompts(out: TextIO, item: Item, row: dict[str, Any], spec: GridSpec) -> int:
@@ -268,10 +358,201 @@ def _write_prompts(out: TextIO, item: Item, row: dict[str, Any], spec: GridSpec)
 
 
 def write_prompts_file(path: Path, write: Callable[[TextIO], GridSummary]) -> GridSummary:
-    """Write the prompts stream atomically: a killed run never leaves a half file in place."""
+    """Write the prompts stream atomically: a killed run never leaves a half file in place, and
+    two runs at once never share a file (each writes its own temporary file, then renames it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".partial")
-    with tmp.open("w", encoding="utf-8") as fh:
-        summary = write(fh)
-    tmp.replace(path)
+    tmp, summary = _write_temporary(path, write)
+    _replace(tmp, path)
+    return summary
+
+
+def _write_temporary(path: Path, write: Callable[[TextIO], GridSummary]) -> tuple[Path, GridSummary]:
+    """Run ``write`` into a fresh, fsynced temporary file beside ``path`` (same file system, so
+    the rename is atomic); the file is removed if ``write`` fails."""
+    fh = tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
+    )
+    tmp = Path(fh.name)
+    try:
+        with fh:
+            summary = write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp, summary
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` over ``path`` and make the rename itself durable."""
+    # NamedTemporaryFile makes 0600 files; the prompts file gets the usual umask permissions.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# --- where the prompts file goes, and what it was made with ------------------------------------
+
+META_SUFFIX = ".meta.json"
+_META_FORMAT = 1
+
+
+def default_prompts_path(ws: Workspace) -> Path:
+    """WORKSPACE/prompts/variants.jsonl (its folder is created: it belongs to the workspace)."""
+    folder = ws.root / "prompts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "variants.jsonl"
+
+
+def meta_path(path: Path) -> Path:
+    """The sidecar that records what made the prompts file ``path``."""
+    return path.with_name(path.name + META_SUFFIX)
+
+
+def check_output_path(path: Path) -> Path:
+    """``path`` resolved, if a file can be written there; :class:`OutputPathError` otherwise.
+
+    Call it before building anything, so a bad ``--out`` never fails after variants are stored."""
+    path = Path(path).expanduser()
+    resolved = path.resolve()
+    hint = "give --out a file name in an existing, writable folder, e.g. --out prompts/variants.jsonl"
+    if resolved.is_dir():
+        raise OutputPathError(f"{path} is a directory, not a file", hint=f"name a file inside it, e.g. --out {path / 'variants.jsonl'}")
+    if resolved.exists() and not stat.S_ISREG(resolved.stat().st_mode):
+        raise OutputPathError(f"{path} exists and is not a regular file (a FIFO, device or socket)", hint=hint)
+    parent = resolved.parent
+    if not parent.exists():
+        raise OutputPathError(f"the folder {parent} of {path} does not exist", hint=f"create it first (mkdir -p {parent}), or {hint}")
+    if not parent.is_dir():
+        raise OutputPathError(f"{parent} (the folder of {path}) is not a directory", hint=hint)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"the folder {parent} is not writable", hint=hint)
+    if resolved.exists() and not os.access(resolved, os.W_OK):
+        raise OutputPathError(f"{path} is not writable", hint=hint)
+    return resolved
+
+
+@dataclass(frozen=True, slots=True)
+class PromptsOptions:
+    """Everything that decides what a prompts file holds: the grid and the item selection."""
+
+    spec: GridSpec
+    subtype: str | None = None
+    status: str | None = "accepted"
+    limit: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as JSON-able data, in a fixed key order."""
+        return {**self.spec.as_dict(), "subtype": self.subtype, "status": self.status, "limit": self.limit}
+
+    def digest(self) -> str:
+        """A hash of the options: equal digests mean the same kind of file."""
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def describe_options(options: Mapping[str, Any]) -> str:
+    """Options as the CLI flags that give them, for messages."""
+    parts = [
+        f"--serializations {','.join(options.get('serializations') or [])}",
+        f"--perturbations {','.join(options.get('perturbations') or [])}",
+        f"--seeds {','.join(str(s) for s in options.get('seeds') or [])}",
+        f"--status {options.get('status') or chr(39) * 2}",
+    ]
+    if options.get("subtype"):
+        parts.append(f"--subtype {options['subtype']}")
+    if options.get("limit") is not None:
+        parts.append(f"--limit {options['limit']}")
+    if options.get("skip_structural") is False:
+        parts.append("--keep-structural")
+    return " ".join(parts)
+
+
+def read_meta(path: Path) -> dict[str, Any] | None:
+    """The sidecar of the prompts file ``path``, or None when there is none we can read."""
+    try:
+        meta = json.loads(meta_path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    ok = isinstance(meta, dict) and meta.get("format") == _META_FORMAT and isinstance(meta.get("options"), dict)
+    return meta if ok else None
+
+
+def check_prompts_target(path: Path, options: PromptsOptions, *, overwrite: bool = False) -> Path:
+    """Refuse (before anything is built) to replace a prompts file made with other options or
+    by someone else, unless ``overwrite``; the resolved path otherwise."""
+    resolved = check_output_path(path)
+    if overwrite or not resolved.exists():
+        return resolved
+    ways_out = f"write to another file with --out OTHER.jsonl, or replace {path} with --overwrite"
+    meta = read_meta(resolved)
+    if meta is None:
+        raise PromptsFileConflict(
+            f"{path} exists and was not written by `tqaforge variants build` (no readable {meta_path(path).name}); "
+            "not replacing it", hint=ways_out,
+        )
+    if meta.get("options_digest") != options.digest():
+        raise PromptsFileConflict(
+            f"{path} was made with other options ({describe_options(meta['options'])}) than this run "
+            f"({describe_options(options.as_dict())}); not replacing it", hint=ways_out,
+        )
+    return resolved
+
+
+@contextlib.contextmanager
+def _file_lock(ws: Workspace, path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for the prompts file ``path`` (the workspace's lock if it has
+    one, else an fcntl lock under WORKSPACE/.locks/): the check and the rename are one step."""
+    name = "prompts-" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    workspace_lock = getattr(ws, "lock", None)
+    if callable(workspace_lock):
+        with workspace_lock(name, wait=True):
+            yield
+        return
+    folder = ws.root / ".locks"
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{name}.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # waits for the other writer; released on close
+        yield
+
+
+def write_prompts(
+    ws: Workspace,
+    path: Path,
+    options: PromptsOptions,
+    write: Callable[[TextIO], GridSummary],
+    *,
+    overwrite: bool = False,
+) -> GridSummary:
+    """Write the prompts file ``path`` with its sidecar (``path`` + ``.meta.json``).
+
+    ``write`` streams into a private temporary file; then, under a lock, the target is checked
+    again (another build may have written it meanwhile), the sidecar is written and the file is
+    renamed into place. Call :func:`check_prompts_target` before building as well."""
+    resolved = check_prompts_target(path, options, overwrite=overwrite)
+    tmp, summary = _write_temporary(resolved, write)
+    try:
+        with _file_lock(ws, resolved):
+            check_prompts_target(path, options, overwrite=overwrite)
+            meta = {
+                "format": _META_FORMAT,
+                "made_by": "tqaforge variants build",
+                "options": options.as_dict(),
+                "options_digest": options.digest(),
+                "prompts": summary.prompts,
+            }
+            # The sidecar goes first: a kill between the two renames leaves a sidecar that
+            # over-claims (so a later run is refused, the safe side), never a file without one.
+            meta_tmp = meta_path(resolved).with_name(f".{meta_path(resolved).name}.{os.getpid()}.partial")
+            meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            _replace(meta_tmp, meta_path(resolved))
+            _replace(tmp, resolved)
+    finally:
+        tmp.unlink(missing_ok=True)
     return summary

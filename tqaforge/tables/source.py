@@ -39,6 +39,9 @@ class ReadResult:
     path: str
     format: str
     records: list[ReadRecord] = field(default_factory=list)
+    #: Control characters removed from cells, headers, captions and questions by the one rule
+    #: of :func:`tqaforge.tables.cells.clean_text` (for the import summary to report).
+    control_chars_removed: int = 0
 
     @property
     def n_items(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
 
@@ -25,6 +25,90 @@ def content_hash(payload: object, length: int = ID_LENGTH) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
+# Separator of the cells of a packed row: a control character, which the readers remove from
+# every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
+# it (a table built by hand) is kept as a tuple instead.
+_SEP = "\x1f"
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+class PackedRows(Sequence[tuple[str, ...]]):
+    """Rows of a table kept as one string per row, each a tuple of cells when asked for.
+
+    A cell as its own ``str`` object costs about 50 bytes more than its text, which made a CSV of
+    short cells take 17 times its size in memory; one string per row costs that once per row.
+    It behaves as the tuple of row tuples it stands for: indexing, iteration, ``len``,
+    equality and hashing (equal to and hashed as that tuple).
+
+    >>> rows = PackedRows([["a", "b"], ["c", ""]])
+    >>> rows[1], rows == (("a", "b"), ("c", ""))
+    (('c', ''), True)
+    """
+
+    __slots__ = ("_rows", "_width")
+
+    def __init__(self, rows: Iterable[Sequence[str]] = ()) -> None:
+        self._rows: list[str | tuple[str, ...]] = []
+        self._width: int | None = None  # the width of every row; -1 once two rows differ
+        for row in rows:
+            self.append(row)
+
+    def append(self, row: Sequence[str]) -> None:
+        """Add a row at the end (tables are immutable once built: only readers append)."""
+        packed = _SEP.join(row)
+        # A cell holding the separator itself would split wrongly: keep such a row as it is.
+        self._rows.append(packed if packed.count(_SEP) == len(row) - 1 and row else tuple(row))
+        if self._width is None:
+            self._width = len(row)
+        elif self._width != len(row):
+            self._width = -1
+
+    @property
+    def common_width(self) -> int | None:
+        """The number of cells of every row (None without rows, -1 when they differ)."""
+        return self._width
+
+    @staticmethod
+    def _unpack(item: str | tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(item.split(_SEP)) if isinstance(item, str) else item
+
+    def width(self, index: int) -> int:
+        """The number of cells of row ``index``, without unpacking it."""
+        item = self._rows[index]
+        return item.count(_SEP) + 1 if isinstance(item, str) else len(item)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, ...]: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[tuple[str, ...], ...]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, ...] | tuple[tuple[str, ...], ...]:
+        if isinstance(index, slice):
+            return tuple(self._unpack(item) for item in self._rows[index])
+        return self._unpack(self._rows[index])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        return (self._unpack(item) for item in self._rows)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedRows):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == tuple(b) for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def __reduce__(self) -> tuple[type, tuple[list[tuple[str, ...]]]]:
+        return (PackedRows, (list(self),))
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     """An immutable table: ``header`` and ``rows`` of strings, all rows as wide as the header.
@@ -35,7 +119,7 @@ class Table:
     """
 
     header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    rows: Sequence[tuple[str, ...]]  # a tuple of tuples, or PackedRows (tables from readers)
     caption: str | None = field(default=None, compare=False)
     source: str | None = field(default=None, compare=False)
     licence: str | None = field(default=None, compare=False)
@@ -45,11 +129,13 @@ class Table:
         if not self.header:
             raise TableError("table has no columns")
         width = len(self.header)
-        for i, row in enumerate(self.rows):
-            if len(row) != width:
-                raise TableError(
-                    f"row {i + 1} has {len(row)} cells but the header has {width} columns"
-                )
+        if isinstance(self.rows, PackedRows) and self.rows.common_width in (None, width):
+            return  # known from the appends, without a pass over the rows
+        for i in range(len(self.rows)):
+            # Packed rows are counted without unpacking them.
+            n = self.rows.width(i) if isinstance(self.rows, PackedRows) else len(self.rows[i])
+            if n != width:
+                raise TableError(f"row {i + 1} has {n} cells but the header has {width} columns")
 
     @classmethod
     def build(
@@ -75,9 +161,18 @@ class Table:
         """Content hash of header and rows: equal tables have equal ids."""
         if not self._id:
             # Computed once: hashing a large table is the costliest thing about it.
-            digest = content_hash({"header": list(self.header), "rows": [list(r) for r in self.rows]})
-            object.__setattr__(self, "_id", digest)
+            object.__setattr__(self, "_id", self._content_hash())
         return self._id
+
+    def _content_hash(self) -> str:
+        """``content_hash({"header": ..., "rows": ...})``, fed to the hash row by row, so that
+        hashing needs no second copy of the table (the text is byte for byte the same)."""
+        digest = hashlib.sha256()
+        digest.update(b'{"header":' + _JSON.encode(list(self.header)).encode("utf-8") + b',"rows":[')
+        for i, row in enumerate(self.rows):
+            digest.update((("," if i else "") + _JSON.encode(list(row))).encode("utf-8"))
+        digest.update(b"]}")
+        return digest.hexdigest()[:ID_LENGTH]
 
     @property
     def n_rows(self) -> int:

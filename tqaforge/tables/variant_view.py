@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 from tqaforge.catalog import get_by_prefix
 from tqaforge.schemas.records import Question, TableRecord, Variant
@@ -11,6 +11,15 @@ from tqaforge.store import Workspace
 from tqaforge.tables.table import Table
 
 Mark = Literal["same", "moved", "changed", "inserted"]
+
+#: A text marker per mark, so changes show without colour (and survive copy and paste).
+MARK_SYMBOLS: dict[Mark, str] = {"same": "", "moved": "~", "changed": "*", "inserted": "+"}
+LEGEND = "* changed   ~ moved   + inserted"
+
+#: Cells wider than this are cut in the width estimate (the CLI wraps or cuts them anyway).
+_CELL_CAP = 24
+#: Rich draws 3 characters of border and padding per column, plus one.
+_PER_COLUMN = 3
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,47 @@ class VariantView:
     perturbed: Table | None  # None for a skipped variant
     marks: tuple[tuple[Mark, ...], ...]  # one per perturbed cell
     row_origin: tuple[str, ...]  # per perturbed row: "r3" (from original row 3), "new", "copy of r3"
+
+    def marked_rows(self, max_rows: int | None = None) -> list[list[str]]:
+        """The perturbed rows with each cell's text marker appended ("12*" changed, "x~" moved,
+        "+" alone for an empty inserted cell); empty for a skipped variant."""
+        if self.perturbed is None:
+            return []
+        rows = self.perturbed.rows if max_rows is None else self.perturbed.rows[:max_rows]
+        return [[marked(cell, mark) for cell, mark in zip(row, marks)] for row, marks in zip(rows, self.marks)]
+
+    def counts(self) -> dict[Mark, int]:
+        """How many cells carry each mark other than "same" (for a one-line summary)."""
+        out: dict[Mark, int] = {"changed": 0, "moved": 0, "inserted": 0}
+        for row in self.marks:
+            for mark in row:
+                if mark != "same":
+                    out[mark] += 1
+        return out
+
+    def layout(self, width: int, max_rows: int | None = None) -> Literal["side_by_side", "stacked"]:
+        """"side_by_side" when both tables fit in ``width`` terminal columns, else "stacked"
+        (print the original, then the perturbed table, one under the other)."""
+        if self.perturbed is None:
+            return "stacked"
+        left = table_width(["#", *self.original.header], [[f"r{i}", *r] for i, r in enumerate(self.original.rows[:max_rows])])
+        right = table_width(["from", *self.perturbed.header],
+                            [[o, *r] for o, r in zip(self.row_origin, self.marked_rows(max_rows))])
+        return "side_by_side" if left + 1 + right <= width else "stacked"
+
+
+def marked(cell: str, mark: Mark) -> str:
+    """``cell`` with the text marker of ``mark`` appended."""
+    return f"{cell}{MARK_SYMBOLS[mark]}"
+
+
+def table_width(header: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """About how many terminal columns a boxed table of ``header`` and ``rows`` needs."""
+    widths = [min(len(h), _CELL_CAP) for h in header]
+    for row in rows:
+        for j, cell in enumerate(row[: len(widths)]):
+            widths[j] = max(widths[j], min(len(cell), _CELL_CAP))
+    return sum(w + _PER_COLUMN for w in widths) + 1
 
 
 def cell_marks(variant: Variant, perturbed: Table) -> tuple[tuple[tuple[Mark, ...], ...], tuple[str, ...]]:

@@ -10,24 +10,37 @@ the demo server for ``make run`` and the server the tests use.
 ('http://127.0.0.1:8080', '...')
 >>> server.stop()  # doctest: +SKIP
 
-The account and its API token are preset on the command line (``--username``, ``--password``,
-``--user-token``) so no one has to sign up; preset tokens are "legacy" tokens, which Label
-Studio accepts only with ``LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true``.
+Safety, in the order :func:`start_server` applies it:
+
+- it listens on loopback only, unless ``allow_remote=True`` says otherwise on purpose;
+- the port is checked before starting (Label Studio itself would silently move to the next free
+  port), so a taken port fails at once with the port named;
+- the account and its API token are preset through the child's environment
+  (``LABEL_STUDIO_USERNAME``, ``LABEL_STUDIO_PASSWORD``, ``LABEL_STUDIO_USER_TOKEN``), never on
+  its command line, which every local user can read with ``ps``; preset tokens are "legacy"
+  tokens, which Label Studio accepts only with ``LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true``;
+- its data directory is 0700 and everything in it 0600 (umask 077 for the child, and a chmod
+  before and after the start as a safety net), so no other user can read its database;
+- nothing calls outside the machine: no version check against PyPI, no Sentry, no analytics.
 """
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqaforge.errors import TqaforgeError
+from tqaforge.errors import PortInUse, RemoteBindingRefused, ServerBindError, TqaforgeError
 
 #: The virtualenv ``make labelstudio`` creates, relative to the repository.
 DEFAULT_VENV = Path(__file__).resolve().parents[3] / ".venv-ls"
@@ -35,15 +48,28 @@ DEMO_USERNAME = "admin@tqaforge.local"
 DEMO_PASSWORD = "tqaforge-demo"
 # Label Studio wants a token of 40 hex-like characters; this one is public and only for the demo.
 DEMO_TOKEN = "7a3f0c5e9b1d4a6f8e2c0b7d5a3f1e9c4b6d8a20"
+#: What the launcher tells people to expect (measured on a 2-core machine: cold ~90 s, warm ~40 s).
+STARTUP_ESTIMATE = "about 90 s on first start, less afterwards"
+#: Label Studio prints this when it finds its port taken and moves to the next one.
+_PORT_MOVED_MARK = "Trying to start at"
+# Settings Label Studio reads from the environment, also under these bare names (its get_env
+# tries LABEL_STUDIO_X, HEARTEX_X, then X): an unrelated HOST or USERNAME in the caller's
+# environment (`HOST=0.0.0.0 make run`) must not reach it.
+_LS_SETTINGS_WE_OWN = ("HOST", "PORT", "USERNAME", "PASSWORD", "USER_TOKEN")
+_PRIVATE_UMASK = 0o077
 
 
 class LabelStudioError(TqaforgeError):
     """Label Studio is not installed, did not start, or cannot be reached."""
 
 
+class LabelStudioPortInUse(LabelStudioError, PortInUse):
+    """Label Studio's port is taken by another program (Label Studio would silently move)."""
+
+
 @dataclass(frozen=True)
 class LabelStudioSettings:
-    """Where and as whom to run a local server."""
+    """Where and as whom to run a local server; ``allow_remote`` must be set to listen beyond loopback."""
 
     data_dir: Path
     host: str = "127.0.0.1"
@@ -52,11 +78,12 @@ class LabelStudioSettings:
     password: str = DEMO_PASSWORD
     token: str = DEMO_TOKEN
     venv: Path = DEFAULT_VENV
+    allow_remote: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return http_url(self.host, self.port)
 
 
 @dataclass
@@ -89,6 +116,100 @@ class RunningServer:
             pass
 
 
+# --- where a server may listen (shared with the launcher, which checks the app's port too) ---
+
+
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, with an IPv6 literal in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` names only this machine: 127.0.0.0/8, ::1, or a name resolving only there
+    (``localhost``). ``0.0.0.0``, ``::`` and an unresolvable name are not loopback."""
+    name = host.strip("[]")
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
+    return bool(addresses) and all(address.is_loopback for address in addresses)
+
+
+def check_host_allowed(host: str, *, allow_remote: bool, server_name: str, flag: str) -> None:
+    """Refuse (:class:`RemoteBindingRefused`) to listen on ``host`` beyond loopback unless
+    ``allow_remote``; ``flag`` is what the user passes to allow it."""
+    if allow_remote or is_loopback(host):
+        return
+    raise RemoteBindingRefused(
+        f"refusing to start {server_name} on {host}: that address can be reached from other machines, "
+        "and anyone who reaches it gets in with the login printed at start",
+        hint=f"use HOST=127.0.0.1 (the default), or pass {flag} if other machines should reach it",
+    )
+
+
+def check_port_free(host: str, port: int, *, server_name: str, other_port_hint: str,
+                    error: type[ServerBindError] = PortInUse) -> None:
+    """Raise ``error`` naming ``port`` when ``host:port`` cannot be bound right now (another program
+    listens there) or the port is out of range; ``other_port_hint`` says how to pick another."""
+    if not 0 < port < 65536:
+        raise error(f"{server_name}: port {port} is not a TCP port (1-65535)", hint=other_port_hint)
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise error(f"{server_name}: cannot listen on {host}: {exc}",
+                    hint="give an address of this machine, e.g. HOST=127.0.0.1") from exc
+    for family, kind, proto, _name, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # SO_REUSEADDR like every server sets it: connections of a just-stopped server lingering
+            # in TIME_WAIT do not count, a socket listening on the port does.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise _bind_error(exc, host, port, server_name, other_port_hint, error) from exc
+
+
+def _bind_error(exc: OSError, host: str, port: int, server_name: str, other_port_hint: str,
+                error: type[ServerBindError]) -> ServerBindError:
+    if exc.errno == errno.EADDRINUSE:
+        return error(f"port {port} on {host} is already in use by another program, so {server_name} cannot use it",
+                     hint=f"stop that program (`ss -ltnp 'sport = :{port}'` names it), or {other_port_hint}")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return error(f"{server_name}: {host} is not an address of this machine",
+                     hint="give one of its addresses, e.g. HOST=127.0.0.1")
+    if exc.errno == errno.EACCES:
+        return error(f"{server_name}: port {port} needs administrator rights", hint=other_port_hint)
+    return error(f"{server_name}: cannot listen on {host}:{port}: {exc.strerror}", hint=other_port_hint)
+
+
+def _answers_on_loopback(port: int) -> bool:
+    """True when something accepts connections on 127.0.0.1:port (where Label Studio looks)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def check_label_studio_port(settings: LabelStudioSettings) -> None:
+    """Fail now, naming the port, if Label Studio could not have ``settings.port``: it would
+    otherwise move to the next free port without a word and never answer where we wait."""
+    hint = f"choose another port: `make run LS_PORT={settings.port + 10}` (or --ls-port for tqaforge.launch)"
+    check_port_free(settings.host, settings.port, server_name="Label Studio",
+                    other_port_hint=hint, error=LabelStudioPortInUse)
+    # Label Studio's own test connects to localhost, whatever host it was given.
+    if _answers_on_loopback(settings.port):
+        raise LabelStudioPortInUse(
+            f"port {settings.port} on 127.0.0.1 is already in use by another program, so Label Studio cannot use it",
+            hint=f"stop that program (`ss -ltnp 'sport = :{settings.port}'` names it), or {hint}")
+
+
+# --- the server ---
+
+
 def executable(venv: Path = DEFAULT_VENV) -> Path:
     """The ``label-studio`` command of ``venv``, or on PATH; a clear error when neither exists."""
     candidate = venv / "bin" / "label-studio"
@@ -112,54 +233,119 @@ def is_healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def start_server(settings: LabelStudioSettings, *, wait_s: float = 180.0) -> RunningServer:
-    """Start Label Studio with its own SQLite database under ``settings.data_dir`` and wait until
-    it answers; the preset account and token work as soon as this returns."""
-    command = executable(settings.venv)
-    if is_healthy(settings.url):
-        raise LabelStudioError(
-            f"something already answers at {settings.url}",
-            hint="stop it, or choose another port (LABEL_STUDIO_PORT=...)",
-        )
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
+def make_private(data_dir: Path) -> None:
+    """``data_dir`` 0700, every directory in it 0700 and every file 0600: Label Studio's database
+    holds the account, its token and all annotations, which no other local user may read."""
+    data_dir.chmod(0o700)
+    for root, dirs, files in os.walk(data_dir):
+        for name in dirs:
+            path = Path(root, name)
+            if not path.is_symlink():
+                path.chmod(0o700)
+        for name in files:
+            path = Path(root, name)
+            if not path.is_symlink() and path.stat().st_mode & 0o077:
+                path.chmod(path.stat().st_mode & 0o700)
+
+
+def child_environment(settings: LabelStudioSettings) -> dict[str, str]:
+    """The environment Label Studio starts with: the preset account (environment, not command line),
+    its data directory, and every call outside the machine switched off."""
+    inherited = {key: value for key, value in os.environ.items()
+                 if not any(key in (name, f"LABEL_STUDIO_{name}", f"HEARTEX_{name}") for name in _LS_SETTINGS_WE_OWN)}
+    return {
+        **inherited,
+        "LABEL_STUDIO_USERNAME": settings.username,
+        "LABEL_STUDIO_PASSWORD": settings.password,
+        "LABEL_STUDIO_USER_TOKEN": settings.token,
         "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
         "LABEL_STUDIO_BASE_DATA_DIR": str(settings.data_dir),
         "DJANGO_DB": "sqlite",
-        # No telemetry and no update checks: the machine may have no internet.
+        # The machine may have no internet, and a start must not wait on it: no PyPI version check
+        # (up to 10 s per start), no Sentry error reports (on by default, with personal data),
+        # no analytics.
+        "LATEST_VERSION_CHECK": "false",
+        "SENTRY_DSN": "",
+        "FRONTEND_SENTRY_DSN": "",
         "COLLECT_ANALYTICS": "false",
         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
         **settings.extra_env,
     }
-    log_path = settings.data_dir / "label-studio.log"
-    log = log_path.open("ab")
-    process = subprocess.Popen(
-        [
-            str(command), "start", "--no-browser",
-            "--internal-host", settings.host, "--port", str(settings.port),
-            "--data-dir", str(settings.data_dir),
-            "--username", settings.username, "--password", settings.password,
-            "--user-token", settings.token,
-        ],
-        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, so stop() reaches every child
-    )
-    log.close()
-    server = RunningServer(settings, process, log_path)
-    deadline = time.monotonic() + wait_s
+
+
+def start_server(settings: LabelStudioSettings, *, wait_s: float = 300.0,
+                 on_wait: Callable[[float], None] | None = None) -> RunningServer:
+    """Start Label Studio with its own SQLite database under ``settings.data_dir`` and wait until
+    it answers; the preset account and token work as soon as this returns.
+
+    Fails at once (before starting anything) when the host is beyond loopback without
+    ``allow_remote``, or the port is taken; fails as soon as Label Studio exits or moves to another
+    port, with the tail of its log. ``on_wait(elapsed_s)`` is called about once a second while waiting.
+    """
+    command = executable(settings.venv)
+    check_host_allowed(settings.host, allow_remote=settings.allow_remote, server_name="Label Studio",
+                       flag="--allow-remote (ALLOW_REMOTE=1 for make run)")
     try:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-1500:]
-                raise LabelStudioError(f"Label Studio exited with code {process.returncode}:\n{tail}",
-                                       hint=f"see {log_path}")
-            if is_healthy(settings.url):
-                return server
-            time.sleep(1.0)
-    except BaseException:
-        server.stop()  # Ctrl-C or SIGTERM while waiting: leave no server behind
+        check_label_studio_port(settings)
+    except LabelStudioPortInUse:
+        if is_healthy(settings.url):  # say so when it is another Label Studio (or anything with /health)
+            raise LabelStudioPortInUse(
+                f"something already answers at {settings.url} (another Label Studio?)",
+                hint=f"stop it, or choose another port: `make run LS_PORT={settings.port + 10}`",
+            ) from None
         raise
-    server.stop()
-    raise LabelStudioError(f"Label Studio did not answer at {settings.url} within {wait_s:.0f} s",
-                           hint=f"see {log_path}")
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private(settings.data_dir)  # a data directory made by an older tqaforge may be 0755/0644
+    log_path = settings.data_dir / "label-studio.log"
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_start = os.fstat(log_fd).st_size  # this run's part of the log starts here
+    try:
+        process = subprocess.Popen(
+            [str(command), "start", "--no-browser", "--internal-host", settings.host,
+             "--port", str(settings.port), "--data-dir", str(settings.data_dir)],
+            env=child_environment(settings), stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            umask=_PRIVATE_UMASK,  # its database, WAL and uploads are created 0600
+            start_new_session=True,  # its own process group, so stop() reaches every child
+        )
+    finally:
+        os.close(log_fd)
+    server = RunningServer(settings, process, log_path)
+    try:
+        _wait_until_healthy(server, log_start, wait_s, on_wait)
+    except BaseException:
+        server.stop()  # failed, Ctrl-C or SIGTERM while waiting: leave no server behind
+        raise
+    make_private(settings.data_dir)
+    return server
+
+
+def _log_since(path: Path, offset: int, limit: int = 1500) -> str:
+    """The last ``limit`` characters this run wrote to the log."""
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode(errors="replace")[-limit:]
+
+
+def _wait_until_healthy(server: RunningServer, log_start: int, wait_s: float,
+                        on_wait: Callable[[float], None] | None) -> None:
+    settings, process, log_path = server.settings, server.process, server.log_path
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < wait_s:
+        if process.poll() is not None:
+            raise LabelStudioError(
+                f"Label Studio exited with code {process.returncode} after {elapsed:.0f} s:\n"
+                f"{_log_since(log_path, log_start)}", hint=f"see {log_path}")
+        recent = _log_since(log_path, log_start)
+        if _PORT_MOVED_MARK in recent:
+            # The port was taken between our check and its start; it would answer elsewhere.
+            raise LabelStudioPortInUse(
+                f"port {settings.port} was taken while Label Studio started, and it moved to another port:\n{recent}",
+                hint=f"choose another port: `make run LS_PORT={settings.port + 10}`")
+        if is_healthy(settings.url):
+            return
+        if on_wait is not None:
+            on_wait(elapsed)
+        time.sleep(1.0)
+    raise LabelStudioError(
+        f"Label Studio did not answer at {settings.url} within {wait_s:.0f} s:\n{_log_since(log_path, log_start)}",
+        hint=f"see {log_path}")

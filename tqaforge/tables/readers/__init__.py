@@ -14,16 +14,25 @@ Excel, the sheet's row number).
 Header strictness: generic formats (csv, tsv, json, html, markdown, excel) reject blank and
 duplicate header names unless ``strict_headers=False``; the benchmark formats (tablebench,
 freb-tqa) keep them unless ``strict_headers=True``, because the benchmarks' own tables have them.
+
+Hostile input: only regular files are read (a FIFO, device or socket is refused before it is
+read), at most ``max_bytes`` of them (:data:`DEFAULT_MAX_BYTES`, 1 GiB); every cell, header,
+caption and question passes the one control-character rule (removals counted in
+:attr:`ReadResult.control_chars_removed`); and whatever a parser raises (too deep nesting,
+malformed XML in a workbook, memory exhausted) reaches the caller as a :class:`ReaderError`
+naming the file.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
-from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import read_bytes
+from tqaforge.errors import ReaderError, TqaforgeError
+from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, describe_size, open_regular
 from tqaforge.tables.readers.datasets import read_freb_tqa, read_tablebench
 from tqaforge.tables.readers.delimited import read_csv, read_tsv
 from tqaforge.tables.readers.excel import read_excel
@@ -34,7 +43,7 @@ from tqaforge.tables.source import ReadResult
 
 Reader = Callable[..., ReadResult]
 
-#: Format name -> reader. Every reader takes ``(path, *, strict_headers, encoding)``.
+#: Format name -> reader. Every reader takes ``(path, *, strict_headers, encoding, max_bytes)``.
 READERS: dict[str, Reader] = {
     "csv": read_csv,
     "tsv": read_tsv,
@@ -64,36 +73,50 @@ _BY_SUFFIX = {
 }
 
 
-def _peek_jsonl(path: Path) -> str:
+def _peek_jsonl(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """tablebench when the first question has ``qsubtype``, freb-tqa when it has a question
     and a table; the first non-blank line decides."""
-    if not path.is_file():
-        read_bytes(path)  # raises the readers' "no such file" / "is a directory" error
-    with path.open("rb") as handle:  # read up to the first non-blank line, not the whole file
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                first = json.loads(raw.decode("utf-8-sig"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    # Read up to the first non-blank line, not the whole file; refuses FIFOs and devices.
+    with os.fdopen(open_regular(path), "rb") as handle:
+        number = 0
+        while raw := handle.readline(max_bytes + 1):
+            number += 1
+            if len(raw) > max_bytes:
                 raise ReaderError(
-                    str(path), f"cannot tell the JSON Lines format: the line is not valid JSON ({exc})", line=number
-                ) from None
-            if isinstance(first, dict) and "qsubtype" in first:
-                return "tablebench"
-            if isinstance(first, dict) and "question" in first and "table" in first:
-                return "freb-tqa"
-            raise ReaderError(
-                str(path),
-                "cannot tell the JSON Lines format: the first object has neither 'qsubtype' (TableBench) "
-                "nor 'question' and 'table' (FREB-TQA)",
-                line=number,
-                hint="pass the format explicitly: " + ", ".join(FORMATS),
-            )
+                    str(path), f"line {number} is longer than the limit of {describe_size(max_bytes)}",
+                    hint="pass a larger --max-file-size if the file is really a table",
+                )
+            if raw.strip():
+                return _jsonl_format(path, raw, number)
     raise ReaderError(str(path), "the file is empty")
 
 
-def detect_format(path: Path | str) -> str:
+def _jsonl_format(path: Path, raw: bytes, number: int) -> str:
+    """The format the first non-blank line of a JSON Lines file says it is."""
+    try:
+        first = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        raise ReaderError(
+            str(path), f"cannot tell the JSON Lines format: the line is not valid JSON ({exc})", line=number
+        ) from None
+    except RecursionError:
+        raise ReaderError(
+            str(path), "cannot tell the JSON Lines format: the line is nested too deeply to be a table", line=number
+        ) from None
+    if isinstance(first, dict) and "qsubtype" in first:
+        return "tablebench"
+    if isinstance(first, dict) and "question" in first and "table" in first:
+        return "freb-tqa"
+    raise ReaderError(
+        str(path),
+        "cannot tell the JSON Lines format: the first object has neither 'qsubtype' (TableBench) "
+        "nor 'question' and 'table' (FREB-TQA)",
+        line=number,
+        hint="pass the format explicitly: --format tablebench or --format freb-tqa",
+    )
+
+
+def detect_format(path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """The format name of a file, from its extension; for ``.jsonl`` from the first line's keys.
 
     >>> detect_format("tables/cities.htm")
@@ -102,7 +125,7 @@ def detect_format(path: Path | str) -> str:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _peek_jsonl(path)
+        return _peek_jsonl(path, max_bytes)
     if suffix in _BY_SUFFIX:
         return _BY_SUFFIX[suffix]
     if suffix == ".xls":
@@ -110,7 +133,7 @@ def detect_format(path: Path | str) -> str:
     raise ReaderError(
         str(path),
         f"cannot tell the format from the extension {suffix or '(none)'!r}",
-        hint="use one of " + " ".join(sorted({*_BY_SUFFIX, ".jsonl"})) + ", or pass the format: " + ", ".join(FORMATS),
+        hint="use one of " + " ".join(sorted({*_BY_SUFFIX, ".jsonl"})) + ", or pass --format with one of: " + ", ".join(FORMATS),
     )
 
 
@@ -120,6 +143,7 @@ def read_path(
     *,
     strict_headers: bool | None = None,
     encoding: str | None = None,
+    max_bytes: int | None = None,
 ) -> ReadResult:
     """Read every table (and any shipped questions) of one file.
 
@@ -127,19 +151,46 @@ def read_path(
     ``strict_headers`` None means the format's default (strict for generic formats, lenient for
     benchmark files). ``encoding`` forces a text encoding (decoded strictly); by default a
     byte-order mark, then UTF-8, then (CSV, TSV, HTML, Markdown) a detected encoding is used.
+    ``max_bytes`` bounds the file's size (None: :data:`DEFAULT_MAX_BYTES`).
     Raises :class:`ReaderError`; never returns part of a file.
     """
     path = Path(path)
-    fmt = format if format is not None else detect_format(path)
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    fmt = format if format is not None else detect_format(path, max_bytes=limit)
     reader = READERS.get(fmt)
     if reader is None:
-        raise ReaderError(str(path), f"unknown format {fmt!r}", hint="known formats: " + ", ".join(FORMATS))
+        raise ReaderError(str(path), f"unknown format {fmt!r}", hint="pass --format with one of: " + ", ".join(FORMATS))
     strict = strict_headers if strict_headers is not None else fmt not in BENCHMARK_FORMATS
-    return reader(path, strict_headers=strict, encoding=encoding)
+    try:
+        return reader(path, strict_headers=strict, encoding=encoding, max_bytes=limit)
+    except TqaforgeError:
+        raise
+    except _PARSER_ERRORS as exc:
+        raise _parser_error(path, fmt, exc) from None
+
+
+# What the parsers we call raise on bad input, beyond the ReaderErrors of our own checks: each
+# reader turns the ones it can place (a line, a row) into a ReaderError itself; this is the net
+# under all of them, so that no file can end an import with a traceback.
+_PARSER_ERRORS: tuple[type[BaseException], ...] = (
+    RecursionError, MemoryError, ValueError, csv.Error, OSError, EOFError, SyntaxError,
+)
+
+
+def _parser_error(path: Path, fmt: str, exc: BaseException) -> ReaderError:
+    if isinstance(exc, RecursionError):
+        return ReaderError(str(path), f"the {fmt} content is nested too deeply to be read as a table")
+    if isinstance(exc, MemoryError):
+        return ReaderError(
+            str(path), "not enough memory to read the file",
+            hint="split the file, or pass a smaller --max-file-size to refuse such files up front",
+        )
+    return ReaderError(str(path), f"cannot be read as {fmt}: {type(exc).__name__}: {exc}")
 
 
 __all__ = [
     "BENCHMARK_FORMATS",
+    "DEFAULT_MAX_BYTES",
     "FORMATS",
     "READERS",
     "detect_format",

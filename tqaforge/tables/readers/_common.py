@@ -12,14 +12,65 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import stat
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from charset_normalizer import from_bytes
 
 from tqaforge.errors import ReaderError
+from tqaforge.tables.cells import clean_text
 from tqaforge.tables.source import ReadRecord
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import PackedRows, Table
+
+#: The largest file a reader reads by default (``--max-file-size`` changes it): a bound on
+#: memory, so that no input (``/dev/zero``, a runaway export) can exhaust it.
+DEFAULT_MAX_BYTES = 1024**3
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def describe_size(n: int) -> str:
+    """``1073741824`` -> ``"1 GiB"``; sizes as the --max-file-size flag takes them."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= factor:
+            return f"{n / factor:.3g} {unit}"
+    return f"{n} bytes"
+
+
+class TextCleaner:
+    """Applies the one control-character rule (:func:`~tqaforge.tables.cells.clean_text`) to
+    every text a reader produces, and counts what it removed, so that the import can say so."""
+
+    __slots__ = ("removed",)
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def __call__(self, text: str) -> str:
+        cleaned = clean_text(text)
+        if cleaned is not text:
+            self.removed += len(text) - len(cleaned)
+        return cleaned
+
+    def cells(self, cells: Iterable[str]) -> list[str]:
+        return [self(c) for c in cells]
+
+    def value(self, value: object) -> object:
+        """Clean every string inside a JSON-like value (questions' metadata)."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {self(k) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+        return value
 
 # Longest first: the UTF-32-LE mark starts with the UTF-16-LE one.
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -31,16 +82,63 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 )
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, or a :class:`ReaderError` that says why they cannot be had."""
+def _too_large(path: Path, max_bytes: int, size: str) -> ReaderError:
+    return ReaderError(
+        str(path),
+        f"the file is {size}, more than the limit of {describe_size(max_bytes)}",
+        hint="pass a larger --max-file-size if the file is really a table",
+    )
+
+
+def open_regular(path: Path) -> int:
+    """An open descriptor on ``path`` if it is a regular file; a :class:`ReaderError` otherwise.
+
+    Opened non-blocking (a FIFO would block in ``open`` until a writer came) and checked on the
+    open descriptor, so a file swapped for a FIFO between a check and the open is refused too."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ReaderError(str(path), "no such file") from None
     except IsADirectoryError:
         raise ReaderError(str(path), "is a directory, not a file") from None
     except OSError as exc:
         raise ReaderError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        os.set_blocking(fd, True)
+        return fd
+    os.close(fd)
+    kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+    if stat.S_ISDIR(mode):
+        raise ReaderError(str(path), "is a directory, not a file")
+    raise ReaderError(
+        str(path), f"is {kind}, not a regular file: only regular files are read",
+        hint="copy the data into a regular file and import that",
+    )
+
+
+def read_bytes(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, or a :class:`ReaderError` that says
+    why they cannot be had (missing, a directory, a FIFO or device, too large, unreadable)."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise _too_large(path, max_bytes, describe_size(size))
+        try:
+            # read(n) allocates n bytes up front: ask for the size stat gave, plus one byte
+            # that tells a file still growing, which is then read on in bounded chunks.
+            data = handle.read(size + 1)
+            if len(data) > size:
+                grown = bytearray(data)
+                while len(grown) <= max_bytes and (chunk := handle.read(1 << 20)):
+                    grown += chunk
+                data = bytes(grown)
+        except OSError as exc:
+            raise ReaderError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise _too_large(path, max_bytes, f"over {describe_size(max_bytes)} (it grew while being read)")
+    return data
 
 
 def _decode_error(path: Path, data: bytes, exc: UnicodeDecodeError, encoding: str) -> ReaderError:
@@ -50,7 +148,7 @@ def _decode_error(path: Path, data: bytes, exc: UnicodeDecodeError, encoding: st
         str(path),
         f"byte 0x{data[offset]:02x} at offset {offset} is not valid {encoding}",
         line=line,
-        hint="save the file as UTF-8, or pass the file's encoding explicitly",
+        hint="save the file as UTF-8",
     )
 
 
@@ -118,7 +216,7 @@ def check_header(
                 f"{where}header column {col} is blank",
                 line=line,
                 row=row,
-                hint="name every column, or read with strict_headers=False to keep the header as it is",
+                hint="name every column, or pass --lenient-headers to keep the header as it is",
             )
         if name in seen:
             raise ReaderError(
@@ -126,7 +224,7 @@ def check_header(
                 f"{where}header name {name!r} appears in columns {seen[name]} and {col}",
                 line=line,
                 row=row,
-                hint="rename one of the columns, or read with strict_headers=False",
+                hint="rename one of the columns, or pass --lenient-headers to keep both",
             )
         seen[name] = col
 
@@ -134,46 +232,59 @@ def check_header(
 def finish_table(
     path: Path,
     header: Sequence[str],
-    rows: Sequence[Sequence[str]],
+    rows: Iterable[Sequence[str]],
     *,
+    cleaner: TextCleaner,
     strict_headers: bool,
     where: str = "",
     header_line: int | None = None,
-    row_lines: Sequence[int | None] | None = None,
+    row_lines: Sequence[int | None] | Callable[[int], int | None] | None = None,
     row_name: Callable[[int], str] | None = None,
     caption: str | None = None,
     allow_no_rows: bool = False,
 ) -> Table:
-    """Check a parsed header and rows and make the :class:`Table`.
+    """Clean, check and pack a parsed header and rows into a :class:`Table`.
+
+    This is the one place where every reader's text passes ``cleaner`` (control characters
+    removed and counted) before any check, and where rows are packed (:class:`PackedRows`), so
+    ``rows`` may be a generator: it is consumed once, row by row, and never held as lists.
 
     Raises a :class:`ReaderError` for a table without columns or data rows, for a blank or
     duplicate header name when ``strict_headers``, and for the first row whose width differs
     from the header's (rows are never padded: a short row usually means a shifted one).
-    ``where`` prefixes the problem ("table 2: "); ``row_lines[i]`` is the line of data row
-    ``i``; ``row_name(i)`` names it in the format's own terms ("data[3]")."""
+    ``where`` prefixes the problem ("table 2: "); ``row_lines`` gives the line of data row
+    ``i`` (a list, or a function called as soon as the row is read); ``row_name(i)`` names it
+    in the format's own terms ("data[3]")."""
+    header = cleaner.cells(header)
     if not header:
         raise ReaderError(str(path), f"{where}the header row has no cells", line=header_line, row=1)
     if strict_headers:
         check_header(path, header, where=where, line=header_line)
     width = len(header)
+    packed = PackedRows()
     for i, row in enumerate(rows):
         if len(row) != width:
             name = row_name(i) if row_name else "the row"
+            line = row_lines(i) if callable(row_lines) else row_lines[i] if row_lines else None
             raise ReaderError(
                 str(path),
                 f"{where}{name} has {len(row)} cells but the header has {width}",
-                line=row_lines[i] if row_lines else None,
+                line=line,
                 row=i + 2,
                 hint="every row needs one cell per header column (empty cells included)",
             )
-    if not rows and not allow_no_rows:
+        # One join and one search per row: rows without control characters (nearly all) are
+        # not cleaned cell by cell.
+        joined = "".join(row)
+        packed.append(row if clean_text(joined) is joined else cleaner.cells(row))
+    if not packed and not allow_no_rows:
         raise ReaderError(
             str(path),
             f"{where}the table has a header but no data rows",
             line=header_line,
             hint="a table needs at least one row below its header",
         )
-    return Table(header=tuple(header), rows=tuple(tuple(r) for r in rows), caption=caption)
+    return Table(header=tuple(header), rows=packed, caption=cleaner(caption) if caption is not None else None)
 
 
 def table_records(path: Path, tables: Sequence[Table]) -> list[ReadRecord]:

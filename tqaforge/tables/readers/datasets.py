@@ -29,13 +29,14 @@ in the generic formats and TableBench, where a table without data rows is an err
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, read_bytes, to_cell
-from tqaforge.tables.readers.jsonfmt import is_table_object, parse_json, table_from_object
+from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, TextCleaner, decode, read_bytes, to_cell
+from tqaforge.tables.readers.jsonfmt import json_kind, is_table_object, parse_json, table_from_object
 from tqaforge.tables.source import Cell, ReadRecord, ReadResult, SourceItem
 from tqaforge.tables.table import Table
 
@@ -49,10 +50,12 @@ _FOLDER = re.compile(r"^\d\d_")
 _FREB_FIELDS = frozenset({"id", "uid", "question", "answers", "answer", "table", "rel_cell", "paragraphs", "meta", "table_id"})
 
 
-def iter_json_lines(path: Path, encoding: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_json_lines(
+    path: Path, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; the whole file is decoded first, so a
     bad byte anywhere fails before any record is used."""
-    text = decode(path, read_bytes(path), encoding=encoding, detect=False)
+    text = decode(path, read_bytes(path, max_bytes), encoding=encoding, detect=False)
     # Split on \n only: U+2028 and friends may stand unescaped inside JSON strings.
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -63,18 +66,48 @@ def iter_json_lines(path: Path, encoding: str | None = None) -> Iterator[tuple[i
         yield number, value
 
 
-def _text(path: Path, obj: dict[str, Any], key: str, line: int) -> str:
+def _field_error(path: Path, field: str, value: object, expected: str, line: int) -> ReaderError:
+    return ReaderError(
+        str(path), f"{field!r} is {json_kind(value)}, not {expected}", line=line,
+        hint="fix the line, or leave it out of the file: nothing of the file was imported",
+    )
+
+
+def _text(path: Path, obj: dict[str, Any], key: str, line: int, cleaner: TextCleaner) -> str:
     value = obj[key]
     if not isinstance(value, str):
-        raise ReaderError(str(path), f"{key!r} is a {type(value).__name__}, not a string", line=line)
-    return value
+        raise _field_error(path, key, value, "a string", line)
+    return cleaner(value)
 
 
-def read_tablebench(path: Path, *, strict_headers: bool = False, encoding: str | None = None) -> ReadResult:
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _identifier(path: Path, value: object, field: str, line: int, cleaner: TextCleaner) -> str:
+    """An id: a string or an integer (a list, object, float or boolean is no id)."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return cleaner(to_cell(value))
+    raise _field_error(path, field, value, "a string or an integer", line)
+
+
+def _answer(path: Path, value: object, field: str, line: int, cleaner: TextCleaner) -> str:
+    """An answer: a string, or a finite number written as text (TableBench's are strings)."""
+    if isinstance(value, str) or _is_number(value):
+        return cleaner(to_cell(value))
+    raise _field_error(path, field, value, "a string or a number", line)
+
+
+def read_tablebench(
+    path: Path, *, strict_headers: bool = False, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read TableBench JSONL: ``{id, qtype, qsubtype, table{columns, data}, question, answer,
-    chart_type?}`` per line, each a record with one ``tablebench`` item."""
+    chart_type?}`` per line, each a record with one ``tablebench`` item. Each field's type is
+    checked (id: string or integer; question, qtype, qsubtype: strings; answer: string or
+    number; columns: strings or numbers; data: rows of strings, numbers, booleans or null)."""
     records: list[ReadRecord] = []
-    for line, obj in iter_json_lines(path, encoding):
+    cleaner = TextCleaner()
+    for line, obj in iter_json_lines(path, encoding, max_bytes):
         missing = [k for k in TABLEBENCH_KEYS if k not in obj]
         if missing:
             raise ReaderError(
@@ -88,26 +121,29 @@ def read_tablebench(path: Path, *, strict_headers: bool = False, encoding: str |
             and isinstance(table_obj.get("data"), list)
         ):
             raise ReaderError(str(path), "'table' is not an object with 'columns' and 'data' lists", line=line)
-        table = table_from_object(path, table_obj, strict_headers=strict_headers, line=line, prefix="table.")
+        table = table_from_object(
+            path, table_obj, strict_headers=strict_headers, line=line, prefix="table.", cleaner=cleaner,
+            scalars_only=True,
+        )
         meta: dict[str, object] = {}
         if obj.get("chart_type") not in (None, ""):
-            meta["chart_type"] = obj["chart_type"]
+            meta["chart_type"] = cleaner.value(obj["chart_type"])
         item = SourceItem(
-            question=_text(path, obj, "question", line),
-            answers=(to_cell(obj["answer"]),),
+            question=_text(path, obj, "question", line, cleaner),
+            answers=(_answer(path, obj["answer"], "answer", line, cleaner),),
             taxonomy="tablebench",
-            qtype=_text(path, obj, "qtype", line),
-            subtype=_text(path, obj, "qsubtype", line),
-            source_id=to_cell(obj["id"]),
+            qtype=_text(path, obj, "qtype", line, cleaner),
+            subtype=_text(path, obj, "qsubtype", line, cleaner),
+            source_id=_identifier(path, obj["id"], "id", line, cleaner),
             meta=meta,
         )
         records.append(ReadRecord(table=table, location=f"{path}:{line}", items=(item,)))
     if not records:
         raise ReaderError(str(path), "the file holds no questions")
-    return ReadResult(path=str(path), format="tablebench", records=records)
+    return ReadResult(path=str(path), format="tablebench", records=records, control_chars_removed=cleaner.removed)
 
 
-def _freb_table(path: Path, value: object, line: int, strict_headers: bool) -> Table:
+def _freb_table(path: Path, value: object, line: int, strict_headers: bool, cleaner: TextCleaner) -> Table:
     if isinstance(value, list):
         # WikiTableQuestions style: a list of rows, the first being the header.
         if not value or not isinstance(value[0], list):
@@ -115,11 +151,12 @@ def _freb_table(path: Path, value: object, line: int, strict_headers: bool) -> T
         obj = {"header": value[0], "rows": value[1:]}
         return table_from_object(
             path, obj, strict_headers=strict_headers, line=line, prefix="table.", row_name=lambda i: f"table[{i + 1}]",
-            allow_no_rows=True,
+            allow_no_rows=True, cleaner=cleaner, scalars_only=True,
         )
     if is_table_object(value):
         return table_from_object(
-            path, value, strict_headers=strict_headers, line=line, prefix="table.", allow_no_rows=True  # type: ignore[arg-type]
+            path, value, strict_headers=strict_headers, line=line, prefix="table.", allow_no_rows=True,  # type: ignore[arg-type]
+            cleaner=cleaner, scalars_only=True,
         )
     raise ReaderError(
         str(path), "'table' is neither {header, rows} nor a list of rows", line=line,
@@ -127,12 +164,14 @@ def _freb_table(path: Path, value: object, line: int, strict_headers: bool) -> T
     )
 
 
-def _answers(path: Path, obj: dict[str, Any], line: int) -> tuple[str, ...]:
-    value = obj["answers"] if "answers" in obj else obj.get("answer")
+def _answers(path: Path, obj: dict[str, Any], line: int, cleaner: TextCleaner) -> tuple[str, ...]:
+    key = "answers" if "answers" in obj else "answer"
+    value = obj.get(key)
     if value is None:
         raise ReaderError(str(path), "no 'answers' (or 'answer')", line=line)
-    values = value if isinstance(value, list) else [value]
-    return tuple(to_cell(v) for v in values)
+    if not isinstance(value, list):
+        return (_answer(path, value, key, line, cleaner),)
+    return tuple(_answer(path, v, f"{key}[{i}]", line, cleaner) for i, v in enumerate(value))
 
 
 def _cells(path: Path, value: object, line: int) -> tuple[Cell, ...]:
@@ -164,7 +203,9 @@ def _subtype(path: Path) -> str | None:
     return None
 
 
-def read_freb_tqa(path: Path, *, strict_headers: bool = False, encoding: str | None = None) -> ReadResult:
+def read_freb_tqa(
+    path: Path, *, strict_headers: bool = False, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read FREB-TQA / WikiTableQuestions-style JSONL: ``question``, ``answers`` (or
     ``answer``), ``table`` as ``{header, rows}`` or a list of rows, optional ``rel_cell``
     (index base and the short-table caveat in the module doc). Other fields go to ``meta``."""
@@ -172,11 +213,12 @@ def read_freb_tqa(path: Path, *, strict_headers: bool = False, encoding: str | N
     subtype = _subtype(path)
     folder = path.parent.name if _FOLDER.match(path.parent.name) else None
     records: list[ReadRecord] = []
-    for line, obj in iter_json_lines(path, encoding):
+    cleaner = TextCleaner()
+    for line, obj in iter_json_lines(path, encoding, max_bytes):
         for key in ("question", "table"):
             if key not in obj:
                 raise ReaderError(str(path), f"missing key {key!r}", line=line)
-        table = _freb_table(path, obj["table"], line, strict_headers)
+        table = _freb_table(path, obj["table"], line, strict_headers, cleaner)
         meta: dict[str, object] = {}
         if folder:
             meta["folder"] = folder
@@ -198,10 +240,11 @@ def read_freb_tqa(path: Path, *, strict_headers: bool = False, encoding: str | N
             # answer repeat the top level.
             meta.update({k: v for k, v in nested.items() if k not in ("uid", "question", "answer", "answers")})
         meta.update({k: v for k, v in obj.items() if k not in _FREB_FIELDS})
-        answers = _answers(path, obj, line)
-        if "answers" in obj and "answer" in obj and _answers(path, {"answers": obj["answer"]}, line) != answers:
+        answers = _answers(path, obj, line, cleaner)
+        if "answers" in obj and "answer" in obj and _answers(path, {"answers": obj["answer"]}, line, TextCleaner()) != answers:
             meta["answer"] = obj["answer"]
-        source = obj.get("id", obj.get("uid"))
+        id_key = "id" if "id" in obj else "uid"
+        source = obj.get(id_key)
         if "id" in obj and "uid" in obj and obj["uid"] != obj["id"]:
             meta["uid"] = obj["uid"]
         relevant: tuple[Cell, ...] | None = None
@@ -220,16 +263,16 @@ def read_freb_tqa(path: Path, *, strict_headers: bool = False, encoding: str | N
                         )
                 relevant = cells
         item = SourceItem(
-            question=_text(path, obj, "question", line),
+            question=_text(path, obj, "question", line, cleaner),
             answers=answers,
             taxonomy="freb-tqa",
             qtype="QuestionType" if subtype else None,
             subtype=subtype,
-            source_id=to_cell(source) if source is not None else None,
+            source_id=_identifier(path, source, id_key, line, cleaner) if source is not None else None,
             relevant_cells=relevant,
-            meta=meta,
+            meta=cleaner.value(meta),  # type: ignore[arg-type]
         )
         records.append(ReadRecord(table=table, location=f"{path}:{line}", items=(item,)))
     if not records:
         raise ReaderError(str(path), "the file holds no questions")
-    return ReadResult(path=str(path), format="freb-tqa", records=records)
+    return ReadResult(path=str(path), format="freb-tqa", records=records, control_chars_removed=cleaner.removed)

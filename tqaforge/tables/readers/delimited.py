@@ -10,33 +10,42 @@ table has one column. Quoting is always RFC 4180 double quotes, and cells are ke
 from __future__ import annotations
 
 import csv
-import io
-from itertools import islice
+import re
+from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes
+from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, TextCleaner, decode, finish_table, read_bytes
 from tqaforge.tables.source import ReadRecord, ReadResult
 
 CANDIDATES = (",", ";", "\t", "|")
 # Enough records to tell a real delimiter from a character that happens to occur in cells.
 _SAMPLE_RECORDS = 200
 _SNIFF_CHARS = 32_768
+# A line with its end, as io.StringIO(newline="") splits them (CRLF, CR or LF; nothing else).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_NOT_SPACE = re.compile(r"\S")
+_QUOTE_HINT = "check the quotes on this line: a quoted cell must end with a quote, and a quote inside one is doubled"
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time: unlike ``io.StringIO(text)``, which copies the
+    whole text into a buffer of 4 bytes per character, or ``splitlines``, which holds them all."""
+    return (m.group() for m in _LINE.finditer(text))
 
 
 def _reader(text: str, delimiter: str, *, strict: bool = True) -> Any:
-    # A csv reader object (it has ``line_num``). newline="" keeps line breaks inside quoted cells exactly as written.
+    # A csv reader object (it has ``line_num``). Line ends are passed on as written, so line
+    # breaks inside quoted cells are kept exactly.
     return csv.reader(
-        io.StringIO(text, newline=""),
+        _lines(text),
         delimiter=delimiter,
         quotechar='"',
         doublequote=True,
         skipinitialspace=False,
         strict=strict,
     )
-
-
 def _width(text: str, delimiter: str) -> int | None:
     """The common width of the first records split by ``delimiter``, or None if they differ
     or do not parse."""
@@ -68,48 +77,81 @@ def detect_delimiter(text: str, default: str = ",") -> str:
     return default
 
 
-def _read(path: Path, fmt: str, default: str, strict_headers: bool, encoding: str | None) -> ReadResult:
-    text = decode(path, read_bytes(path), encoding=encoding)
-    if not text.strip():
-        raise ReaderError(str(path), "the file is empty", hint="a table needs a header row and data rows")
+def _csv_error(path: Path, exc: csv.Error, line: int, start: int, row: int) -> ReaderError:
+    if "field larger than field limit" in str(exc):
+        # Almost always a quote left open: everything after it reads as one cell, so the line
+        # to look at is where the record starts, not where the parser gave up.
+        return ReaderError(
+            str(path), f"a cell starting on this line is longer than {csv.field_size_limit():,} characters",
+            line=start, row=row, hint="look for a quote that is opened and never closed at or above this line",
+        )
+    return ReaderError(str(path), f"malformed CSV: {exc}", line=line, row=row, hint=_QUOTE_HINT)
+
+
+def _records(path: Path, reader: Any, lines: list[int]) -> Iterator[list[str]]:
+    """Non-empty records one by one; ``lines[0]`` is kept at the first line of the last one."""
+    count = 0
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise _csv_error(path, exc, reader.line_num, start, count + 1) from None
+        # An empty line carries no cells; a one-column row with an empty cell is written `""`.
+        if record:
+            count += 1
+            lines[0] = start
+            yield record
+
+
+def _is_blank(text: str) -> bool:
+    """True for a file of nothing but whitespace, which holds no table; found without
+    ``text.strip()``, which would copy the whole text."""
+    return _NOT_SPACE.search(text) is None
+
+
+def _read(
+    path: Path, fmt: str, default: str, strict_headers: bool, encoding: str | None, max_bytes: int
+) -> ReadResult:
+    text = decode(path, read_bytes(path, max_bytes), encoding=encoding)
     delimiter = detect_delimiter(text, default)
-    reader = _reader(text, delimiter)
-    records: list[tuple[int, list[str]]] = []
-    try:
-        while True:
-            start = reader.line_num + 1
-            try:
-                record = next(reader)
-            except StopIteration:
-                break
-            # An empty line carries no cells; a one-column row with an empty cell is written `""`.
-            if record:
-                records.append((start, record))
-    except csv.Error as exc:
-        raise ReaderError(
-            str(path),
-            f"malformed CSV: {exc}",
-            line=reader.line_num,
-            row=len(records) + 1,
-            hint="check the quotes on this line: a quoted cell must end with a quote, and a quote inside one is doubled",
-        ) from None
-    (header_line, header), *body = records
+    line = [0]
+    records = _records(path, _reader(text, delimiter), line)
+    header = next(records, None)
+    header_line = line[0]
+    # Only line breaks, or one line of spaces: nothing a writer would make of a table. A space
+    # as the only cell of a table is written on two lines (header and row), and is read back.
+    first = next(records, None) if header is not None and _is_blank(text) else None
+    if header is None or (first is None and _is_blank(text)):
+        raise ReaderError(str(path), "the file is empty", hint="a table needs a header row and data rows")
+    rows = records if first is None else chain([first], records)
+    cleaner = TextCleaner()
     table = finish_table(
         path,
         header,
-        [r for _, r in body],
+        rows,
+        cleaner=cleaner,
         strict_headers=strict_headers,
         header_line=header_line,
-        row_lines=[line for line, _ in body],
+        row_lines=lambda _: line[0],
     )
-    return ReadResult(path=str(path), format=fmt, records=[ReadRecord(table=table, location=str(path))])
+    return ReadResult(
+        path=str(path), format=fmt, records=[ReadRecord(table=table, location=str(path))],
+        control_chars_removed=cleaner.removed,
+    )
 
 
-def read_csv(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def read_csv(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read a comma-separated (or sniffed ; \\t |) file; the first row is the header."""
-    return _read(path, "csv", ",", strict_headers, encoding)
+    return _read(path, "csv", ",", strict_headers, encoding, max_bytes)
 
 
-def read_tsv(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def read_tsv(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read a tab-separated file (delimiter still checked, tab preferred); first row the header."""
-    return _read(path, "tsv", "\t", strict_headers, encoding)
+    return _read(path, "tsv", "\t", strict_headers, encoding, max_bytes)

@@ -10,12 +10,20 @@ dates and times are written in ISO 8601.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import finish_table, read_bytes, to_cell
+from tqaforge.errors import ReaderError, TqaforgeError
+from tqaforge.tables.readers._common import (
+    DEFAULT_MAX_BYTES,
+    TextCleaner,
+    describe_size,
+    finish_table,
+    read_bytes,
+    to_cell,
+)
 from tqaforge.tables.source import ReadRecord, ReadResult
 from tqaforge.tables.table import Table
 
@@ -39,34 +47,61 @@ def _column_letter(index: int) -> str:
     return get_column_letter(index)
 
 
-def read_excel(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def _check_unpacked_size(path: Path, data: bytes, max_bytes: int) -> None:
+    """Refuse a workbook whose parts unpack to more than ``max_bytes``: a few kilobytes of
+    zip can unpack to gigabytes of sheet XML (a zip bomb)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise ReaderError(
+            str(path), f"not a readable .xlsx workbook ({type(exc).__name__}: {exc})",
+            hint="old .xls files must be saved as .xlsx first",
+        ) from None
+    if unpacked > max_bytes:
+        raise ReaderError(
+            str(path), f"the workbook unpacks to {describe_size(unpacked)}, more than the limit of {describe_size(max_bytes)}",
+            hint="pass a larger --max-file-size if the workbook is really that large",
+        )
+
+
+def read_excel(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read every non-empty worksheet of an .xlsx workbook as one table. ``encoding`` is
     accepted for a uniform reader signature and ignored (the format fixes it)."""
     from openpyxl import load_workbook  # imported here: openpyxl is slow to import
 
-    read_bytes(path)  # the same "no such file" errors as the other readers
+    # Read once, bounded and from a regular file only; openpyxl then reads the bytes in memory.
+    data = read_bytes(path, max_bytes)
+    _check_unpacked_size(path, data, max_bytes)
+    cleaner = TextCleaner()
+    records: list[ReadRecord] = []
     try:
-        workbook = load_workbook(path, read_only=True, data_only=True)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
+        workbook = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            for sheet in workbook.worksheets:
+                table = _read_sheet(path, sheet, strict_headers, cleaner)
+                if table is not None:
+                    records.append(ReadRecord(table=table, location=f"{path}#{cleaner(sheet.title)}"))
+        finally:
+            workbook.close()
+    except TqaforgeError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        # openpyxl and the XML parser under it raise whatever they meet (KeyError, TypeError,
+        # XML syntax errors, ...) on a damaged workbook; every one means "this file is broken".
         raise ReaderError(
             str(path),
             f"not a readable .xlsx workbook ({type(exc).__name__}: {exc})",
-            hint="old .xls files must be saved as .xlsx first",
+            hint="open and save the workbook again in a spreadsheet program; old .xls files must be saved as .xlsx",
         ) from None
-    records: list[ReadRecord] = []
-    try:
-        for sheet in workbook.worksheets:
-            table = _read_sheet(path, sheet, strict_headers)
-            if table is not None:
-                records.append(ReadRecord(table=table, location=f"{path}#{sheet.title}"))
-    finally:
-        workbook.close()
     if not records:
         raise ReaderError(str(path), "every worksheet is empty")
-    return ReadResult(path=str(path), format="excel", records=records)
+    return ReadResult(path=str(path), format="excel", records=records, control_chars_removed=cleaner.removed)
 
 
-def _read_sheet(path: Path, sheet: "ReadOnlyWorksheet", strict_headers: bool) -> Table | None:
+def _read_sheet(path: Path, sheet: "ReadOnlyWorksheet", strict_headers: bool, cleaner: TextCleaner) -> Table | None:
     """The sheet's table, or None for a sheet without content."""
     where = f"sheet {sheet.title!r}: "
     # Read-only sheets trust the file's stored dimensions, which some writers get wrong;
@@ -102,7 +137,7 @@ def _read_sheet(path: Path, sheet: "ReadOnlyWorksheet", strict_headers: bool) ->
         rows.append(cells[left:header_width])
     header = header_cells[left:header_width]
     try:
-        return finish_table(path, header, rows, strict_headers=strict_headers, where=where)
+        return finish_table(path, header, rows, strict_headers=strict_headers, where=where, cleaner=cleaner)
     except ReaderError as exc:
         # Table rows count from the header; the sheet's row numbers are what a user sees.
         if exc.row is not None:

@@ -5,6 +5,10 @@
 * ``rowspan``/``colspan`` are expanded by copying the cell's text into every grid position it
   covers (``rowspan="0"`` spans to the last row).
 * The header is the first row (``th`` or ``td``); ``<caption>`` becomes the caption.
+* A span in the header is not a repeated name (most Wikipedia tables have one): when the next
+  rows are all ``<th>`` they are header rows too, and each column is named by the texts above
+  it ("Population 2010"); a name a ``colspan`` still repeats is numbered ("Population",
+  "Population (2)"). Two separate cells of the same text remain a duplicate name.
 * Cell text is what a browser shows: entities are unescaped, each run of ASCII whitespace is
   one space, ``<br>`` is a line break, and spaces at the ends of each line are dropped.
 * A table nested in a cell is a table of its own; its text is not part of the outer cell.
@@ -18,7 +22,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes, table_records
+from tqaforge.tables.readers._common import (
+    DEFAULT_MAX_BYTES,
+    TextCleaner,
+    decode,
+    finish_table,
+    read_bytes,
+    table_records,
+)
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
@@ -57,6 +68,7 @@ class _Cell:
     chunks: list[str | None] = field(default_factory=list)
     rowspan: int = 1
     colspan: int = 1
+    is_th: bool = False
 
 
 @dataclass
@@ -138,7 +150,11 @@ class _TableParser(HTMLParser):
                 t.row = _Row(line=line)
                 t.rows.append(t.row)
             a = dict(attrs)
-            t.cell = _Cell(rowspan=_span(a.get("rowspan"), _MAX_ROWSPAN), colspan=max(1, _span(a.get("colspan"), _MAX_COLSPAN)))
+            t.cell = _Cell(
+                rowspan=_span(a.get("rowspan"), _MAX_ROWSPAN),
+                colspan=max(1, _span(a.get("colspan"), _MAX_COLSPAN)),
+                is_th=tag == "th",
+            )
             t.row.cells.append(t.cell)
         elif tag in ("thead", "tbody", "tfoot"):
             t.in_caption = False
@@ -186,10 +202,21 @@ class _TableParser(HTMLParser):
             self.done.append(self.open.pop())
 
 
-def _grid(draft: _TableDraft) -> list[tuple[int, list[str]]]:
-    """Expand spans: each row as (line, cell texts), spanned positions holding copies."""
+@dataclass
+class _GridRow:
+    """One row of the expanded grid: texts, and for each position the cell it came from."""
+
+    line: int
+    texts: list[str]
+    origins: list[tuple[int, int]]  # (row, column) of the cell that covers the position
+    all_th: bool  # every cell that starts in this row is a <th>
+
+
+def _grid(draft: _TableDraft) -> list[_GridRow]:
+    """Expand spans: each row's positions hold copies of the cell that spans them."""
     n = len(draft.rows)
-    occupied: dict[tuple[int, int], str] = {}
+    occupied: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
+    all_th = [bool(row.cells) and all(cell.is_th for cell in row.cells) for row in draft.rows]
     for r, row in enumerate(draft.rows):
         c = 0
         for cell in row.cells:
@@ -199,19 +226,66 @@ def _grid(draft: _TableDraft) -> list[tuple[int, list[str]]]:
             rowspan = n - r if cell.rowspan == 0 else min(cell.rowspan, n - r)
             for dr in range(rowspan):
                 for dc in range(cell.colspan):
-                    occupied.setdefault((r + dr, c + dc), text)
+                    occupied.setdefault((r + dr, c + dc), (text, (r, c)))
             c += cell.colspan
-    out: list[tuple[int, list[str]]] = []
+    out: list[_GridRow] = []
     for r, row in enumerate(draft.rows):
         width = 0
         while (r, width) in occupied:
             width += 1
         if width:  # An empty <tr></tr> holds nothing, not a row of zero cells.
-            out.append((row.line, [occupied[(r, c)] for c in range(width)]))
+            cells = [occupied[(r, c)] for c in range(width)]
+            out.append(_GridRow(row.line, [t for t, _ in cells], [o for _, o in cells], all_th[r]))
         extra = [c for (rr, c) in occupied if rr == r and c >= width]
         if extra:
             raise _GapError(row.line, r)
     return out
+
+
+def _n_header_rows(grid: list[_GridRow]) -> int:
+    """How many rows the header takes: the first, and the all-<th> rows below it of the same
+    width while the rows so far have a cell spanning columns (which the rows below split)."""
+    n = 1
+    first = grid[0]
+    while (
+        first.all_th
+        and n < len(grid) - 1
+        and grid[n].all_th
+        and len(grid[n].texts) == len(first.texts)
+        and any(len(set(row.origins)) < len(row.origins) for row in grid[:n])
+    ):
+        n += 1
+    return n
+
+
+def header_names(rows: list[_GridRow]) -> list[str]:
+    """Column names from header rows: the distinct texts above each column joined by a space
+    (a cell spanning down is counted once), then numbers for repeats a span made."""
+    width = len(rows[0].texts)
+    names: list[str] = []
+    for c in range(width):
+        parts: list[str] = []
+        previous: tuple[int, int] | None = None
+        for row in rows:
+            text, origin = row.texts[c], row.origins[c]
+            if origin != previous and text and (not parts or parts[-1] != text):
+                parts.append(text)
+            previous = origin
+        names.append(" ".join(parts))
+    keys = [tuple(row.origins[c] for row in rows) for c in range(width)]
+    taken = set(names)
+    seen: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
+    for c, (name, key) in enumerate(zip(names, keys)):
+        count = seen.get((name, key), 0) + 1
+        seen[(name, key)] = count
+        if count > 1 and name:
+            # The same cell over several columns: a span, not a user's repeated name.
+            k = count
+            while f"{name} ({k})" in taken:
+                k += 1
+            names[c] = f"{name} ({k})"
+            taken.add(names[c])
+    return names
 
 
 class _GapError(Exception):
@@ -219,15 +293,18 @@ class _GapError(Exception):
         self.line, self.row = line, row
 
 
-def read_html(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def read_html(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read every ``<table>`` of an HTML file (rules in the module doc)."""
-    text = decode(path, read_bytes(path), encoding=encoding)
+    text = decode(path, read_bytes(path, max_bytes), encoding=encoding)
     parser = _TableParser()
     parser.feed(text)
     parser.close()
     drafts = sorted(parser.done, key=lambda d: d.number)
     if not drafts:
         raise ReaderError(str(path), "no <table> element found", hint="is this the right file?")
+    cleaner = TextCleaner()
     tables: list[Table] = []
     for d in drafts:
         where = f"table {d.number} (line {d.line}): " if len(drafts) > 1 else ""
@@ -240,19 +317,21 @@ def read_html(path: Path, *, strict_headers: bool = True, encoding: str | None =
             ) from None
         if not grid:
             raise ReaderError(str(path), f"{where}the table has no rows", line=d.line, hint="remove the empty <table>")
-        (header_line, header), *body = grid
+        n_head = _n_header_rows(grid)
+        body = grid[n_head:]
         caption = cell_text(d.caption) if d.caption is not None else None
         tables.append(
             finish_table(
                 path,
-                header,
-                [cells for _, cells in body],
+                header_names(grid[:n_head]),
+                [row.texts for row in body],
+                cleaner=cleaner,
                 strict_headers=strict_headers,
                 where=where,
-                header_line=header_line,
-                row_lines=[line for line, _ in body],
+                header_line=grid[0].line,
+                row_lines=[row.line for row in body],
                 caption=caption or None,
             )
         )
     records = table_records(path, tables)
-    return ReadResult(path=str(path), format="html", records=records)
+    return ReadResult(path=str(path), format="html", records=records, control_chars_removed=cleaner.removed)

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes, to_cell, table_records
+from tqaforge.tables.readers._common import (
+    DEFAULT_MAX_BYTES,
+    TextCleaner,
+    decode,
+    finish_table,
+    read_bytes,
+    table_records,
+    to_cell,
+)
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
@@ -30,7 +38,9 @@ _SHAPES_HINT = (
 
 
 def parse_json(path: Path, text: str, *, line_offset: int = 0) -> Any:
-    """``json.loads`` whose errors name the file, line and column."""
+    """``json.loads`` whose errors name the file, line and column. ``line_offset`` is the
+    number of lines before ``text`` in the file (JSON Lines), so errors name the file's line."""
+    where = line_offset + 1 if line_offset else None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -42,6 +52,38 @@ def parse_json(path: Path, text: str, *, line_offset: int = 0) -> Any:
             line=exc.lineno + line_offset,
             hint="the text ends in the middle of a value: the file looks truncated" if truncated else None,
         ) from None
+    except RecursionError:
+        # The parser recurses once per level of [ or {; no table is nested this deep.
+        raise ReaderError(
+            str(path), "the JSON is nested too deeply to be a table (thousands of [ or { levels)", line=where,
+            hint="a table is a list of rows or of objects, nested two or three levels",
+        ) from None
+    except ValueError as exc:
+        # e.g. an integer of more digits than Python converts (int_max_str_digits).
+        raise ReaderError(str(path), f"invalid JSON: {exc}", line=where) from None
+
+
+def _name(path: Path, value: object, field: str, where: str, line: int | None) -> str:
+    """A header name: a string, or a number written as text. Null, true/false, lists and
+    objects are not names; coercing them would store "", "true" or JSON text as a column name."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return to_cell(value)
+    raise ReaderError(
+        str(path), f"{where}{field} is {json_kind(value)}, not a column name (a string or a number)",
+        line=line, row=1, hint="name the column with a string",
+    )
+
+
+def json_kind(value: object) -> str:
+    """How JSON spells the type of ``value``, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def is_table_object(value: object) -> bool:
@@ -64,11 +106,15 @@ def table_from_object(
     prefix: str = "",
     row_name: Callable[[int], str] | None = None,
     allow_no_rows: bool = False,
+    cleaner: TextCleaner,
+    scalars_only: bool = False,
 ) -> Table:
     """A table from a ``{"columns", "data"}`` or ``{"header", "rows"}`` object. ``prefix`` is
     the JSON path of the object for messages ("table."), ``line`` its line in a JSON Lines file,
     ``row_name(i)`` overrides how data row ``i`` is named in messages; ``allow_no_rows`` as in
-    :func:`~tqaforge.tables.readers._common.finish_table`."""
+    :func:`~tqaforge.tables.readers._common.finish_table`. Header names must be strings or
+    numbers; with ``scalars_only`` (the benchmark formats) a cell that is a list or an object
+    is refused instead of being kept as JSON text."""
     columns_shape = isinstance(obj.get("columns"), list) and isinstance(obj.get("data"), list)
     head_key, rows_key = ("columns", "data") if columns_shape else ("header", "rows")
     name_row = row_name or (lambda i: f"{prefix}{rows_key}[{i}]")
@@ -84,12 +130,21 @@ def table_from_object(
                 str(path), f"{where}{name_row(i)} is a {type(row).__name__}, not a list of cells",
                 line=line, row=i + 2,
             )
+        if scalars_only:
+            for j, v in enumerate(row):
+                if isinstance(v, (list, dict)):
+                    raise ReaderError(
+                        str(path), f"{where}{name_row(i)}[{j}] is {json_kind(v)}, not a cell value",
+                        line=line, row=i + 2, hint="cells are strings, numbers, booleans or null",
+                    )
         cells.append([to_cell(v) for v in row])
+    names = [_name(path, h, f"{prefix}{head_key}[{j}]", where, line) for j, h in enumerate(header)]
     meta = {k: obj.get(k) for k in ("caption", "source", "licence")}
     table = finish_table(
         path,
-        [to_cell(h) for h in header],
+        names,
         cells,
+        cleaner=cleaner,
         strict_headers=strict_headers,
         where=where,
         header_line=line,
@@ -98,10 +153,12 @@ def table_from_object(
         allow_no_rows=allow_no_rows,
     )
     # Metadata only from the canonical shape's string fields; other members are not ours.
-    return table.with_metadata(**{k: v for k, v in meta.items() if isinstance(v, str)})
+    return table.with_metadata(**{k: cleaner(v) for k, v in meta.items() if isinstance(v, str)})
 
 
-def _table_from_records(path: Path, records: list[Any], *, strict_headers: bool, names: list[str]) -> Table:
+def _table_from_records(
+    path: Path, records: list[Any], *, strict_headers: bool, names: list[str], cleaner: TextCleaner
+) -> Table:
     header: dict[str, None] = {}
     for i, record in enumerate(records):
         if not isinstance(record, dict):
@@ -112,31 +169,34 @@ def _table_from_records(path: Path, records: list[Any], *, strict_headers: bool,
         header.update(dict.fromkeys(record))
     columns = list(header)
     rows = [[to_cell(record.get(c)) for c in columns] for record in records]
-    return finish_table(path, columns, rows, strict_headers=strict_headers)
+    return finish_table(path, columns, rows, strict_headers=strict_headers, cleaner=cleaner)
 
 
-def read_json(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def read_json(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read a JSON file holding one table or a list of tables (shapes in the module doc)."""
-    text = decode(path, read_bytes(path), encoding=encoding, detect=False)
+    text = decode(path, read_bytes(path, max_bytes), encoding=encoding, detect=False)
+    cleaner = TextCleaner()
     if not text.strip():
         raise ReaderError(str(path), "the file is empty")
     data = parse_json(path, text)
     tables: list[Table] = []
     if is_table_object(data):
-        tables.append(table_from_object(path, data, strict_headers=strict_headers))
+        tables.append(table_from_object(path, data, strict_headers=strict_headers, cleaner=cleaner))
     elif isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
         names = [f"member {k!r}" for k in data]
-        tables.append(_table_from_records(path, list(data.values()), strict_headers=strict_headers, names=names))
+        tables.append(_table_from_records(path, list(data.values()), strict_headers=strict_headers, names=names, cleaner=cleaner))
     elif isinstance(data, list) and data and all(is_table_object(x) for x in data):
         for n, obj in enumerate(data, start=1):
             where = f"table {n} of {len(data)}: "
-            tables.append(table_from_object(path, obj, strict_headers=strict_headers, where=where))
+            tables.append(table_from_object(path, obj, strict_headers=strict_headers, where=where, cleaner=cleaner))
     elif isinstance(data, list) and data:
         names = [f"item {i}" for i in range(len(data))]
-        tables.append(_table_from_records(path, data, strict_headers=strict_headers, names=names))
+        tables.append(_table_from_records(path, data, strict_headers=strict_headers, names=names, cleaner=cleaner))
     elif data == [] or data == {}:
         raise ReaderError(str(path), "the JSON holds no table (empty list or object)")
     else:
         raise ReaderError(str(path), f"a JSON {type(data).__name__} is not a table", hint=_SHAPES_HINT)
     records = table_records(path, tables)
-    return ReadResult(path=str(path), format="json", records=records)
+    return ReadResult(path=str(path), format="json", records=records, control_chars_removed=cleaner.removed)

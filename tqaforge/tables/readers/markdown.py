@@ -13,7 +13,14 @@ import re
 from pathlib import Path
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import decode, finish_table, read_bytes, table_records
+from tqaforge.tables.readers._common import (
+    DEFAULT_MAX_BYTES,
+    TextCleaner,
+    decode,
+    finish_table,
+    read_bytes,
+    table_records,
+)
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
@@ -75,9 +82,12 @@ def is_separator(line: str) -> bool:
     return bool(cells) and all(_SEPARATOR_CELL.fullmatch(c) for c in cells)
 
 
-def read_markdown(path: Path, *, strict_headers: bool = True, encoding: str | None = None) -> ReadResult:
+def read_markdown(
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ReadResult:
     """Read every pipe table of a Markdown file (rules in the module doc)."""
-    text = decode(path, read_bytes(path), encoding=encoding)
+    text = decode(path, read_bytes(path, max_bytes), encoding=encoding)
+    cleaner = TextCleaner()
     lines = _LINE_BREAK.split(text)
     found: list[tuple[int, Table]] = []  # (line of the header, table)
     pending: list[tuple[int, list[str], list[tuple[int, list[str]]]]] = []
@@ -120,6 +130,7 @@ def read_markdown(path: Path, *, strict_headers: bool = True, encoding: str | No
             path,
             header,
             [cells for _, cells in body],
+            cleaner=cleaner,
             strict_headers=strict_headers,
             where=where,
             header_line=header_line,
@@ -127,4 +138,4 @@ def read_markdown(path: Path, *, strict_headers: bool = True, encoding: str | No
         )
         found.append((header_line, table))
     records = table_records(path, [t for _, t in found])
-    return ReadResult(path=str(path), format="markdown", records=records)
+    return ReadResult(path=str(path), format="markdown", records=records, control_chars_removed=cleaner.removed)

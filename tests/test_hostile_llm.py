@@ -1,0 +1,291 @@
+"""Hostile-input suite: the LLM gateway and question generation against a hostile endpoint.
+
+Each test is one case of issue 10 ("Hardening"), run with the real ``openai`` client over HTTP
+against the loopback server of ``tests/openai_server.py`` and a real store (SQLite and, when
+configured, PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from conftest import free_port
+from openai_server import OpenAIServer, Scripted
+from tqaforge.errors import ConfigError, EndpointAuthError, ImpossibleUsage, LLMError, ReplyTooLarge
+from tqaforge.generation.classify import ClassifySummary
+from tqaforge.generation.llm import Gateway, LLMSettings, Price, load_llm_settings, run
+from tqaforge.generation.questions import GenerationOptions, StopReason, generate_questions
+from tqaforge.redact import redact_secrets, redact_url
+from tqaforge.schemas.records import GenerationStep, LLMCall
+from tqaforge.store import Workspace
+from tqaforge.tables.importer import import_paths
+
+pytestmark = pytest.mark.hostile
+
+MODEL = "hostile-model"
+KEY = "sk-hostile-SECRET-0123456789abcdef"
+TABLES = Path(__file__).resolve().parents[1] / "data" / "tables"
+
+
+def settings(server: OpenAIServer | None = None, **kw: Any) -> LLMSettings:
+    kw.setdefault("backoff_s", 0.01)
+    kw.setdefault("backoff_max_s", 0.02)
+    kw.setdefault("api_key", KEY)
+    if server is not None:
+        kw.setdefault("base_url", server.url)
+    return LLMSettings(model=MODEL, **kw)
+
+
+def complete(ws: Workspace, st: LLMSettings, text: str = "hi", *, within: float = 10.0, **kw: Any) -> Any:
+    """One complete() through a fresh gateway, given at most ``within`` seconds in all."""
+    kw.setdefault("purpose", "hostile")
+
+    async def go() -> Any:
+        async with Gateway(ws, st) as gw:
+            return await asyncio.wait_for(gw.complete([{"role": "user", "content": text}], **kw), within)
+
+    return run(go())
+
+
+def calls(ws: Workspace) -> list[LLMCall]:
+    with ws.session() as s:
+        return list(s.exec(select(LLMCall)))
+
+
+def import_tables(ws: Workspace, n: int) -> None:
+    summary = import_paths(ws, sorted(TABLES.iterdir())[:n])
+    assert not summary.failed
+
+
+def gen_options(**kw: Any) -> GenerationOptions:
+    kw.setdefault("subtypes", ("Counting",))
+    kw.setdefault("per_round", 2)
+    return GenerationOptions(**kw)
+
+
+def questions_json(body: dict) -> str:
+    return json.dumps([f"How many rows are there, take {len(body['messages'])}?", "Which row is first?"])
+
+
+# --- hangs ----------------------------------------------------------------------------------
+
+
+def test_dripping_endpoint_times_out_at_timeout_s(workspace):
+    """Hangs: an endpoint that drips one byte every few seconds hangs past timeout_s (the
+    timeout was per read, not per request). timeout_s is a deadline for the whole request,
+    counted and retried as a timeout."""
+    with OpenAIServer(lambda body: Scripted(text="fine", drip_s=0.2)) as server:
+        st = settings(server, timeout_s=0.8, max_retries=1)
+        started = time.monotonic()
+        with pytest.raises(LLMError) as info:
+            complete(workspace, st, within=8.0)
+        elapsed = time.monotonic() - started
+    assert "no complete reply within 0.8 s" in str(info.value) and "2 attempts" in str(info.value)
+    assert elapsed < 4.0  # two attempts of 0.8 s, not 60 s of dripping
+    assert len(server.requests) == 2  # retried like any timeout
+    [row] = calls(workspace)
+    assert row.status == "error" and "no complete reply" in row.error
+
+
+# --- unbounded replies ----------------------------------------------------------------------
+
+
+def test_oversize_reply_is_cut_off_recorded_truncated_and_never_sent_back(workspace):
+    """Unbounded resources: a 20 MB reply grew the store and was sent back whole in the JSON
+    repair request. It is cut off at the byte limit, recorded with a truncated body and a
+    reason, and never sent back to the model."""
+    huge = "[" + ", ".join(['"How many rows?"'] * 1_300_000) + "]"  # about 20 MB of valid JSON
+    assert len(huge) > 20_000_000
+    with OpenAIServer(lambda body: huge) as server:
+        st = settings(server, malformed_retries=1, prices={MODEL: Price(1.0, 2.0)})
+
+        async def go() -> Any:
+            async with Gateway(workspace, st) as gw:
+                return await gw.complete_json([{"role": "user", "content": "questions?"}], validate=lambda v: v,
+                                              purpose="hostile", max_tokens=1024)
+
+        with pytest.raises(ReplyTooLarge) as info:
+            run(go())
+    assert "reply too large" in str(info.value) and "never sent back" in str(info.value)
+    # The first request and one retry of the same request; no repair request carrying the reply.
+    assert len(server.requests) == 2 and all(len(b["messages"]) == 1 for b in server.requests)
+    [row] = calls(workspace)
+    assert row.status == "error" and "reply too large" in row.error
+    assert row.response["truncated"] is True and row.response["byte_limit"] < 200_000
+    assert len(json.dumps(row.response)) < 5_000 and row.text is None
+    assert 0 < row.cost <= 2 * Price(1.0, 2.0).cost(1_000, 1024)  # charged at most the worst case
+
+
+# --- money ----------------------------------------------------------------------------------
+
+
+def test_impossible_usage_stops_the_run_and_the_cost_stays_bounded(workspace):
+    """Money: an endpoint reporting 5,000,000 completion tokens for max_tokens 1024 made a
+    --max-cost 2 run spend $60 with exit status 0. The run stops with a message naming the
+    claim, and the cost recorded is bounded by the reserved worst case."""
+    import_tables(workspace, 3)
+
+    def reply(body: dict) -> Scripted:
+        return Scripted(text=questions_json(body), completion_tokens=5_000_000)
+
+    price = Price(input=1.0, output=10.0)
+    with OpenAIServer(reply) as server:
+        st = settings(server, prices={MODEL: price}, max_cost=2.0, concurrency=1)
+        summary = generate_questions(workspace, gen_options(max_tokens=1024), st)
+        assert len(server.requests) == 1  # no further request after the first impossible reply
+    assert summary.stop_reason is StopReason.IMPOSSIBLE_USAGE and summary.failed
+    assert "completion_tokens = 5,000,000" in summary.stopped and "max_tokens 1,024" in summary.stopped
+    assert "--max-cost" not in summary.advice
+    spent = sum(c.cost for c in calls(workspace))
+    assert 0 < spent <= 2.0 and summary.cost == pytest.approx(spent)
+    assert spent < price.cost(0, 5_000_000)  # not what the endpoint claimed
+
+
+@pytest.mark.parametrize(
+    "usage, claim",
+    [
+        ({"prompt_tokens": -5, "completion_tokens": 3}, "prompt_tokens = -5"),
+        ({"prompt_tokens": 10, "completion_tokens": "lots"}, "completion_tokens = 'lots'"),
+        ({"prompt_tokens": 10_000_000, "completion_tokens": 3}, "prompt_tokens = 10,000,000"),
+        ({"prompt_tokens": 10, "completion_tokens": 3.5}, "completion_tokens = 3.5"),
+        ("free", "usage is 'free'"),
+    ],
+)
+def test_impossible_usage_shapes_are_refused(sqlite_workspace, usage, claim):
+    """Money: usage that is impossible for its request (negative, not a number, prompt tokens
+    absurd for the prompt's size) stops the gateway with ImpossibleUsage naming the claim."""
+    with OpenAIServer(lambda body: Scripted(text="ok", usage=usage)) as server:
+        st = settings(server, prices={MODEL: Price(1.0, 1.0)}, max_cost=1.0)
+
+        async def go() -> None:
+            async with Gateway(sqlite_workspace, st) as gw:
+                with pytest.raises(ImpossibleUsage) as first:
+                    await gw.complete([{"role": "user", "content": "a"}], purpose="hostile", max_tokens=50)
+                assert claim in str(first.value)
+                with pytest.raises(ImpossibleUsage):  # refused before sending
+                    await gw.complete([{"role": "user", "content": "b"}], purpose="hostile", max_tokens=50)
+
+        run(go())
+        assert len(server.requests) == 1
+    [row] = calls(sqlite_workspace)
+    assert row.status == "error" and claim in row.error and row.cost <= Price(1.0, 1.0).cost(100, 50)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 0.0])
+def test_max_cost_that_disables_the_budget_is_refused(sqlite_workspace, value):
+    """Money: --max-cost nan (and inf, negative) disabled the budget. load_llm_settings refuses
+    it with a message naming --max-cost."""
+    with pytest.raises(ConfigError) as info:
+        load_llm_settings(sqlite_workspace, model=MODEL, max_cost=value)
+    assert "--max-cost" in str(info.value) and "positive finite" in str(info.value)
+    with pytest.raises(ConfigError):
+        Price(input=math.nan, output=1.0)  # a NaN price switches the budget off as surely
+
+
+# --- secrets --------------------------------------------------------------------------------
+
+
+def test_echoed_authorization_header_is_redacted(workspace, caplog):
+    """Secrets: an endpoint that echoes the Authorization header in an error put the API key
+    into the terminal and into llm_calls.error. It is masked in the error, the log and the store."""
+    script = {"n": 0}
+
+    def reply(body: dict) -> Scripted:
+        script["n"] += 1
+        return Scripted(status=500 if script["n"] == 1 else 401, echo_headers=True)
+
+    caplog.set_level(logging.WARNING, logger="tqaforge.llm")
+    with OpenAIServer(reply) as server:
+        with pytest.raises(EndpointAuthError) as info:
+            complete(workspace, settings(server))
+        sent = {k.lower(): v for k, v in server.request_headers[0].items()}
+        assert sent["authorization"] == f"Bearer {KEY}" and sent["accept-encoding"] == "identity"
+    assert "you sent Authorization: Bearer ***" in str(info.value) and KEY not in str(info.value)
+    assert "you sent Authorization" in caplog.text and KEY not in caplog.text  # the 500's retry warning
+    [row] = calls(workspace)
+    assert "HTTP 401" in row.error and KEY not in row.error and KEY not in json.dumps(row.response)
+
+
+def test_base_url_password_is_never_stored_or_shown(workspace, monkeypatch):
+    """Secrets: OPENAI_BASE_URL with user:password@ was stored verbatim (llm_calls, settings,
+    messages). The password is masked in the stored endpoint, the settings' repr and errors."""
+    password = "hunter2-Pa55word"
+    with OpenAIServer(lambda body: "fine") as server:
+        url = server.url.replace("http://", f"http://bob:{password}@")
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        st = load_llm_settings(workspace, model=MODEL)
+        assert st.base_url == url  # still used to connect
+        assert password not in repr(st) and KEY not in repr(st)
+        complete(workspace, st)
+    dead = f"http://bob:{password}@127.0.0.1:{free_port()}/v1"
+    with pytest.raises(LLMError) as info:
+        complete(workspace, settings(base_url=dead, max_retries=0), "other")
+    assert password not in str(info.value) and "bob:***@127.0.0.1" in str(info.value)
+    stored = calls(workspace)
+    assert len(stored) == 2
+    assert all(password not in (c.endpoint or "") + (c.error or "") for c in stored)
+    assert {c.endpoint.split("@")[0] for c in stored} == {"http://bob:***"}
+
+
+def test_redact_url_with_an_unescaped_at_in_the_password():
+    """Secrets: a URL with an unescaped '@' in its password printed part of it. The password
+    runs to the last '@' before the host, and is masked whole."""
+    assert redact_url("postgresql://ana:p@ss@db.example:5432/x") == "postgresql://ana:***@db.example:5432/x"
+    assert redact_url("postgresql://ana:pa/ss@word@db:5432/x?sslmode=require") == "postgresql://ana:***@db:5432/x?sslmode=require"
+    assert redact_url("postgresql://postgres@127.0.0.1:5432/test") == "postgresql://postgres@127.0.0.1:5432/test"
+    assert redact_url("http://h/v1?api_key=abcdef&x=1") == "http://h/v1?api_key=***&x=1"
+    text = redact_secrets(f"401: key {KEY} from http://u:pw-secret@h/v1", [KEY, None, "k"])
+    assert KEY not in text and "pw-secret" not in text and "***" in text
+
+
+# --- what stopped the run -------------------------------------------------------------------
+
+
+def _stop_case(case: str, workspace: Workspace, server: OpenAIServer) -> LLMSettings:
+    if case == "missing key":
+        return settings(api_key=None)  # OpenAI itself, no key: refused before sending
+    if case == "dead endpoint":
+        return settings(base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    if case == "HTTP 500":
+        return settings(server, max_retries=1)
+    return settings(server, prices={MODEL: Price(1000.0, 1000.0)}, max_cost=0.001)  # budget
+
+
+@pytest.mark.parametrize(
+    "case, reason",
+    [("missing key", StopReason.AUTH), ("dead endpoint", StopReason.ENDPOINT), ("HTTP 500", StopReason.ENDPOINT),
+     ("budget", StopReason.BUDGET)],
+)
+def test_the_summary_says_what_stopped_the_run(sqlite_workspace, case, reason):
+    """What a new user hit: "run the command again (with a larger --max-cost)" was printed after
+    a missing key, a 500 or a dead endpoint. The summary carries a typed stop reason and
+    advice that names --max-cost only for the budget."""
+    import_tables(sqlite_workspace, 1)
+    with OpenAIServer(lambda body: Scripted(status=500)) as server:
+        summary = generate_questions(sqlite_workspace, gen_options(), _stop_case(case, sqlite_workspace, server))
+    assert summary.stop_reason is reason and summary.failed and summary.stopped
+    assert ("--max-cost" in summary.advice) == (reason is StopReason.BUDGET)
+
+
+def test_a_run_where_every_step_got_an_invalid_reply_failed(workspace):
+    """Silent acceptance: a generation run in which every step got an invalid reply exited 0.
+    The summary says the run failed (all_invalid) so the CLI exits non-zero."""
+    import_tables(workspace, 2)
+    with OpenAIServer(lambda body: "Sorry, I cannot write questions.") as server:
+        summary = generate_questions(workspace, gen_options(), settings(server))
+    assert summary.stopped is None and summary.steps_done == summary.steps_failed == 2
+    assert summary.all_invalid and summary.failed and "--retry-failed" in summary.advice
+    with workspace.session() as s:
+        assert {st.status for st in s.exec(select(GenerationStep))} == {"invalid_reply"}
+    assert ClassifySummary(method="llm", invalid=3).failed  # the same rule for question typing
+    assert not ClassifySummary(method="llm", invalid=3, questions=1).failed

@@ -1,0 +1,135 @@
+"""``tqaforge questions list|classify|queue|review``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from tqaforge.cli._common import (
+    WORKSPACE_OPTION, Shown, check_choice, field_column, friendly_errors, open_ws, out, plain_table, print_count,
+    progress_bar,
+)
+
+questions_app = typer.Typer(help="Inspect, type and review questions.", no_args_is_help=True, rich_markup_mode=None)
+
+
+@questions_app.command("list")
+@friendly_errors
+def questions_list(
+    ctx: typer.Context,
+    table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
+    subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
+    status: Optional[str] = typer.Option(None, help="proposed, accepted, rejected or seed."),
+    limit: int = typer.Option(50, min=1, help="How many to show."),
+    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """List questions, filtered by table, subtype and status."""
+    from tqaforge import catalog
+
+    page = catalog.list_questions(open_ws(ctx, workspace), table_id=table, subtype=subtype, status=status, limit=limit, offset=offset)
+    t = plain_table("id", "table", "subtype", "status", "question")
+    for q in page.items:
+        t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", q.status, q.text)
+    if page.items:
+        out.print(t)
+    print_count("questions", Shown(len(page.items), offset, page.total))
+
+
+@questions_app.command("classify")
+@friendly_errors
+def questions_classify(
+    ctx: typer.Context,
+    method: str = typer.Option("lexical", "--method", help="lexical, llm or combined (FREB-TQA's question typing)."),
+    subtype: Optional[str] = typer.Option(None, "--subtype", help="Only this subtype."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only this status (default: all but rejected)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many questions."),
+    tagger: str = typer.Option("auto", "--tagger", help="Comparative words by nltk, wordlist, or auto (nltk when its model is installed)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for llm and combined (default: the model of tqaforge.toml or TQAFORGE_LLM_MODEL)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence)."""
+    from tqaforge.generation.classify import METHODS, classify_questions
+    from tqaforge.generation.llm import load_llm_settings
+
+    check_choice("--method", method, METHODS)
+
+    ws = open_ws(ctx, workspace)
+    llm = load_llm_settings(ws, model=model, max_cost=max_cost) if method != "lexical" else None
+    with progress_bar(field_column("cost")) as progress:
+        task = progress.add_task(f"typing ({method})", total=None, cost="")
+
+        def on_progress(done: int, s: Any) -> None:
+            cost = f"${s.cost:.4f} ({s.paid_calls} paid, {s.cached_calls} cached)" if llm else ""
+            progress.update(task, completed=done, total=s.total, cost=cost)
+
+        summary = classify_questions(ws, method=method, subtype=subtype, status=status, limit=limit, tagger=tagger,  # type: ignore[arg-type]
+                                     settings=llm, on_progress=on_progress)
+    how = f"comparative words by {summary.tagger}" if summary.tagger else ""
+    if summary.model:
+        how += (", " if how else "") + f"model {summary.model}"
+    out.print(
+        f"{summary.questions} questions typed ({how}): {summary.types.get('extraction', 0)} extraction, "
+        f"{summary.types.get('reasoning', 0)} reasoning, {summary.types.get('undecided', 0)} undecided; "
+        f"{summary.changed} changed; {summary.structural} with structural words"
+    )
+    for rule, n in summary.rules.most_common():
+        out.print(f"  {n:6} x {rule}")
+    if summary.no_answer:
+        out.print(f"{summary.no_answer} without an answer (the lexical rule needs one): left undecided")
+    if summary.invalid:
+        out.print(f"{summary.invalid} with an invalid model reply after the repair: left as they were")
+    if summary.human:
+        out.print(f"{summary.human} typed by a person: left alone")
+    if llm:
+        out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache")
+
+
+@questions_app.command("queue")
+@friendly_errors
+def questions_queue(
+    ctx: typer.Context,
+    subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
+    table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
+    limit: int = typer.Option(50, min=1, help="How many to show."),
+    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Proposed questions waiting for review, oldest round first."""
+    from tqaforge.generation.review import review_queue
+
+    page = review_queue(open_ws(ctx, workspace), subtype=subtype, table_id=table, limit=limit, offset=offset)
+    t = plain_table("id", "table", "subtype", "round", "route", "question")
+    for q in page.items:
+        route = (q.lineage or {}).get("route") or "-"
+        t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", str(q.round or "-"), route, q.text)
+    if page.items:
+        out.print(t)
+    print_count("questions waiting for review", Shown(len(page.items), offset, page.total))
+
+
+@questions_app.command("review")
+@friendly_errors
+def questions_review(
+    ctx: typer.Context,
+    question_id: str = typer.Argument(..., help="Question id or a unique prefix of it."),
+    accept: bool = typer.Option(False, "--accept", help="Accept the question as it is."),
+    reject: bool = typer.Option(False, "--reject", help="Reject it (give --reason)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (required with --reject)."),
+    edit: Optional[str] = typer.Option(None, "--edit", help="Accept it with this new text."),
+    promote: bool = typer.Option(False, "--promote", help="Make it a seed of its subtype (counts as accepted)."),
+    annotator: str = typer.Option(..., "--annotator", envvar="TQAFORGE_ANNOTATOR", help="Your name, recorded with the decision."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Record a review decision on a question (an annotation) and set its status."""
+    chosen = [name for name, on in (("accept", accept), ("reject", reject), ("edit", edit is not None), ("promote", promote)) if on]
+    if len(chosen) != 1:
+        raise typer.BadParameter("give exactly one of --accept, --reject, --edit TEXT, --promote")
+    from tqaforge.generation.review import review_question
+
+    r = review_question(open_ws(ctx, workspace), question_id, chosen[0], annotator=annotator, reason=reason, text=edit)
+    note = "" if r.recorded else " (same as your last decision; nothing new recorded)"
+    out.print(f"{r.question.id[:10]}: {r.previous_status} -> {r.question.status}{note}")

@@ -1,0 +1,129 @@
+"""``tqaforge tables import|list|show``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tqaforge.cli._common import (
+    WORKSPACE_OPTION, Shown, friendly_errors, open_ws, out, err, plain_table, print_count, progress_bar, styled,
+)
+
+tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True, rich_markup_mode=None)
+
+# Rejections printed after an import; the rest are counted.
+_SHOW_REJECTED = 20
+
+
+@tables_app.command("import")
+@friendly_errors
+def tables_import(
+    ctx: typer.Context,
+    paths: list[Path] = typer.Argument(..., help="Files or directories to import."),
+    format: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="csv, tsv, json, html, markdown, excel, tablebench, freb-tqa (default: detect).",
+    ),
+    min_rows: int = typer.Option(1, help="Reject tables with fewer data rows."),
+    min_cols: int = typer.Option(1, help="Reject tables with fewer columns."),
+    min_numeric_share: float = typer.Option(0.0, help="Reject tables with a smaller share of numeric cells."),
+    tablebench_filter: bool = typer.Option(
+        False, "--tablebench-filter", help="TableBench's selection: >= 8 rows, >= 5 columns, numeric share >= 0.5."
+    ),
+    lenient_headers: bool = typer.Option(
+        False, "--lenient-headers", help="Accept blank or duplicate header names in generic files."
+    ),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Import tables (and the questions and answers of benchmark files) into the workspace."""
+    from tqaforge.tables.importer import ImportOptions, import_paths
+    from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
+
+    ws = open_ws(ctx, workspace)
+    selection = TABLEBENCH_FILTER if tablebench_filter else SelectionFilter(min_rows, min_cols, min_numeric_share)
+    options = ImportOptions(format=format, selection=selection, strict_headers=False if lenient_headers else None)
+    with progress_bar() as progress:
+        task = progress.add_task("importing", total=0)
+
+        def on_file(path: str, n: int) -> None:
+            progress.update(task, total=(progress.tasks[0].total or 0) + n, description=f"importing {Path(path).name}")
+
+        summary = import_paths(ws, paths, options, on_file=on_file, on_progress=lambda n: progress.advance(task, n))
+    for f in summary.files:
+        if f.error:
+            err.print(styled(("failed ", "red"), f.error))
+    out.print(
+        f"imported {summary.total('tables_new')} tables, {summary.total('questions_new')} questions, "
+        f"{summary.total('answers_new')} answers; already present: {summary.total('tables_present')} tables, "
+        f"{summary.total('questions_present')} questions; rejected: {len(summary.rejected)} tables; "
+        f"failed files: {len(summary.failed)} of {len(summary.files)}"
+    )
+    for location, reason in summary.rejected[:_SHOW_REJECTED]:
+        out.print(f"  rejected {location}: {reason}")
+    if len(summary.rejected) > _SHOW_REJECTED:
+        out.print(f"  ... and {len(summary.rejected) - _SHOW_REJECTED} more rejected")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@tables_app.command("list")
+@friendly_errors
+def tables_list(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, min=1, help="How many to show."),
+    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """List the tables with their size and question count."""
+    from tqaforge import catalog
+
+    ws = open_ws(ctx, workspace)
+    page = catalog.list_tables(ws, limit=limit, offset=offset)
+    counts = catalog.count_questions_by_table(ws, [r.id for r in page.items])
+    t = plain_table("id", "rows", "cols", "numeric", "questions", "from")
+    for r in page.items:
+        t.add_row(r.id[:12], str(r.n_rows), str(r.n_cols), f"{r.numeric_share:.0%}", str(counts.get(r.id, 0)), _file_name(r.imported_from))
+    if page.items:
+        out.print(t)
+    print_count("tables", Shown(len(page.items), offset, page.total))
+
+
+def _file_name(location: str | None) -> str:
+    """The file part of an import location (``dir/file.jsonl:12`` -> ``file.jsonl:12``)."""
+    return Path(location).name if location else ""
+
+
+@tables_app.command("show")
+@friendly_errors
+def tables_show(
+    ctx: typer.Context,
+    table_id: str = typer.Argument(..., help="Table id or a unique prefix of it."),
+    max_rows: int = typer.Option(30, min=0, help="Rows to print."),
+    max_cols: int = typer.Option(12, min=1, max=100, help="Columns to print (at most 100)."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Print a table (a bounded part of a large one), its statistics and its questions with their answers."""
+    from tqaforge import catalog
+
+    d = catalog.show_table(open_ws(ctx, workspace), table_id, max_rows=max_rows, max_cols=max_cols)
+    rec = d.table
+    out.print(styled((rec.id, "bold"), f"  {rec.n_rows} rows x {rec.n_cols} columns, numeric share {rec.numeric_share:.0%}"))
+    for label, value in (("caption", rec.caption), ("source", rec.source), ("licence", rec.licence), ("imported from", rec.imported_from)):
+        if value:
+            out.print(f"{label}: {value}")
+    t = plain_table(*[h or "(blank)" for h in d.header])
+    for row in d.rows:
+        t.add_row(*row)
+    out.print(t)
+    if len(d.rows) < rec.n_rows or len(d.header) < rec.n_cols:
+        out.print(
+            f"showing {len(d.rows)} of {rec.n_rows} rows and {len(d.header)} of {rec.n_cols} columns "
+            "(--max-rows, --max-cols)"
+        )
+    for q in d.questions:
+        answers = "; ".join(a.value for a in d.answers.get(q.id, []))
+        out.print(styled(
+            f"- [{q.status}] {q.subtype or '-'}: {q.text}  ", (f"→ {answers or '(no answer)'}", "dim"), f"  ({q.id[:10]})",
+        ))

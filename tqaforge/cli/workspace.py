@@ -1,0 +1,54 @@
+"""``tqaforge init`` and ``tqaforge status``: create a workspace, show its funnel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, out, plain_table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the workspace commands to the root app."""
+    app.command()(init)
+    app.command()(status)
+
+
+@friendly_errors
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the workspace."),
+    name: Optional[str] = typer.Option(None, help="Workspace name (default: the directory name)."),
+    taxonomy: str = typer.Option("tablebench", help="tablebench, freb-tqa or custom."),
+    database_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL instead of the SQLite file."),
+) -> None:
+    """Create a benchmark workspace (tqaforge.toml + database), or bring one up to date."""
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(directory, name=name, taxonomy=taxonomy, database_url=database_url)
+    out.print(f"workspace {ws.config.name} ready in {ws.root}")
+    out.print(f"database: {ws.database_url}")
+
+
+@friendly_errors
+def status(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Counts per pipeline stage: the funnel from tables to releases."""
+    from tqaforge import catalog
+
+    f = catalog.funnel(open_ws(ctx, workspace))
+    if as_json:
+        typer.echo(json.dumps({"stages": f.as_dict(), "llm_cost": f.llm_cost}, indent=2))
+        return
+    t = plain_table("stage", "total", "by status", title="pipeline funnel")
+    t.columns[1].justify = "right"
+    for stage, counts in f.stages:
+        detail = ", ".join(f"{k}: {v}" for k, v in counts.items() if k != "total")
+        t.add_row(stage, str(counts["total"]), detail)
+    out.print(t)
+    out.print(f"LLM cost so far: ${f.llm_cost:.4f}")
