@@ -165,7 +165,9 @@ def test_launcher_shows_progress_and_an_honest_estimate(tmp_path: Path) -> None:
         server_pid = next(pid for pid in _process_group(_ls_group(launcher.pid)) if "label-studio" in _cmdline(pid))
         environ = dict(item.split("=", 1) for item in
                        (Path("/proc") / str(server_pid) / "environ").read_bytes().decode().split("\0") if "=" in item)
-        assert environ["LATEST_VERSION_CHECK"] == "false" and environ["SENTRY_DSN"] == ""
+        assert environ["LABEL_STUDIO_LATEST_VERSION_CHECK"] == "false" and environ["LABEL_STUDIO_SENTRY_DSN"] == ""
+        log = (tmp_path / "ws" / "label-studio" / "label-studio.log").read_text(errors="replace")
+        assert "pypi.org" not in log and "sentry.io" not in log
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(60)
         wait_for(lambda: not _port_open(ls_port) and not _port_open(app_port), 30, "both servers to stop", 0.5)

@@ -333,8 +333,14 @@ class Workspace:
         ...     build()
         """
         path = self.root / LOCKS_DIR / _lock_file_name(name)
-        path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the lock file {path}: {exc.strerror}",
+                hint=f"make {self.root} writable for this user",
+            ) from None
         try:
             _acquire(fd, path, name, wait=wait, timeout=timeout)
             try:

@@ -44,6 +44,9 @@ def agreement_report_cmd(
         exclude_sources=names(exclude_source) if exclude_source else (), match_rules=names(match_rules),  # type: ignore[arg-type]
     )
     report = agreement_report(ws, kinds=kinds, settings=settings)
+    if report.is_empty and fmt == "table":
+        out.print(report.message)
+        return
     if fmt == "json":
         typer.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
     elif fmt == "markdown":
@@ -75,12 +78,15 @@ def agreement_adjudicate(
     """Final labels: unanimous and majority items are decided by rule, the rest wait in the queue."""
     from tqaforge.annotation.adjudication import adjudicate
 
-    summaries = adjudicate(
+    run = adjudicate(
         open_ws(ctx, workspace), kinds=names(kind) if kind else None, min_agree=min_agree,
         exclude_sources=names(exclude_source) if exclude_source else (),
     )
-    for name, s in summaries.items():
-        if not any((s.unanimous, s.rule, s.open, s.person, s.single, s.problems)):
+    if run.is_empty:
+        out.print(run.message)
+        return
+    for name, s in run.items():
+        if s.is_empty:
             continue
         out.print(
             f"{name}: {s.unanimous} unanimous, {s.rule} by rule, {s.open} open (the queue), {s.person} decided by a person, "

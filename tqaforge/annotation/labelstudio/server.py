@@ -263,11 +263,11 @@ def child_environment(settings: LabelStudioSettings) -> dict[str, str]:
         "DJANGO_DB": "sqlite",
         # The machine may have no internet, and a start must not wait on it: no PyPI version check
         # (up to 10 s per start), no Sentry error reports (on by default, with personal data),
-        # no analytics.
-        "LATEST_VERSION_CHECK": "false",
-        "SENTRY_DSN": "",
-        "FRONTEND_SENTRY_DSN": "",
-        "COLLECT_ANALYTICS": "false",
+        # no analytics. Prefixed names, which Label Studio reads first.
+        "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
+        "LABEL_STUDIO_SENTRY_DSN": "",
+        "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
+        "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
         **settings.extra_env,
     }
