@@ -104,8 +104,8 @@ class Shown:
     total: int
 
 
-def print_count(what: str, shown: Shown, *, more: str = "--offset N / --limit N") -> None:
-    """``"50 of 811 questions (1-50); see more with --offset 50"`` under every listing."""
+def print_count(what: str, shown: Shown) -> None:
+    """``"50 of 811 questions (1-50); next: --offset 50"`` under every listing."""
     if shown.total == 0:
         out.print(f"no {what}")
         return
@@ -114,7 +114,7 @@ def print_count(what: str, shown: Shown, *, more: str = "--offset N / --limit N"
     if shown.shown and (shown.shown < shown.total):
         line += f" ({first}-{last})"
     if last < shown.total:
-        line += f"; see more with --offset {last} ({more})"
+        line += f"; next: --offset {last}"
     out.print(line)
 
 

@@ -89,7 +89,7 @@ from tqaforge.errors import (
     ReplyTooLarge,
     StoreError,
 )
-from tqaforge.redact import redact_secrets, redact_url
+from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url
 from tqaforge.schemas.records import LLMCall, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.table import content_hash
@@ -852,7 +852,6 @@ class Gateway:
             meter = _Meter(self._reply_limit(max_tokens))
             started = time.perf_counter()
             retry_after: float | None = None
-            body: dict[str, Any] | None = None
             try:
                 reply = await self._send(client, {"model": s.model, "messages": messages, **wire}, meter)
                 if meter.problem is not None:
@@ -860,12 +859,13 @@ class Gateway:
                 text, usage = _usable(reply, bounds)
             except (_Oversize, _Malformed, ValueError) as exc:
                 # Unusable: cut off at the byte limit, not JSON, no choices or no content. An
-                # oversize or usage-less reply may have been billed up to its worst case.
+                # oversize reply may have been billed up to its worst case.
                 self.reserved -= worst
                 if meter.problem is not None:
                     exc = _Oversize(meter.problem)
                 tokens = (exc.prompt_tokens, exc.completion_tokens) if isinstance(exc, _Malformed) else None
-                cost = self._cost(tokens, bound)
+                # A body that is not JSON is no model's billed reply (a proxy's page): it costs 0.
+                cost = 0.0 if tokens is None and not isinstance(exc, _Oversize) else self._cost(tokens, bound)
                 self.spent += cost
                 failure.charge(cost, tokens)
                 failure.body = self._kept_body(meter, exc)
@@ -874,7 +874,7 @@ class Gateway:
                 retryable = malformed <= s.malformed_retries
                 failure.error_cls = ReplyTooLarge if isinstance(exc, _Oversize) else LLMError
             except _Impossible as exc:
-                # The endpoint's figures cannot be trusted: charge what was reserved, stop.
+                # The endpoint's figures cannot be trusted: charge the worst case, refuse the rest.
                 self.reserved -= worst
                 self.spent += bound
                 failure.charge(bound, None)
@@ -941,8 +941,8 @@ class Gateway:
     def redact_own(self, text: str) -> str:
         """``text`` with our own secrets masked, and nothing else changed (for model output)."""
         for secret in self._secrets:
-            if len(secret) >= 6 and secret in text:
-                text = text.replace(secret, "***")
+            if len(secret) >= MIN_SECRET_LENGTH and secret in text:
+                text = text.replace(secret, MASK)
         return text
 
     def _cost(self, usage: tuple[int, int] | None, worst: float) -> float:
