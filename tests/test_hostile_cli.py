@@ -150,3 +150,23 @@ def test_cli_runs_as_a_process_without_a_terminal(ws_dir: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "tqaforge", "tables", "list"], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert "no tables" in result.stdout
+
+
+def test_two_generations_at_once_one_refuses_with_a_message(ws_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concurrency: two commands on one workspace either both succeed or one refuses with a message.
+
+    A second `generate questions` while one runs would send the same requests and pay twice.
+    """
+    from tqaforge.store import open_workspace
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    ws = open_workspace(ws_dir)
+    try:
+        with ws.lock("generate"):
+            result = runner.invoke(app, ["-w", str(ws_dir), "generate", "questions", "--model", "m", "--max-cost", "1"])
+    finally:
+        ws.close()
+    assert result.exit_code == 1
+    assert "another tqaforge command" in result.output and "generate" in result.output
+    assert "Traceback" not in result.output

@@ -50,7 +50,10 @@ def generate_questions_cmd(
                 cost=f"${p.cost:.4f} ({p.paid_calls} paid, {p.cached_calls} cached, {p.questions_new} new questions)",
             )
 
-        summary = generate_questions(ws, options, llm, on_progress=on_progress)
+        # One generation per workspace at a time: two would send the same requests and pay twice
+        # before either could store the reply the other would have read from the cache.
+        with ws.lock("generate", wait=False):
+            summary = generate_questions(ws, options, llm, on_progress=on_progress)
     out.print(
         f"rounds {', '.join(map(str, summary.rounds)) or '-'}: {summary.steps_done} steps done, {summary.steps_present} already done, "
         f"{summary.steps_failed} with an invalid reply; {summary.questions_new} new questions, duplicates dropped: "
@@ -64,5 +67,6 @@ def generate_questions_cmd(
     out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache")
     if summary.stopped:
         err.print(styled(("stopped: ", "bold red"), summary.stopped))
-        err.print("finished steps are stored; run the command again (with a larger --max-cost) to resume")
+    if summary.failed:
+        err.print(summary.advice)
         raise typer.Exit(1)

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
-    WORKSPACE_OPTION, Shown, check_choice, field_column, friendly_errors, open_ws, out, plain_table, print_count,
+    WORKSPACE_OPTION, err, Shown, check_choice, field_column, friendly_errors, open_ws, out, plain_table, print_count,
     progress_bar,
 )
 
@@ -66,8 +66,9 @@ def questions_classify(
             cost = f"${s.cost:.4f} ({s.paid_calls} paid, {s.cached_calls} cached)" if llm else ""
             progress.update(task, completed=done, total=s.total, cost=cost)
 
-        summary = classify_questions(ws, method=method, subtype=subtype, status=status, limit=limit, tagger=tagger,  # type: ignore[arg-type]
-                                     settings=llm, on_progress=on_progress)
+        with ws.lock("classify", wait=False):
+            summary = classify_questions(ws, method=method, subtype=subtype, status=status, limit=limit, tagger=tagger,  # type: ignore[arg-type]
+                                         settings=llm, on_progress=on_progress)
     how = f"comparative words by {summary.tagger}" if summary.tagger else ""
     if summary.model:
         how += (", " if how else "") + f"model {summary.model}"
@@ -86,6 +87,9 @@ def questions_classify(
         out.print(f"{summary.human} typed by a person: left alone")
     if llm:
         out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache")
+    if summary.failed:
+        err.print("every model reply was invalid; nothing was typed")
+        raise typer.Exit(1)
 
 
 @questions_app.command("queue")
