@@ -74,7 +74,7 @@ def test_import_reports_failures_and_exits_nonzero(tmp_path, monkeypatch):
     good.write_text("a,b\n1,2\n")
     result = runner.invoke(app, ["-w", str(ws), "tables", "import", str(bad), str(good)])
     assert result.exit_code == 1
-    assert "bad.csv" in result.output and "failed files: 1 of 2" in result.output
+    assert "bad.csv" in result.output and "failed paths: 1 of 2" in result.output
     assert "imported 1 tables" in result.output
     assert "Traceback" not in result.output
 

@@ -6,7 +6,6 @@ processes whose command lines are read from /proc, real sockets holding ports.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import stat
@@ -66,6 +65,16 @@ def _launcher(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], Path
     return process, out_path
 
 
+def _end(launcher: subprocess.Popen[bytes]) -> None:
+    """Stop a launcher the way Ctrl-C would (so it stops its Label Studio too); SIGKILL if stuck."""
+    if launcher.poll() is None:
+        launcher.send_signal(signal.SIGTERM)
+        try:
+            launcher.wait(60)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -111,8 +120,7 @@ def test_launcher_refuses_to_bind_beyond_loopback_without_the_flag(tmp_path: Pat
     try:
         code = launcher.wait(30)
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
+        _end(launcher)
     output = out_path.read_text(errors="replace")
     assert code != 0, output
     assert time.monotonic() - started < 20, output
@@ -141,7 +149,10 @@ def test_taken_port_fails_at_once_naming_the_port(tmp_path: Path) -> None:
         assert "LS_PORT=" in str(info.value)
         # The launcher checks the app's port the same way, before starting anything.
         launcher, out_path = _launcher(tmp_path, "--app-port", str(port), "--ls-port", str(free_port()))
-        code = launcher.wait(30)
+        try:
+            code = launcher.wait(30)
+        finally:
+            _end(launcher)
         output = out_path.read_text(errors="replace")
         assert code == 2 and f"port {port}" in output and "APP_PORT=" in output, output
         assert not (tmp_path / "ws" / "label-studio").exists()
@@ -172,8 +183,7 @@ def test_launcher_shows_progress_and_an_honest_estimate(tmp_path: Path) -> None:
         launcher.wait(60)
         wait_for(lambda: not _port_open(ls_port) and not _port_open(app_port), 30, "both servers to stop", 0.5)
     finally:
-        if launcher.poll() is None:
-            os.kill(launcher.pid, signal.SIGKILL)
+        _end(launcher)
 
 
 def _ls_group(launcher_pid: int) -> int:

@@ -58,8 +58,15 @@ def tables_import(
         f"imported {summary.total('tables_new')} tables, {summary.total('questions_new')} questions, "
         f"{summary.total('answers_new')} answers; already present: {summary.total('tables_present')} tables, "
         f"{summary.total('questions_present')} questions; rejected: {len(summary.rejected)} tables; "
-        f"failed files: {len(summary.failed)} of {len(summary.files)}"
+        f"failed paths: {len(summary.failed)} of {len(summary.files)}"
     )
+    if summary.control_chars_removed:
+        out.print(f"removed {summary.control_chars_removed} control characters (NUL and the like) from cells and text")
+    if summary.subtypes_dropped:
+        out.print(
+            f"{summary.subtypes_dropped} questions stored without a subtype: their category is not in the "
+            "workspace taxonomy (kept in meta.source_category)"
+        )
     for location, reason in summary.rejected[:_SHOW_REJECTED]:
         out.print(f"  rejected {location}: {reason}")
     if len(summary.rejected) > _SHOW_REJECTED:

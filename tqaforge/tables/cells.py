@@ -48,13 +48,15 @@ def parse_number(text: str) -> float | None:
 # The one rule for control characters in stored text (cells, headers, captions, questions,
 # answers, model replies): NUL and the other C0/C1 control characters are removed where text
 # enters tqaforge, except tab, newline and carriage return, which tables and questions use.
+# Lone surrogates (from JSON such as "\ud800") go too: they are not characters, no UTF-8
+# encoder (so no database driver) accepts them.
 # PostgreSQL refuses NUL in text outright and SQLite would store it silently, so removing them at
 # the door is the only rule that gives the same store on both; removal is counted, never silent.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def clean_text(text: str) -> str:
-    """``text`` without NUL and other control characters (tab, newline and CR are kept)."""
+    """``text`` without NUL, other control characters and lone surrogates (tab, newline, CR kept)."""
     return _CONTROL.sub("", text) if _CONTROL.search(text) else text
 
 

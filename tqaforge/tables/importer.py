@@ -1,25 +1,44 @@
 """Import table files into a workspace: read, filter, store; one transaction per file.
 
 A file either imports whole or not at all (its transaction rolls back and its error is reported),
-and the other files of the same call still import. Re-importing is a no-op: tables are keyed by
-their content hash, questions by (table, text, subtype, source id), answers by (question, origin, values).
+and the other files of the same call still import, whatever went wrong with it: a reader error,
+a file nested too deeply to parse, a value the database refuses. Paths a directory walk cannot
+read (unreadable directories, broken links, loops, special files) are reported as failed paths.
+
+Re-importing is a no-op: tables are keyed by their content hash, questions by (table, text, the
+source's category label, source id), answers by (question, origin, values). Inserts skip rows
+that are already stored (``ON CONFLICT DO NOTHING``), so two imports of the same file at once
+both succeed and between them store one copy.
+
+Files are read and stored one at a time, and a table's rows are written as JSON text built row
+by row, so an import holds one file's tables (as the reader packs them) plus one copy of the
+text of the tables it is writing.
+
+Every question, answer, source id and metadata string passes the one control-character rule
+(:func:`tqaforge.tables.cells.clean_text`, which the readers apply to cells and headers), and
+every stored subtype belongs to the workspace taxonomy; both are counted in the outcome.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from pathlib import Path
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from sqlalchemy import insert
+from sqlalchemy import JSON, Text, bindparam, cast, type_coerce
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
-from tqaforge.errors import ReaderError, TaxonomyError, TqaforgeError
-from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus
+from tqaforge.errors import ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
-from tqaforge.schemas.taxonomy import BUILTIN
+from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, Taxonomy
 from tqaforge.store import Workspace
+from tqaforge.tables.cells import clean_text
 from tqaforge.tables.readers import read_path
 from tqaforge.tables.source import ReadRecord, ReadResult, SourceItem
 from tqaforge.tables.stats import SelectionFilter, TableStats, table_stats
@@ -27,9 +46,19 @@ from tqaforge.tables.table import Table
 
 # SQL engines cap the number of bound parameters; look ids up in slices this long.
 _ID_CHUNK = 500
+# Tables are inserted in batches of at most this many rows or this much JSON text, so a file
+# of many large tables never has all of them serialised at once.
+_TABLE_BATCH_ROWS = 200
+_TABLE_BATCH_CHARS = 16_000_000
 
 #: File endings a directory walk picks up.
 TABLE_SUFFIXES = frozenset({".csv", ".tsv", ".json", ".jsonl", ".html", ".htm", ".md", ".markdown", ".xlsx"})
+
+#: FREB-TQA's question kinds are question types (``Question.question_type``), not categories.
+_QUESTION_TYPES = frozenset(t.value for t in QuestionType)
+
+# A message of an unexpected exception is cut to this length: it may quote the file's data.
+_MAX_PROBLEM = 300
 
 ProgressFn = Callable[[int], None]
 
@@ -46,7 +75,7 @@ class ImportOptions:
 
 @dataclass(slots=True)
 class FileOutcome:
-    """What happened to one file."""
+    """What happened to one file (or to a path a directory walk could not read)."""
 
     path: str
     format: str | None = None
@@ -56,6 +85,10 @@ class FileOutcome:
     questions_new: int = 0
     questions_present: int = 0
     answers_new: int = 0
+    #: Control characters removed from the file's text (cells, headers, questions, answers...).
+    control_chars_removed: int = 0
+    #: Questions whose category is not in the workspace taxonomy: stored without a subtype.
+    subtypes_dropped: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (location, reason)
     error: str | None = None
 
@@ -81,6 +114,16 @@ class ImportSummary:
     def rejected(self) -> list[tuple[str, str]]:
         return [r for f in self.files for r in f.rejected]
 
+    @property
+    def control_chars_removed(self) -> int:
+        """Control characters removed from the text of every file."""
+        return self.total("control_chars_removed")
+
+    @property
+    def subtypes_dropped(self) -> int:
+        """Questions stored without a subtype because theirs is not in the workspace taxonomy."""
+        return self.total("subtypes_dropped")
+
 
 def import_paths(
     ws: Workspace,
@@ -90,29 +133,127 @@ def import_paths(
     on_file: Callable[[str, int], None] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> ImportSummary:
-    """Import every file in ``paths`` (directories are walked); a failing file does not stop
-    the others. ``on_file(path, n_records)`` is called once a file is read, ``on_progress(n)``
-    as records are stored (for progress bars)."""
+    """Import every file in ``paths`` (directories are walked), one file at a time; a failing
+    file or an unreadable path is recorded in the summary and does not stop the others.
+    ``on_file(path, n_records)`` is called once a file is read, ``on_progress(n)`` as records
+    are stored (for progress bars)."""
     options = options or ImportOptions()
+    taxonomy = ws.config.taxonomy()
     summary = ImportSummary()
-    for path in expand_paths(paths):
-        summary.files.append(import_file(ws, path, options, on_file=on_file, on_progress=on_progress))
+    for path, problem in walk_paths(paths):
+        if problem is not None:
+            summary.files.append(FileOutcome(path=str(path), error=str(problem)))
+            continue
+        summary.files.append(
+            import_file(ws, path, options, taxonomy=taxonomy, on_file=on_file, on_progress=on_progress)
+        )
     return summary
 
 
 def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
-    """Files as given, directories replaced by the files below them (sorted, hidden skipped)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if not p.is_dir():
-            out.append(p)
+    """Files as given, directories replaced by the files below them (sorted, hidden skipped).
+    Paths that cannot be walked are left out; :func:`walk_paths` reports them."""
+    return [path for path, problem in walk_paths(paths) if problem is None]
+
+
+def walk_paths(paths: Iterable[Path | str]) -> Iterator[tuple[Path, ImportFailed | None]]:
+    """Each path to import with ``None``, or a path that cannot be imported with why.
+
+    A path given explicitly is passed on as it is (reading it reports what is wrong with it).
+    Directories are walked depth first in name order; hidden entries and READMEs are skipped,
+    linked directories are followed, and an unreadable directory, a broken link, a link that
+    loops back to a directory being walked and a special file (FIFO, device, socket) with a
+    table ending are reported instead of being skipped without a word."""
+    for path in map(Path, paths):
+        if path.is_dir():
+            yield from _walk_directory(path)
+        else:
+            yield path, None
+
+
+def _walk_directory(root: Path) -> Iterator[tuple[Path, ImportFailed | None]]:
+    # An explicit stack, not recursion: a hostile tree may be deeper than Python's stack.
+    listing, problem = _list_directory(root)
+    if problem is not None:
+        yield root, problem
+        return
+    stack: list[tuple[Iterator[os.DirEntry[str]], frozenset[tuple[int, int]]]] = [
+        (iter(listing), frozenset({_dir_key(root)}))
+    ]
+    while stack:
+        entries, ancestors = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
             continue
-        for f in sorted(p.rglob("*")):
-            hidden = any(part.startswith(".") for part in f.relative_to(p).parts)
-            # Directories hold docs next to data; a README is never a table file.
-            if f.is_file() and not hidden and f.suffix.lower() in TABLE_SUFFIXES and not f.name.lower().startswith("readme"):
-                out.append(f)
-    return out
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        if _is_dir(entry):
+            key = _dir_key(path)
+            if key in ancestors:
+                yield path, ImportFailed(
+                    str(path),
+                    f"directory loop: the link leads back to {os.path.realpath(path)}, which is being walked; skipped",
+                    hint="remove the link, or import the directory it points to by its own path",
+                )
+                continue
+            listing, problem = _list_directory(path)
+            if problem is not None:
+                yield path, problem
+                continue
+            stack.append((iter(listing), ancestors | {key}))
+            continue
+        # A broken link without an ending may have been a linked data directory: say so.
+        maybe_directory = not path.suffix and entry.is_symlink()
+        if (path.suffix.lower() not in TABLE_SUFFIXES and not maybe_directory) or entry.name.lower().startswith("readme"):
+            continue  # directories hold docs next to data; only table files are wanted
+        problem = _file_problem(entry, path)
+        yield path, problem
+
+
+def _list_directory(path: Path) -> tuple[list[os.DirEntry[str]], ImportFailed | None]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name), None
+    except OSError as exc:
+        return [], ImportFailed(
+            str(path),
+            f"cannot read directory: {exc.strerror or exc}; its files were not imported",
+            hint="make the directory readable (chmod u+rx) and run the import again",
+        )
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # follows links: a linked data directory is walked
+    except OSError:
+        return False
+
+
+def _dir_key(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, hash(str(path)))
+    return (st.st_dev, st.st_ino)
+
+
+def _file_problem(entry: os.DirEntry[str], path: Path) -> ImportFailed | None:
+    """Why a file of a directory walk cannot be read, or None when it can be tried."""
+    try:
+        mode = entry.stat().st_mode  # follows links
+    except FileNotFoundError:
+        target = os.readlink(path) if entry.is_symlink() else "?"
+        return ImportFailed(str(path), f"broken symbolic link to {target}; skipped",
+                            hint="fix or remove the link")
+    except OSError as exc:
+        return ImportFailed(str(path), f"cannot read the file: {exc.strerror or exc}")
+    if not stat.S_ISREG(mode):
+        # Reading a FIFO blocks forever and a device never ends: refuse them unread.
+        return ImportFailed(str(path), "not a regular file (a FIFO, device or socket); skipped",
+                            hint="copy the data into a regular file and import that")
+    return None
 
 
 def import_file(
@@ -120,37 +261,96 @@ def import_file(
     path: Path | str,
     options: ImportOptions | None = None,
     *,
+    taxonomy: Taxonomy | None = None,
     on_file: Callable[[str, int], None] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> FileOutcome:
-    """Read one file and store it in one transaction; errors land in the outcome, not raised."""
+    """Read one file and store it in one transaction; errors land in the outcome, not raised.
+
+    Any exception while reading or storing the file (not only a :class:`ReaderError`: also
+    a RecursionError from a deeply nested file, a MemoryError, an error of the database) rolls
+    the file's transaction back and becomes the outcome's ``error``; KeyboardInterrupt and
+    SystemExit still stop the import."""
     options = options or ImportOptions()
+    taxonomy = taxonomy or ws.config.taxonomy()
     outcome = FileOutcome(path=str(path))
     try:
-        if not Path(path).exists():
-            raise ReaderError(str(path), "no such file")
-        result = read_path(Path(path), options.format, strict_headers=options.strict_headers)
-        outcome.format = result.format
-        outcome.records = len(result.records)
-        if on_file:
-            on_file(str(path), len(result.records))
-        _check_items(result)
-        with ws.session() as session:
-            _store(session, result, options, outcome, on_progress)
-    except TqaforgeError as exc:
-        outcome.error = str(exc)
-        outcome.tables_new = outcome.questions_new = outcome.answers_new = 0
+        _import_one(ws, Path(path), options, taxonomy, outcome, on_file, on_progress)
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
+        outcome.error = _describe_failure(str(path), exc)
+        outcome.tables_new = outcome.tables_present = 0
+        outcome.questions_new = outcome.questions_present = outcome.answers_new = 0
+        outcome.subtypes_dropped = 0
     return outcome
 
 
+def _import_one(
+    ws: Workspace,
+    path: Path,
+    options: ImportOptions,
+    taxonomy: Taxonomy,
+    outcome: FileOutcome,
+    on_file: Callable[[str, int], None] | None,
+    on_progress: ProgressFn | None,
+) -> None:
+    if not path.exists() and not path.is_symlink():
+        raise ReaderError(str(path), "no such file")
+    result = read_path(path, options.format, strict_headers=options.strict_headers)
+    outcome.format = result.format
+    outcome.records = len(result.records)
+    outcome.control_chars_removed = result.control_chars_removed
+    if on_file:
+        on_file(str(path), len(result.records))
+    _check_items(result)
+    # The session rolls back on any exception, so a failed file leaves nothing behind.
+    with ws.session() as session:
+        _store(session, result, options, taxonomy, outcome, on_progress)
+
+
+def _describe_failure(path: str, exc: Exception) -> str:
+    """The outcome's error for ``exc``: what happened to which file, and what to do."""
+    if isinstance(exc, TqaforgeError):
+        return str(exc)
+    # SQLAlchemy wraps what the driver raised; the statement and its parameters (whole
+    # tables) stay out of the message.
+    cause: BaseException = (getattr(exc, "orig", None) or exc) if isinstance(exc, SQLAlchemyError) else exc
+    if isinstance(cause, RecursionError):
+        failure = ImportFailed(path, "the file is nested too deeply to read (Python's recursion limit); skipped",
+                               hint="flatten the file's structure; tables need at most a few levels")
+    elif isinstance(cause, MemoryError):
+        failure = ImportFailed(path, "ran out of memory while importing the file; skipped",
+                               hint="split the file into smaller ones and import those")
+    elif isinstance(cause, UnicodeEncodeError):
+        bad = cause.object[cause.start : cause.end] if isinstance(cause.object, str) else ""
+        failure = ImportFailed(
+            path,
+            f"the file's text holds {bad.encode('unicode_escape').decode() or 'a character'}, which is not "
+            f"valid Unicode (a lone surrogate) and cannot be stored; nothing of the file was stored",
+            hint="fix the text in the file (a JSON \\ud800-style escape without its pair) and import again",
+        )
+    elif isinstance(exc, OperationalError) and "database is locked" in str(cause):
+        failure = ImportFailed(path, "the workspace database stayed locked by another writer; nothing of the file was stored",
+                               hint="another tqaforge command is writing to this workspace: run the import again when it is done")
+    elif isinstance(exc, SQLAlchemyError):
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        failure = ImportFailed(path, f"the database refused the file: {first[:_MAX_PROBLEM]}; nothing of it was stored",
+                               hint="fix the value named above in the file, or check the database, and import again")
+    else:
+        text = " ".join(str(exc).split())[:_MAX_PROBLEM]
+        failure = ImportFailed(path, f"unexpected {type(exc).__name__}: {text}; nothing of the file was stored",
+                               hint="check the file; if it looks right, report this as a tqaforge bug")
+    return str(failure)
+
+
 def _check_items(result: ReadResult) -> None:
-    """Reject the whole file if an item names an unknown category or a cell off the table."""
+    """Reject the whole file if an item names an unknown category of its own dataset's
+    taxonomy or a cell off the table."""
     for record in result.records:
         for item in record.items:
-            taxonomy = BUILTIN.get(item.taxonomy or "")
-            if taxonomy is not None and item.subtype is not None:
+            source_taxonomy = BUILTIN.get(item.taxonomy or "")
+            if source_taxonomy is not None and item.subtype is not None:
                 try:
-                    taxonomy.validate(item.qtype, item.subtype)
+                    source_taxonomy.validate(item.qtype, item.subtype)
                 except TaxonomyError as exc:
                     raise ReaderError(record.location, str(exc).split("\n")[0]) from None
             for r, c in item.relevant_cells or ():
@@ -162,6 +362,63 @@ def _check_items(result: ReadResult) -> None:
                     )
 
 
+def _clean_location(location: str) -> str:
+    # A location is our provenance string ("path:line"), made of the file's name, not of its
+    # text: cleaned for the database, not counted (it repeats on every record of the file).
+    return clean_text(location)
+
+
+class _Cleaner:
+    """The control-character rule for the text the importer writes, counting removals."""
+
+    __slots__ = ("removed",)
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def text(self, value: str) -> str:
+        cleaned = clean_text(value)
+        self.removed += len(value) - len(cleaned)
+        return cleaned
+
+    def optional(self, value: str | None) -> str | None:
+        return None if value is None else self.text(value)
+
+    def json(self, value: Any) -> Any:
+        """Every string (keys included) inside a JSON-like value."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, (list, tuple)):
+            return [self.json(v) for v in value]
+        if isinstance(value, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.json(v) for k, v in value.items()}
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Category:
+    """Where a question lands in the workspace taxonomy."""
+
+    taxonomy: str | None
+    qtype: str | None
+    subtype: str | None
+    question_type: str | None
+    dropped: bool  # the item had a category the workspace taxonomy lacks
+
+
+def _categorise(item: SourceItem, taxonomy: Taxonomy) -> _Category:
+    """The stored category of ``item``: its subtype only when the workspace taxonomy has it
+    (with that taxonomy's type); FREB-TQA's extraction/reasoning also as the question type."""
+    question_type = (
+        item.subtype if item.taxonomy == FREB_TQA.name and item.subtype in _QUESTION_TYPES else None
+    )
+    if item.subtype is not None and item.subtype in taxonomy.subtypes:
+        return _Category(taxonomy.name, taxonomy.type_of(item.subtype), item.subtype, question_type, False)
+    # A question type is kept as such; any other unknown category is dropped and counted.
+    dropped = item.subtype is not None and question_type is None
+    return _Category(None, None, None, question_type, dropped)
+
+
 def _existing_ids(session: Session, model: type, ids: Iterable[str]) -> set[str]:
     wanted = list(dict.fromkeys(ids))
     found: set[str] = set()
@@ -171,72 +428,163 @@ def _existing_ids(session: Session, model: type, ids: Iterable[str]) -> set[str]
     return found
 
 
+def _insert_new(session: Session, model: type, rows: list[dict[str, Any]], *, json_text: Iterable[str] = ()) -> set[str]:
+    """Insert ``rows`` of ``model`` skipping ids already stored; the ids this call inserted.
+
+    Two importers of the same content at once must both succeed: a plain INSERT raised
+    IntegrityError for the second. ``ON CONFLICT DO NOTHING`` lets the database settle the race
+    (PostgreSQL makes the second writer wait for the first to commit; SQLite serialises writers
+    through its busy timeout), and ``RETURNING`` names the rows that were new, so "already
+    present" is counted exactly. ``json_text`` names JSON columns given as JSON text already.
+    """
+    if not rows:
+        return set()
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    table = model.__table__  # type: ignore[attr-defined]
+    statement = dialect_insert(table)
+    names = list(json_text)
+    if names:
+        # SQLite stores JSON as text as it is; PostgreSQL casts the text to its json type.
+        statement = statement.values({
+            n: cast(bindparam(n, type_=Text), JSON) if dialect == "postgresql" else type_coerce(bindparam(n, type_=Text), Text)
+            for n in names
+        })
+    # Rows in id order: two writers of overlapping files then lock rows in the same order
+    # (PostgreSQL would otherwise be able to deadlock them).
+    rows = sorted(rows, key=lambda r: r["id"])
+    statement = statement.on_conflict_do_nothing(index_elements=["id"]).returning(table.c.id)
+    return set(session.execute(statement, rows).scalars().all())
+
+
 def _store(
     session: Session,
     result: ReadResult,
     options: ImportOptions,
+    taxonomy: Taxonomy,
     outcome: FileOutcome,
     on_progress: ProgressFn | None,
 ) -> None:
-    stats_by_table: dict[str, TableStats] = {}
-    kept: list[ReadRecord] = []
-    for record in result.records:
-        stats = stats_by_table.setdefault(record.table.id, table_stats(record.table))
-        reason = options.selection.rejects(stats)
-        if reason:
-            outcome.rejected.append((record.location, reason))
-        else:
-            kept.append(record)
-
-    question_ids = {
-        id(item): Question.make_id(r.table.id, item.question, item.subtype, item.source_id)
-        for r in kept for item in r.items
-    }
-    present_tables = _existing_ids(session, TableRecord, (r.table.id for r in kept))
-    present_questions = _existing_ids(session, Question, question_ids.values())
-    seen_tables: set[str] = set()
-    seen_questions: set[str] = set()
+    """Store one file's kept tables, then its questions, then the answers of the questions
+    this call inserted; every insert skips what is already stored, and counts what was new."""
+    kept = _select(result, options, outcome)
+    cleaner = _Cleaner()
     now = utcnow()
-    new_tables: list[dict[str, Any]] = []
-    new_questions: list[dict[str, Any]] = []
-    new_answers: list[dict[str, Any]] = []
-    for record in kept:
-        tid = record.table.id
-        if tid in present_tables or tid in seen_tables:
-            outcome.tables_present += tid not in seen_tables
-        else:
-            new_tables.append(_table_row(record.table, stats_by_table[tid], record.location, options.created_by, now))
-        seen_tables.add(tid)
+    present_tables = _existing_ids(session, TableRecord, (r.table.id for r, _ in kept))
+    outcome.tables_new = _store_tables(session, kept, present_tables, options, cleaner, now)
+    outcome.tables_present = len({r.table.id for r, _ in kept}) - outcome.tables_new
+
+    questions: dict[str, dict[str, Any]] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    n_items = 0
+    for record, _ in kept:
+        location = _clean_location(record.location)
         for item in record.items:
-            qid = question_ids[id(item)]
-            if qid in present_questions or qid in seen_questions:
-                outcome.questions_present += 1
+            n_items += 1
+            text = cleaner.text(item.question)
+            source_id = cleaner.optional(item.source_id)
+            # The id keeps the source's own label (not the stored subtype): ids of questions
+            # stored before stay the same, and a dataset's two labels stay two questions.
+            qid = Question.make_id(record.table.id, text, item.subtype, source_id)
+            if qid in questions:
                 continue
-            seen_questions.add(qid)
-            new_questions.append(_question_row(qid, tid, item, record.location, options.created_by, now))
+            category = _categorise(item, taxonomy)
+            outcome.subtypes_dropped += category.dropped
+            questions[qid] = _question_row(qid, record.table.id, item, text, source_id, category,
+                                           location, options.created_by, now, cleaner)
             if item.answers:
-                new_answers.append(_answer_row(qid, item, options.created_by, now))
+                answers[qid] = _answer_row(qid, [cleaner.text(a) for a in item.answers], options.created_by, now)
         if on_progress:
             on_progress(1)
-    # Bulk Core inserts, parents before children (ORM objects cost ~1 ms each to build).
-    for model, rows in ((TableRecord, new_tables), (Question, new_questions), (Answer, new_answers)):
-        if rows:
-            session.execute(insert(model), rows)
-    outcome.tables_new = len(new_tables)
-    outcome.questions_new = len(new_questions)
-    outcome.answers_new = len(new_answers)
+    present_questions = _existing_ids(session, Question, questions)
+    inserted = _insert_new(session, Question, [q for i, q in questions.items() if i not in present_questions])
+    outcome.questions_new = len(inserted)
+    outcome.questions_present = n_items - len(inserted)
+    # An answer comes with its question: one already stored keeps the answers it has.
+    outcome.answers_new = len(_insert_new(session, Answer, [a for i, a in answers.items() if i in inserted]))
+    outcome.control_chars_removed += cleaner.removed
     if on_progress and len(kept) < len(result.records):
         on_progress(len(result.records) - len(kept))
 
 
-def _table_row(table: Table, stats: TableStats, location: str, created_by: str, now: datetime) -> dict[str, Any]:
+def _select(result: ReadResult, options: ImportOptions, outcome: FileOutcome) -> list[tuple[ReadRecord, TableStats]]:
+    """The records whose table passes the selection filter, with its stats; others rejected."""
+    stats_by_table: dict[str, TableStats] = {}
+    kept: list[tuple[ReadRecord, TableStats]] = []
+    for record in result.records:
+        stats = stats_by_table.get(record.table.id)
+        if stats is None:
+            stats = stats_by_table[record.table.id] = table_stats(record.table)
+        reason = options.selection.rejects(stats)
+        if reason:
+            outcome.rejected.append((record.location, reason))
+        else:
+            kept.append((record, stats))
+    return kept
+
+
+def _store_tables(
+    session: Session,
+    kept: list[tuple[ReadRecord, TableStats]],
+    present: set[str],
+    options: ImportOptions,
+    cleaner: _Cleaner,
+    now: datetime,
+) -> int:
+    """Insert the tables not yet stored, in bounded batches; how many this call inserted."""
+    inserted = 0
+    batch: list[dict[str, Any]] = []
+    size = 0
+    seen: set[str] = set(present)
+    for record, stats in kept:
+        if record.table.id in seen:
+            continue
+        seen.add(record.table.id)
+        row = _table_row(record.table, stats, _clean_location(record.location), options.created_by, now, cleaner)
+        batch.append(row)
+        size += len(row["rows"])
+        if len(batch) >= _TABLE_BATCH_ROWS or size >= _TABLE_BATCH_CHARS:
+            inserted += len(_insert_new(session, TableRecord, batch, json_text=("rows",)))
+            batch, size = [], 0
+    inserted += len(_insert_new(session, TableRecord, batch, json_text=("rows",)))
+    return inserted
+
+
+# Rows are joined into the JSON text in slices of this many, so that the pieces alive at once
+# stay small next to the text itself.
+_JSON_SLICE = 10_000
+
+
+def _rows_json(table: Table) -> str:
+    """The rows of ``table`` as compact JSON text (non-ASCII kept), built row by row: the rows
+    may be packed by the reader, and unpacking them all at once would make a Python object of
+    every cell (the old import held the table three times over that way)."""
+    rows = table.rows
+    slices = []
+    for start in range(0, len(rows), _JSON_SLICE):
+        # Cells are strings: the C string encoder is all JSON needs, and is fast.
+        slices.append(",".join(
+            "[" + ",".join(map(encode_basestring, rows[i])) + "]"
+            for i in range(start, min(start + _JSON_SLICE, len(rows)))
+        ))
+    return "[" + ",".join(slices) + "]"
+
+
+def _table_row(
+    table: Table, stats: TableStats, location: str, created_by: str, now: datetime, cleaner: _Cleaner
+) -> dict[str, Any]:
+    # Header and cells were cleaned by the reader (they make the table's id); the metadata
+    # columns are cleaned here because they may come from anywhere.
     return {
         "id": table.id,
         "header": list(table.header),
-        "rows": [list(r) for r in table.rows],
-        "caption": table.caption,
-        "source": table.source,
-        "licence": table.licence,
+        "rows": _rows_json(table),
+        "caption": cleaner.optional(table.caption),
+        "source": cleaner.optional(table.source),
+        "licence": cleaner.optional(table.licence),
         "n_rows": stats.n_rows,
         "n_cols": stats.n_cols,
         "numeric_share": stats.numeric_share,
@@ -247,24 +595,39 @@ def _table_row(table: Table, stats: TableStats, location: str, created_by: str, 
     }
 
 
-def _question_row(qid: str, table_id: str, item: SourceItem, location: str, created_by: str, now: datetime) -> dict[str, Any]:
+def _question_row(
+    qid: str,
+    table_id: str,
+    item: SourceItem,
+    text: str,
+    source_id: str | None,
+    category: _Category,
+    location: str,
+    created_by: str,
+    now: datetime,
+    cleaner: _Cleaner,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = cleaner.json(dict(item.meta))
+    if category.dropped:
+        # The dataset's own category is kept where it hurts no one: people may map it later.
+        meta["source_category"] = {"taxonomy": item.taxonomy, "type": item.qtype, "subtype": item.subtype}
     return {
         "id": qid,
         "table_id": table_id,
-        "text": item.question,
-        "taxonomy": item.taxonomy,
-        "qtype": item.qtype,
-        "subtype": item.subtype,
-        "question_type": None,
+        "text": text,
+        "taxonomy": category.taxonomy,
+        "qtype": category.qtype,
+        "subtype": category.subtype,
+        "question_type": category.question_type,
         # Questions shipped by a curated benchmark were reviewed by its authors.
         "status": QuestionStatus.ACCEPTED.value,
         "origin": Origin.IMPORT.value,
         "created_by": created_by,
         "source": location,
-        "source_id": item.source_id,
+        "source_id": source_id,
         "relevant_cells": [list(c) for c in item.relevant_cells] if item.relevant_cells is not None else None,
         "lineage": None,
-        "meta": dict(item.meta) or None,
+        "meta": meta or None,
         "round": None,
         "seed": None,
         "created_at": now,
@@ -272,8 +635,7 @@ def _question_row(qid: str, table_id: str, item: SourceItem, location: str, crea
     }
 
 
-def _answer_row(qid: str, item: SourceItem, created_by: str, now: datetime) -> dict[str, Any]:
-    values = list(item.answers)
+def _answer_row(qid: str, values: list[str], created_by: str, now: datetime) -> dict[str, Any]:
     return {
         "id": Answer.make_id(qid, Origin.IMPORT, values),
         "question_id": qid,

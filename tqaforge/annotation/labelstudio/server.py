@@ -48,8 +48,9 @@ DEMO_USERNAME = "admin@tqaforge.local"
 DEMO_PASSWORD = "tqaforge-demo"
 # Label Studio wants a token of 40 hex-like characters; this one is public and only for the demo.
 DEMO_TOKEN = "7a3f0c5e9b1d4a6f8e2c0b7d5a3f1e9c4b6d8a20"
-#: What the launcher tells people to expect (measured on a 2-core machine: cold ~90 s, warm ~40 s).
-STARTUP_ESTIMATE = "about 90 s on first start, less afterwards"
+#: What the launcher tells people to expect. Measured on a 2-core machine: the first start (it
+#: creates its database) 68-90 s, up to 145 s when the machine is busy; later starts 8-12 s.
+STARTUP_ESTIMATE = "about 90 s on first start, about 10 s after"
 #: Label Studio prints this when it finds its port taken and moves to the next one.
 _PORT_MOVED_MARK = "Trying to start at"
 # Settings Label Studio reads from the environment, also under these bare names (its get_env
