@@ -170,3 +170,20 @@ def test_two_generations_at_once_one_refuses_with_a_message(ws_dir: Path, monkey
     assert result.exit_code == 1
     assert "another tqaforge command" in result.output and "generate" in result.output
     assert "Traceback" not in result.output
+
+
+def test_import_size_limit_and_encoding_are_flags(ws_dir: Path, tmp_path: Path) -> None:
+    """Hangs and unbounded resources: the readers' size bound is the --max-file-size flag its
+    messages name; a Latin-1 file decodes with --encoding; a bad value is a usage error."""
+    big = _csv(tmp_path / "big.csv", ["a", "b"], rows=200)
+    result = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(big), "--max-file-size", "1KB"])
+    assert result.exit_code == 1
+    assert "big.csv" in result.output and "--max-file-size" in result.output
+    bad = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(big), "--max-file-size", "lots"])
+    assert bad.exit_code == 2 and "not a size" in bad.output
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("name,value\ncaf\xe9,1\nna\xefve,2\n".encode("latin-1"))
+    ok = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(latin), "--encoding", "latin-1"])
+    assert ok.exit_code == 0, ok.output
+    unknown = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(latin), "--encoding", "klingon"])
+    assert unknown.exit_code == 2 and "unknown encoding" in unknown.output

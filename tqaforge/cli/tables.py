@@ -35,15 +35,32 @@ def tables_import(
     lenient_headers: bool = typer.Option(
         False, "--lenient-headers", help="Accept blank or duplicate header names in generic files."
     ),
+    encoding: Optional[str] = typer.Option(None, "--encoding", help="Text encoding of the files (default: detect, UTF-8 first)."),
+    max_file_size: str = typer.Option("1GiB", "--max-file-size", help="Refuse larger files (e.g. 200MB, 2GiB)."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Import tables (and the questions and answers of benchmark files) into the workspace."""
     from tqaforge.tables.importer import ImportOptions, import_paths
+    from tqaforge.tables.readers._common import parse_size
     from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
+    try:
+        max_bytes = parse_size(max_file_size)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--max-file-size") from None
+    if encoding is not None:
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise typer.BadParameter(f"unknown encoding {encoding!r}", param_hint="--encoding") from None
     ws = open_ws(ctx, workspace)
     selection = TABLEBENCH_FILTER if tablebench_filter else SelectionFilter(min_rows, min_cols, min_numeric_share)
-    options = ImportOptions(format=format, selection=selection, strict_headers=False if lenient_headers else None)
+    options = ImportOptions(
+        format=format, selection=selection, strict_headers=False if lenient_headers else None,
+        encoding=encoding, max_file_bytes=max_bytes,
+    )
     with progress_bar() as progress:
         task = progress.add_task("importing", total=0)
 

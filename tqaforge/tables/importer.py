@@ -71,6 +71,8 @@ class ImportOptions:
     selection: SelectionFilter = field(default_factory=SelectionFilter)
     strict_headers: bool | None = None  # None: the reader's default for its format
     created_by: str = "tqaforge"
+    encoding: str | None = None  # None: detect (UTF-8 first); a name forces it, decoded strictly
+    max_file_bytes: int | None = None  # None: the readers' DEFAULT_MAX_BYTES (1 GiB)
 
 
 @dataclass(slots=True)
@@ -295,7 +297,10 @@ def _import_one(
 ) -> None:
     if not path.exists() and not path.is_symlink():
         raise ReaderError(str(path), "no such file")
-    result = read_path(path, options.format, strict_headers=options.strict_headers)
+    result = read_path(
+        path, options.format, strict_headers=options.strict_headers, encoding=options.encoding,
+        max_bytes=options.max_file_bytes,
+    )
     outcome.format = result.format
     outcome.records = len(result.records)
     outcome.control_chars_removed = result.control_chars_removed

@@ -10,6 +10,8 @@ Positions in errors follow one convention across formats:
 
 from __future__ import annotations
 
+import re
+
 import codecs
 import json
 import os
@@ -42,6 +44,22 @@ def describe_size(n: int) -> str:
         if n >= factor:
             return f"{n / factor:.3g} {unit}"
     return f"{n} bytes"
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+               "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """``"1GiB"``, ``"500 MB"``, ``"1048576"`` -> bytes; a ValueError saying what is accepted."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (write e.g. 500MB, 2GiB or a number of bytes)")
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size < 1:
+        raise ValueError(f"the size must be at least 1 byte, got {text!r}")
+    return size
 
 
 class TextCleaner:
@@ -148,7 +166,7 @@ def _decode_error(path: Path, data: bytes, exc: UnicodeDecodeError, encoding: st
         str(path),
         f"byte 0x{data[offset]:02x} at offset {offset} is not valid {encoding}",
         line=line,
-        hint="save the file as UTF-8",
+        hint="give its encoding with --encoding (e.g. --encoding cp1252), or save the file as UTF-8",
     )
 
 
