@@ -64,6 +64,9 @@ WORKSPACE_OPTION: Any = typer.Option(
     None, "--workspace", "-w", help="Workspace directory (default: the current one or a parent).",
 )
 
+LIMIT_OPTION: Any = typer.Option(50, "--limit", min=1, max=10_000, help="How many to show.")
+OFFSET_OPTION: Any = typer.Option(0, "--offset", min=0, help="How many to skip.")
+
 
 def open_ws(ctx: typer.Context, workspace: Optional[Path] = None) -> "Workspace":
     """The workspace named after the subcommand, else before it, else $TQAFORGE_WORKSPACE or cwd."""

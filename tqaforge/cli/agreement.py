@@ -9,7 +9,8 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
-    WORKSPACE_OPTION, Shown, check_choice, err, friendly_errors, names, open_ws, out, plain_table, print_count,
+    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, check_choice, err, friendly_errors, names, open_ws, out,
+    plain_table, print_count, Shown,
 )
 
 agreement_app = typer.Typer(
@@ -103,8 +104,8 @@ def agreement_adjudicate(
 def agreement_queue(
     ctx: typer.Context,
     kind: Optional[str] = typer.Option(None, "--kind", "-k", help="Only this kind."),
-    limit: int = typer.Option(50, min=1, help="How many to show."),
-    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    limit: int = LIMIT_OPTION,
+    offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Items whose annotators disagree and no rule decided: they wait for a person."""

@@ -8,8 +8,8 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
-    WORKSPACE_OPTION, err, Shown, check_choice, field_column, friendly_errors, open_ws, out, plain_table, print_count,
-    progress_bar,
+    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, check_choice, err, field_column, friendly_errors,
+    open_ws, out, plain_table, print_count, progress_bar, Shown,
 )
 
 questions_app = typer.Typer(help="Inspect, type and review questions.", no_args_is_help=True, rich_markup_mode=None)
@@ -22,8 +22,8 @@ def questions_list(
     table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
     subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
     status: Optional[str] = typer.Option(None, help="proposed, accepted, rejected or seed."),
-    limit: int = typer.Option(50, min=1, help="How many to show."),
-    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    limit: int = LIMIT_OPTION,
+    offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """List questions, filtered by table, subtype and status."""
@@ -98,8 +98,8 @@ def questions_queue(
     ctx: typer.Context,
     subtype: Optional[str] = typer.Option(None, help="Only this subtype."),
     table: Optional[str] = typer.Option(None, help="Only questions about this table (id prefix)."),
-    limit: int = typer.Option(50, min=1, help="How many to show."),
-    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    limit: int = LIMIT_OPTION,
+    offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Proposed questions waiting for review, oldest round first."""

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from tqaforge.cli._common import (
-    WORKSPACE_OPTION, Shown, friendly_errors, open_ws, out, err, plain_table, print_count, progress_bar, styled,
+    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, err, friendly_errors, open_ws, out, plain_table,
+    print_count, progress_bar, Shown, styled,
 )
 
 tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True, rich_markup_mode=None)
@@ -96,8 +97,8 @@ def tables_import(
 @friendly_errors
 def tables_list(
     ctx: typer.Context,
-    limit: int = typer.Option(50, min=1, help="How many to show."),
-    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    limit: int = LIMIT_OPTION,
+    offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """List the tables with their size and question count."""

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from tqaforge.cli._common import (
-    WORKSPACE_OPTION, Shown, friendly_errors, names, open_ws, out, plain_table, print_count, progress_bar, styled,
+    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, friendly_errors, names, open_ws, out, plain_table,
+    print_count, progress_bar, Shown, styled,
 )
 
 variants_app = typer.Typer(
@@ -88,8 +89,8 @@ def variants_list(
     question: Optional[str] = typer.Option(None, "--question", help="Only variants of this question (id prefix)."),
     perturbation: Optional[str] = typer.Option(None, "--perturbation", help="Only this perturbation."),
     status: Optional[str] = typer.Option(None, "--status", help="Only this status."),
-    limit: int = typer.Option(50, min=1, help="How many to show."),
-    offset: int = typer.Option(0, min=0, help="How many to skip."),
+    limit: int = LIMIT_OPTION,
+    offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Stored variants with their ids (what `variants show` takes)."""
