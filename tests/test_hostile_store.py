@@ -381,3 +381,28 @@ def test_init_in_a_directory_whose_name_needs_escaping(tmp_path):
         assert load_config(root / CONFIG_NAME).database_url == url
     finally:
         ws.close()
+
+
+def test_concurrent_seed_adds_all_land(sqlite_workspace):
+    """Concurrency (the class of the shared `.partial` file): the seed corpus is read, changed and
+    written back; six `seeds add` at once used to keep only the last writer's seed (lost about 2 runs in 3)."""
+    import subprocess
+    import sys
+
+    from tqaforge.generation import corpus as seed_corpus
+
+    ws_dir = sqlite_workspace.root
+    seed_corpus.load_corpus_file(sqlite_workspace)  # the workspace copy of the shipped corpus
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tqaforge", "-w", str(ws_dir), "seeds", "add", "Counting", f"How many rows name city {i}?"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(6)
+    ]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert all(code == 0 for _, _, code in results), results
+    seeds = [e.text for e in seed_corpus.seed_entries(sqlite_workspace, "Counting")]
+    assert all(f"How many rows name city {i}?" in seeds for i in range(6))
+    leftovers = [p.name for p in ws_dir.iterdir() if p.name.endswith(".partial")]
+    assert leftovers == []

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tqaforge.errors import ConfigError, TaxonomyError, WorkspaceNotFound
+from tqaforge.files import atomic_write_text
 from tqaforge.schemas.taxonomy import BUILTIN, Taxonomy, custom_taxonomy
 
 CONFIG_NAME = "tqaforge.toml"
@@ -334,13 +335,13 @@ def write_default_config(
         )
     path = WorkspacePaths(root).config
     if not path.exists():
-        path.write_text(
+        atomic_write_text(
+            path,
             DEFAULT_CONFIG.format(
                 # toml_string escapes quotes, backslashes and control characters, so any
                 # directory name or URL gives a config that reads back as written.
                 name=toml_string(name), taxonomy=toml_string(taxonomy), db=DB_NAME, env=DATABASE_ENV,
                 url=toml_string(database_url or ""),
             ),
-            encoding="utf-8",
         )
     return path

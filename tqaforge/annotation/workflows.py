@@ -44,7 +44,6 @@ of each annotator and overall. Every value has its seeded bootstrap interval.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -72,6 +71,7 @@ from tqaforge.annotation.agreement import (
     proportion,
 )
 from tqaforge.errors import AgreementError
+from tqaforge.files import atomic_write_text
 from tqaforge.schemas.enums import AnswerStatus
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, TableRecord, Variant
 from tqaforge.store import Workspace
@@ -787,7 +787,5 @@ def write_report(ws: Workspace, report: AgreementReport, *, kinds: Sequence[str]
         (json_path, json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n"),
         (md_path, to_markdown(report)),
     ):
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
+        atomic_write_text(path, text)
     return json_path, md_path

@@ -20,16 +20,17 @@ file edit.
 
 from __future__ import annotations
 
-import os
-import tempfile
+import functools
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from sqlmodel import select
 
 from tqaforge.config import parse_toml, read_text_file
 from tqaforge.errors import ConfigError, TaxonomyError
+from tqaforge.files import atomic_write_text
 from tqaforge.generation.seeds import (
     SeedCategory,
     SeedCorpus,
@@ -41,6 +42,8 @@ from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
 from tqaforge.schemas.taxonomy import BUILTIN
 from tqaforge.store import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 WORKSPACE_SEEDS = "seeds.toml"
 
@@ -139,6 +142,19 @@ def seed_entries(ws: Workspace, subtype: str | None = None) -> list[SeedEntry]:
     return entries
 
 
+def _one_writer(fn: F) -> F:
+    """Run ``fn(ws, ...)`` under the workspace's "seeds" lock: it reads the corpus file, changes
+    it and writes it back, and two such commands at once would otherwise lose one's change."""
+
+    @functools.wraps(fn)
+    def locked(ws: Workspace, *args: Any, **kwargs: Any) -> Any:
+        with ws.lock("seeds"):
+            return fn(ws, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
+
+
+@_one_writer
 def add_seed(
     ws: Workspace, subtype: str, question: str | None = None, *, definition: str | None = None
 ) -> SeedCategory:
@@ -175,6 +191,7 @@ def add_seed(
     return cat
 
 
+@_one_writer
 def import_seeds(
     ws: Workspace, path: str | PathLike[str], *, replace_definitions: bool = False
 ) -> ImportResult:
@@ -251,12 +268,4 @@ def _write(path: Path, corpus: SeedCorpus) -> None:
     """Write atomically: a killed command never leaves half a corpus file."""
     if not corpus.categories:
         raise TaxonomyError("refusing to write an empty seed corpus")
-    text = dump_seed_corpus(corpus)
-    fd, tmp = tempfile.mkstemp(prefix=".seeds-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, dump_seed_corpus(corpus))

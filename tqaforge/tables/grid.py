@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from tqaforge.errors import TqaforgeError
+from tqaforge.files import atomic_write_text, replace_durably
 from tqaforge.generation.templates import render
 from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant, utcnow
@@ -362,13 +363,14 @@ def write_prompts_file(path: Path, write: Callable[[TextIO], GridSummary]) -> Gr
     two runs at once never share a file (each writes its own temporary file, then renames it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp, summary = _write_temporary(path, write)
-    _replace(tmp, path)
+    replace_durably(tmp, path)
     return summary
 
 
 def _write_temporary(path: Path, write: Callable[[TextIO], GridSummary]) -> tuple[Path, GridSummary]:
     """Run ``write`` into a fresh, fsynced temporary file beside ``path`` (same file system, so
-    the rename is atomic); the file is removed if ``write`` fails."""
+    the rename is atomic); the file is removed if ``write`` fails. The caller renames it (with
+    :func:`~tqaforge.files.replace_durably`) once the target has been checked again."""
     fh = tempfile.NamedTemporaryFile(
         "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
     )
@@ -382,20 +384,6 @@ def _write_temporary(path: Path, write: Callable[[TextIO], GridSummary]) -> tupl
         tmp.unlink(missing_ok=True)
         raise
     return tmp, summary
-
-
-def _replace(tmp: Path, path: Path) -> None:
-    """Rename ``tmp`` over ``path`` and make the rename itself durable."""
-    # NamedTemporaryFile makes 0600 files; the prompts file gets the usual umask permissions.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 # --- where the prompts file goes, and what it was made with ------------------------------------
@@ -549,10 +537,8 @@ def write_prompts(
             }
             # The sidecar goes first: a kill between the two renames leaves a sidecar that
             # over-claims (so a later run is refused, the safe side), never a file without one.
-            meta_tmp = meta_path(resolved).with_name(f".{meta_path(resolved).name}.{os.getpid()}.partial")
-            meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            _replace(meta_tmp, meta_path(resolved))
-            _replace(tmp, resolved)
+            atomic_write_text(meta_path(resolved), json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            replace_durably(tmp, resolved)
     finally:
         tmp.unlink(missing_ok=True)
     return summary
