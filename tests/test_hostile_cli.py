@@ -187,3 +187,10 @@ def test_import_size_limit_and_encoding_are_flags(ws_dir: Path, tmp_path: Path) 
     assert ok.exit_code == 0, ok.output
     unknown = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(latin), "--encoding", "klingon"])
     assert unknown.exit_code == 2 and "unknown encoding" in unknown.output
+
+
+def test_deeply_nested_label_is_a_usage_error(ws_dir: Path) -> None:
+    """Deeply nested JSON, typed by a person: `agreement resolve TASK '[[[[...'` gave a traceback."""
+    result = runner.invoke(app, ["-w", str(ws_dir), "agreement", "resolve", "abc", "[" * 100_000, "--by", "ana"])
+    assert result.exit_code == 2
+    assert "nested too deeply" in result.output

@@ -289,3 +289,14 @@ def test_a_run_where_every_step_got_an_invalid_reply_failed(workspace):
         assert {st.status for st in s.exec(select(GenerationStep))} == {"invalid_reply"}
     assert ClassifySummary(method="llm", invalid=3).failed  # the same rule for question typing
     assert not ClassifySummary(method="llm", invalid=3, questions=1).failed
+
+
+def test_deeply_nested_json_reply_is_an_invalid_reply():
+    """Deeply nested JSON (the reader case, from a model): a reply `[[[[...` 100k deep raised
+    RecursionError out of the JSON parser, past the repair path; it is an invalid reply."""
+    from tqaforge.generation.llm import parse_json_reply
+
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json_reply("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json_reply("Here it is:\n```json\n" + "[" * 100_000 + "]" * 100_000 + "\n```")

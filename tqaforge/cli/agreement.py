@@ -138,5 +138,7 @@ def agreement_resolve(
         value: Any = json.loads(label)
     except json.JSONDecodeError:
         value = label
+    except RecursionError:
+        raise typer.BadParameter("the label's JSON is nested too deeply", param_hint="LABEL") from None
     row = resolve(open_ws(ctx, workspace), task, value, by=by, note=note)
     out.print(f"{row.task_id[:12]} ({row.kind}): {json.dumps(row.label, ensure_ascii=False)} decided by {row.decided_by}")

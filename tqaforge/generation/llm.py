@@ -376,12 +376,21 @@ def parse_json_reply(text: str) -> Any:
     """
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return _loads(stripped)
     except ValueError:
         match = _FENCE.search(stripped)
         if match is None:
             raise
-        return json.loads(match.group(1))
+        return _loads(match.group(1))
+
+
+def _loads(text: str) -> Any:
+    # A hostile reply such as "[[[[..." 100,000 deep makes json raise RecursionError, which is
+    # no ValueError: it would escape the repair path and end the run with a traceback.
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply to be a reply") from None
 
 
 class _TokenBucket:
