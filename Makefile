@@ -46,6 +46,8 @@ run: demo labelstudio
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 
 bench: install
+	$(BIN)/python benchmarks/cli_startup.py
+	$(BIN)/python benchmarks/import_memory.py
 	$(BIN)/python benchmarks/import_tables.py
 	$(BIN)/python benchmarks/agreement.py
 	$(BIN)/python benchmarks/gateway.py
