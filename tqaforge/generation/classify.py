@@ -96,39 +96,14 @@ HUMAN = "human"  # meta["typing"]["method"] of a person's label: never overwritt
 # ---------------------------------------------------------------------------------------------
 # The structural-question filter (FREB-TQA appendix A.3)
 
-#: FREB-TQA's list, verbatim: positional prepositions and ordinal numbers.
-PAPER_STRUCTURAL_WORDS: tuple[str, ...] = (
-    "first", "second", "third", "last", "top", "bottom", "before", "previous", "latter", "after",
-    "next", "below", "above",
+from tqaforge.tables.perturb.structural import (  # noqa: E402 - re-exported: typing reports the words
+    EXTENDED_STRUCTURAL_WORDS,
+    PAPER_STRUCTURAL_WORDS,
+    STRUCTURAL_WORDS,
+    is_structural,
+    structural_words,
+    words_of as _words,
 )
-#: The default: the paper's list plus words that name a part of the table.
-STRUCTURAL_WORDS: tuple[str, ...] = (*PAPER_STRUCTURAL_WORDS, "row", "rows", "column", "columns")
-#: A wider list, for comparison: more ordinals and order words.
-EXTENDED_STRUCTURAL_WORDS: tuple[str, ...] = (
-    *STRUCTURAL_WORDS, "fourth", "fifth", "former", "preceding", "succeeding", "penultimate",
-    "listed", "list", "order",
-)
-
-_WORD = re.compile(r"[^\W\d_]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def structural_words(question: str, words: Iterable[str] = STRUCTURAL_WORDS) -> tuple[str, ...]:
-    """The structural words in a question, in order of appearance, each once.
-
-    Whole words only, case-insensitive: "seconds" and "topped" are not "second" and "top".
-    """
-    wanted = {w.lower() for w in words}
-    return tuple(dict.fromkeys(w for w in _words(question) if w in wanted))
-
-
-def is_structural(question: str, words: Iterable[str] = STRUCTURAL_WORDS) -> bool:
-    """True when the answer may depend on table order or position (exclude it from structure
-    perturbations)."""
-    return bool(structural_words(question, words))
 
 
 # ---------------------------------------------------------------------------------------------

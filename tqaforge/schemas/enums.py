@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from tqaforge.tables.effects import AnswerEffect as AnswerEffect  # defined by the pure table layer
+
 
 class Origin(StrEnum):
     """Who or what made a record."""
@@ -48,14 +50,6 @@ class AnswerStatus(StrEnum):
     VERIFIED = "verified"  # confirmed by people
     CORRECTED = "corrected"  # fixed by people
     REJECTED = "rejected"
-
-
-class AnswerEffect(StrEnum):
-    """What a perturbation does to the gold answer."""
-
-    UNCHANGED = "unchanged"
-    RECOMPUTE = "recompute"
-    NEEDS_PERSON = "needs_person"
 
 
 class VariantStatus(StrEnum):

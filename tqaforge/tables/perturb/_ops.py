@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Sequence
 
-from tqaforge.schemas.enums import AnswerEffect
+from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.perturb.base import (
     Change,
     ItemContext,

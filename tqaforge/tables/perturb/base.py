@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tqaforge.errors import TqaforgeError
-from tqaforge.schemas.enums import AnswerEffect
+from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.source import Cell
 from tqaforge.tables.table import Table
 

@@ -13,7 +13,7 @@ same table." The answer is unchanged: duplicates are meant to be ignored.
 
 from __future__ import annotations
 
-from tqaforge.schemas.enums import AnswerEffect
+from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.cells import parse_number
 from tqaforge.tables.matching import find_target_cells
 from tqaforge.tables.perturb._ops import identity, rebuild, relevant_cells, result

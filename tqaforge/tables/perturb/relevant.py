@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tqaforge.schemas.enums import AnswerEffect
+from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.perturb._ops import (
     draw_until,
     identity,
