@@ -42,7 +42,7 @@ demo: install
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
 run: demo labelstudio
-	$(BIN)/python -m tqaforge.launch --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) \
+	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) \
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 
 bench: install

@@ -23,7 +23,7 @@ from pathlib import Path
 import openai
 from sqlmodel import select
 
-from tqaforge.generation.llm import Gateway, LLMSettings, Price, run
+from tqaforge.llm import Gateway, LLMSettings, Price, run
 from tqaforge.schemas.records import LLMCall
 from tqaforge.store import init_workspace
 

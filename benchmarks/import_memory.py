@@ -64,7 +64,7 @@ def measure(kind: str, csv: Path, workdir: Path) -> tuple[float, float]:
 def _measure_one(kind: str, csv: Path, workdir: Path) -> None:
     py = sys.executable
     if kind == "floor":
-        cmd = [py, "-c", "import tqaforge.tables.importer, tqaforge.store"]
+        cmd = [py, "-c", "import tqaforge.ingest, tqaforge.store"]
     elif kind == "pandas":
         cmd = [py, "-c", f"import pandas; pandas.read_csv({str(csv)!r}, dtype=str)"]
     else:

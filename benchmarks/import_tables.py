@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from tqaforge.store import init_workspace
-from tqaforge.tables.importer import import_paths
+from tqaforge.ingest import import_paths
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tablebench" / "TableBench.jsonl"
 

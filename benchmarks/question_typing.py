@@ -49,7 +49,7 @@ from tqaforge.generation.classify import (  # noqa: E402
 )
 from tqaforge.errors import InvalidReply  # noqa: E402
 from tqaforge.schemas.enums import QuestionType  # noqa: E402
-from tqaforge.generation.llm import Gateway, load_llm_settings  # noqa: E402
+from tqaforge.llm import Gateway, load_llm_settings  # noqa: E402
 from tqaforge.store import init_workspace  # noqa: E402
 from tqaforge.tables.readers.datasets import read_freb_tqa  # noqa: E402
 from tqaforge.tables.table import Table  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import free_port
-from tqaforge.tables.importer import import_paths
+from tqaforge.ingest import import_paths
 
 HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -38,11 +38,11 @@ from tqaforge.generation.classify import (
     typing_messages,
     validate_typing_reply,
 )
-from tqaforge.generation.llm import LLMSettings, Price
+from tqaforge.llm import LLMSettings, Price
 from tqaforge.schemas.enums import QuestionType
 from tqaforge.schemas.records import LLMCall, Question
 from tqaforge.store import Workspace
-from tqaforge.tables.importer import ImportOptions, import_paths
+from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.tables.readers.datasets import read_freb_tqa
 from tqaforge.tables.table import Table
 

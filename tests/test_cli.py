@@ -8,7 +8,7 @@ import typer
 from typer.testing import CliRunner
 
 from conftest import shared_data_path
-from tqaforge.catalog import list_tables
+from tqaforge.queries import list_tables
 from tqaforge.cli import app
 from tqaforge.store import open_workspace
 

@@ -32,7 +32,7 @@ from tqaforge.cli import app
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation import corpus as seed_corpus
 from tqaforge.generation.dedup import DedupIndex, clean_question, lcs_length, rouge_l, tokens
-from tqaforge.generation.llm import LLMSettings, Price
+from tqaforge.llm import LLMSettings, Price
 from tqaforge.generation.questions import (
     GenerationOptions,
     generate_questions,
@@ -51,7 +51,7 @@ from tqaforge.schemas.records import (
     TableRecord,
 )
 from tqaforge.store import Workspace, init_workspace, open_workspace
-from tqaforge.tables.importer import import_paths
+from tqaforge.ingest import import_paths
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = REPO / "data" / "tables"

@@ -134,12 +134,12 @@ def test_lists_say_how_many_there_are(ws_dir: Path, tmp_path: Path) -> None:
 def _first_table_id(ws_dir: Path) -> str:
     result = runner.invoke(app, ["-w", str(ws_dir), "status", "--json"])
     assert result.exit_code == 0
-    from tqaforge import catalog
+    from tqaforge import queries
     from tqaforge.store import open_workspace
 
     ws = open_workspace(ws_dir)
     try:
-        return catalog.list_tables(ws, limit=1).items[0].id
+        return queries.list_tables(ws, limit=1).items[0].id
     finally:
         ws.close()
 

@@ -18,7 +18,7 @@ from sqlmodel import func, select
 
 from tqaforge.schemas.records import Answer, Question, TableRecord
 from tqaforge.store import Workspace, init_workspace
-from tqaforge.tables.importer import import_paths, walk_paths
+from tqaforge.ingest import import_paths, walk_paths
 
 pytestmark = pytest.mark.hostile
 
@@ -164,7 +164,7 @@ _IMPORTER = """
 import json, sys, time
 from pathlib import Path
 from tqaforge.store import open_workspace
-from tqaforge.tables.importer import import_paths, walk_paths
+from tqaforge.ingest import import_paths, walk_paths
 
 ws = open_workspace(Path(sys.argv[1]))
 go = Path(sys.argv[2])
@@ -286,7 +286,7 @@ import os, resource, sys, tempfile
 from pathlib import Path
 os.environ.pop("TQAFORGE_DATABASE_URL", None)
 from tqaforge.store import init_workspace
-from tqaforge.tables.importer import import_paths, walk_paths
+from tqaforge.ingest import import_paths, walk_paths
 from tqaforge.tables.readers import read_path
 ws = init_workspace(Path(tempfile.mkdtemp()) / "ws")
 if sys.argv[2] == "read":

@@ -198,3 +198,17 @@ def _ls_group(launcher_pid: int) -> int:
         if int(fields[1]) == launcher_pid and "label-studio" in _cmdline(int(entry.name)):
             return int(fields[2])
     raise AssertionError("the launcher has no Label Studio child")
+
+
+def test_serve_command_refuses_remote_binding_without_the_flag(tmp_path: Path) -> None:
+    """`make run` calls `tqaforge serve`: it passes the binding check through (a real process,
+    refused at once, naming the flag) and names a missing workspace instead of starting anything."""
+    ws = tmp_path / "ws"
+    subprocess.run([sys.executable, "-m", "tqaforge", "init", str(ws)], check=True, capture_output=True)
+    refused = subprocess.run([sys.executable, "-m", "tqaforge", "serve", "-w", str(ws), "--host", "0.0.0.0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "--allow-remote" in refused.stderr
+    missing = subprocess.run([sys.executable, "-m", "tqaforge", "serve", "-w", str(tmp_path / "nowhere")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "not a tqaforge workspace" in missing.stderr

@@ -22,12 +22,12 @@ from conftest import free_port
 from openai_server import OpenAIServer, Scripted
 from tqaforge.errors import ConfigError, EndpointAuthError, ImpossibleUsage, LLMError, ReplyTooLarge
 from tqaforge.generation.classify import ClassifySummary
-from tqaforge.generation.llm import Gateway, LLMSettings, Price, load_llm_settings, run
+from tqaforge.llm import Gateway, LLMSettings, Price, load_llm_settings, run
 from tqaforge.generation.questions import GenerationOptions, StopReason, generate_questions
 from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.schemas.records import GenerationStep, LLMCall
 from tqaforge.store import Workspace
-from tqaforge.tables.importer import import_paths
+from tqaforge.ingest import import_paths
 
 pytestmark = pytest.mark.hostile
 
@@ -294,7 +294,7 @@ def test_a_run_where_every_step_got_an_invalid_reply_failed(workspace):
 def test_deeply_nested_json_reply_is_an_invalid_reply():
     """Deeply nested JSON (the reader case, from a model): a reply `[[[[...` 100k deep raised
     RecursionError out of the JSON parser, past the repair path; it is an invalid reply."""
-    from tqaforge.generation.llm import parse_json_reply
+    from tqaforge.llm import parse_json_reply
 
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_json_reply("[" * 100_000 + "]" * 100_000)

@@ -21,7 +21,7 @@ from sqlmodel import select
 
 from tqaforge.errors import ReaderError
 from tqaforge.schemas.records import Question, TableRecord
-from tqaforge.tables.importer import import_paths
+from tqaforge.ingest import import_paths
 from tqaforge.tables.readers import read_path
 from tqaforge.tables.serialize import serialize
 from tqaforge.tables.table import Table

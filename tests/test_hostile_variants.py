@@ -14,10 +14,10 @@ from conftest import wait_for
 from sqlalchemy import event
 from sqlmodel import select
 
-from tqaforge.catalog import ListingError, Page, list_questions, list_tables, list_variants, show_table
+from tqaforge.queries import ListingError, Page, list_questions, list_tables, list_variants, show_table
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant
 from tqaforge.store import Workspace
-from tqaforge.tables.grid import (
+from tqaforge.variants.grid import (
     GridError,
     GridSpec,
     OutputPathError,
@@ -31,7 +31,7 @@ from tqaforge.tables.grid import (
     parse_seeds,
     write_prompts,
 )
-from tqaforge.tables.variant_view import LEGEND, show_variant
+from tqaforge.variants.view import LEGEND, show_variant
 
 pytestmark = pytest.mark.hostile
 
@@ -124,7 +124,7 @@ _WORKER = textwrap.dedent(
     import json, os, sys, time
     from pathlib import Path
     from tqaforge.store import open_workspace
-    from tqaforge.tables.grid import GridSpec, PromptsOptions, build_variants, load_items, write_prompts
+    from tqaforge.variants.grid import GridSpec, PromptsOptions, build_variants, load_items, write_prompts
 
     root, out, go = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     ws = open_workspace(root)

@@ -14,12 +14,12 @@ from pathlib import Path
 from sqlmodel import func, select
 
 from conftest import shared_data_path
-from tqaforge.catalog import funnel, list_questions, show_table
+from tqaforge.queries import funnel, list_questions, show_table
 from tqaforge.errors import TqaforgeError
 from tqaforge.schemas.records import Answer, Question, TableRecord
 from tqaforge.schemas.taxonomy import TABLEBENCH
-from tqaforge.tables import importer
-from tqaforge.tables.importer import ImportOptions, import_paths
+from tqaforge import ingest as importer
+from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
 

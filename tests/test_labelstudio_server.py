@@ -101,7 +101,7 @@ def test_make_run_passes_allow_remote_only_when_asked() -> None:
 
     def launch_line(*assignments: str) -> str:
         dry = subprocess.run(["make", "-n", "run", *assignments], cwd=repo, capture_output=True, text=True, check=True)
-        return dry.stdout.split("tqaforge.launch", 1)[1]
+        return dry.stdout.split("tqaforge serve", 1)[1]
 
     assert "--allow-remote" not in launch_line("HOST=0.0.0.0")
     assert "--allow-remote" in launch_line("HOST=0.0.0.0", "ALLOW_REMOTE=1")

@@ -21,7 +21,7 @@ from sqlmodel import select
 from openai_server import OpenAIServer, Scripted, fingerprint
 from conftest import wait_for
 from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError
-from tqaforge.generation.llm import (
+from tqaforge.llm import (
     Completion,
     Gateway,
     LLMSettings,
@@ -549,7 +549,7 @@ CHILD = r"""
 import asyncio, sys
 from pathlib import Path
 from tqaforge.store import open_workspace
-from tqaforge.generation.llm import Gateway, LLMSettings, run
+from tqaforge.llm import Gateway, LLMSettings, run
 
 ws = open_workspace(Path(sys.argv[1]))
 settings = LLMSettings(model="test-model", base_url=sys.argv[2], api_key="k", concurrency=8, timeout_s=60)

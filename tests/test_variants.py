@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from conftest import shared_data_path
 from tqaforge.cli import app
 from tqaforge.schemas.records import Variant
-from tqaforge.tables.grid import GridSpec, build_variants, load_items, write_prompts_file
-from tqaforge.tables.importer import import_paths
+from tqaforge.variants.grid import GridSpec, build_variants, load_items, write_prompts_file
+from tqaforge.ingest import import_paths
 from tqaforge.tables.perturb import TORR_PERTURBATIONS
 from tqaforge.tables.serialize import TORR_SERIALIZATIONS
-from tqaforge.tables.variant_view import show_variant
+from tqaforge.variants.view import show_variant
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TORR = GridSpec(TORR_SERIALIZATIONS, ("none", *TORR_PERTURBATIONS), (0,))

@@ -44,7 +44,7 @@ from tqaforge.annotation.workflows import (
     kind_spec,
     latest_annotations,
 )
-from tqaforge.catalog import Page, check_window, get_by_prefix
+from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.errors import AdjudicationError
 from tqaforge.generation.review import REVIEW_KIND, settle_question
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
@@ -299,7 +299,7 @@ def adjudication_queue(
 ) -> Page[QueueItem]:
     """Open adjudications (annotators disagree, no rule decided), oldest first.
 
-    A :class:`~tqaforge.catalog.Page`: it iterates like a list, and ``total`` says how many are
+    A :class:`~tqaforge.queries.Page`: it iterates like a list, and ``total`` says how many are
     open in all (``page.describe("open items")`` gives "showing 1-50 of 811 open items ...").
     An unknown ``kind`` raises :class:`AdjudicationError` listing the adjudicated kinds.
     """

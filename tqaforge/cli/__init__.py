@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
 from tqaforge.cli.generate import generate_app
@@ -46,5 +47,6 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(generate_app, name="generate")
 app.add_typer(agreement_app, name="agreement")
+_serve.register(app)
 
 __all__ = ["app"]

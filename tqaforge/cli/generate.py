@@ -30,7 +30,7 @@ def generate_questions_cmd(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""
-    from tqaforge.generation.llm import load_llm_settings
+    from tqaforge.llm import load_llm_settings
     from tqaforge.generation.questions import generate_questions, load_generation_options
 
     ws = open_ws(ctx, workspace)

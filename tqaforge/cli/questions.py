@@ -27,9 +27,9 @@ def questions_list(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """List questions, filtered by table, subtype and status."""
-    from tqaforge import catalog
+    from tqaforge import queries
 
-    page = catalog.list_questions(open_ws(ctx, workspace), table_id=table, subtype=subtype, status=status, limit=limit, offset=offset)
+    page = queries.list_questions(open_ws(ctx, workspace), table_id=table, subtype=subtype, status=status, limit=limit, offset=offset)
     t = plain_table("id", "table", "subtype", "status", "question")
     for q in page.items:
         t.add_row(q.id[:10], q.table_id[:10], q.subtype or "-", q.status, q.text)
@@ -53,7 +53,7 @@ def questions_classify(
 ) -> None:
     """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence)."""
     from tqaforge.generation.classify import METHODS, classify_questions
-    from tqaforge.generation.llm import load_llm_settings
+    from tqaforge.llm import load_llm_settings
 
     check_choice("--method", method, METHODS)
 

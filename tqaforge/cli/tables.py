@@ -41,7 +41,7 @@ def tables_import(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Import tables (and the questions and answers of benchmark files) into the workspace."""
-    from tqaforge.tables.importer import ImportOptions, import_paths
+    from tqaforge.ingest import ImportOptions, import_paths
     from tqaforge.tables.readers._common import parse_size
     from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
@@ -102,11 +102,11 @@ def tables_list(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """List the tables with their size and question count."""
-    from tqaforge import catalog
+    from tqaforge import queries
 
     ws = open_ws(ctx, workspace)
-    page = catalog.list_tables(ws, limit=limit, offset=offset)
-    counts = catalog.count_questions_by_table(ws, [r.id for r in page.items])
+    page = queries.list_tables(ws, limit=limit, offset=offset)
+    counts = queries.count_questions_by_table(ws, [r.id for r in page.items])
     t = plain_table("id", "rows", "cols", "numeric", "questions", "from")
     for r in page.items:
         t.add_row(r.id[:12], str(r.n_rows), str(r.n_cols), f"{r.numeric_share:.0%}", str(counts.get(r.id, 0)), _file_name(r.imported_from))
@@ -130,9 +130,9 @@ def tables_show(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Print a table (a bounded part of a large one), its statistics and its questions with their answers."""
-    from tqaforge import catalog
+    from tqaforge import queries
 
-    d = catalog.show_table(open_ws(ctx, workspace), table_id, max_rows=max_rows, max_cols=max_cols)
+    d = queries.show_table(open_ws(ctx, workspace), table_id, max_rows=max_rows, max_cols=max_cols)
     rec = d.table
     out.print(styled((rec.id, "bold"), f"  {rec.n_rows} rows x {rec.n_cols} columns, numeric share {rec.numeric_share:.0%}"))
     for label, value in (("caption", rec.caption), ("source", rec.source), ("licence", rec.licence), ("imported from", rec.imported_from)):

@@ -44,7 +44,7 @@ def variants_build(
     Every option is checked, and so is the prompts file, before anything is stored: a prompts
     file made with other options is never replaced without --overwrite.
     """
-    from tqaforge.tables.grid import (
+    from tqaforge.variants.grid import (
         GridSpec, PromptsOptions, build_variants, check_prompts_target, default_prompts_path, load_items, parse_seeds,
         write_prompts,
     )
@@ -94,9 +94,9 @@ def variants_list(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Stored variants with their ids (what `variants show` takes)."""
-    from tqaforge import catalog
+    from tqaforge import queries
 
-    page = catalog.list_variants(
+    page = queries.list_variants(
         open_ws(ctx, workspace), question=question, perturbation=perturbation, status=status, limit=limit, offset=offset,
     )
     t = plain_table("id", "question", "perturbation", "seed", "status", "question text / skip reason")
@@ -138,7 +138,7 @@ def variants_show(
     from rich.columns import Columns
     from rich.text import Text
 
-    from tqaforge.tables.variant_view import LEGEND, show_variant
+    from tqaforge.variants.view import LEGEND, show_variant
 
     view = show_variant(open_ws(ctx, workspace), variant_id)
     v = view.variant

@@ -39,9 +39,9 @@ def status(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Counts per pipeline stage: the funnel from tables to releases."""
-    from tqaforge import catalog
+    from tqaforge import queries
 
-    f = catalog.funnel(open_ws(ctx, workspace))
+    f = queries.funnel(open_ws(ctx, workspace))
     if as_json:
         typer.echo(json.dumps({"stages": f.as_dict(), "llm_cost": f.llm_cost}, indent=2))
         return

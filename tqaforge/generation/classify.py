@@ -51,8 +51,8 @@ from typing import Any, Literal, Protocol
 from sqlmodel import select
 
 from tqaforge.errors import ConfigError, InvalidReply, LLMError, TqaforgeError
-from tqaforge.generation.llm import Gateway, LLMSettings, run
-from tqaforge.generation.templates import render
+from tqaforge.llm import Gateway, LLMSettings, run
+from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
 from tqaforge.store import Workspace

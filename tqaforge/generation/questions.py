@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 from sqlalchemy import func
 from sqlmodel import select
 
-from tqaforge.catalog import get_by_prefix
+from tqaforge.queries import get_by_prefix
 from tqaforge.errors import (
     BudgetExceeded,
     ConfigError,
@@ -59,9 +59,9 @@ from tqaforge.errors import (
 )
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
-from tqaforge.generation.llm import Completion, Gateway, LLMSettings, run
+from tqaforge.llm import Completion, Gateway, LLMSettings, run
 from tqaforge.generation.review import apply_decision
-from tqaforge.generation.templates import render
+from tqaforge.prompts import render
 from tqaforge.schemas.enums import Origin, QuestionStatus
 from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord
 from tqaforge.store import Workspace

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from tqaforge.catalog import Page, check_window, get_by_prefix
+from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.errors import TqaforgeError
 from tqaforge.generation.dedup import clean_question, tokens
 from tqaforge.schemas.enums import QuestionStatus, TaskStatus
@@ -220,7 +220,7 @@ def review_queue(
 ) -> Page[Question]:
     """Questions waiting for a person (status ``proposed``), oldest round first.
 
-    A :class:`~tqaforge.catalog.Page`: it iterates like a list, and ``total`` says how many wait
+    A :class:`~tqaforge.queries.Page`: it iterates like a list, and ``total`` says how many wait
     in all, so a caller can say "showing 1-50 of 811 proposed questions".
     """
     check_window(limit, offset)

@@ -1,4 +1,4 @@
-"""Prompt templates: text files in ``tqaforge/generation/prompts/``, filled with str.format.
+"""Prompt templates: text files in ``tqaforge/prompts/``, filled with str.format; shared by every stage.
 
 Templates live as files so they can be read and edited without touching code; one template per
 purpose, never copies per category.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqaforge.errors import ConfigError
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
+PROMPTS_DIR = Path(__file__).parent
 
 
 @cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from tqaforge.catalog import get_by_prefix
+from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.records import Question, TableRecord, Variant
 from tqaforge.store import Workspace
 from tqaforge.tables.table import Table

@@ -29,7 +29,7 @@ from sqlmodel import Session, select
 
 from tqaforge.errors import TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
-from tqaforge.generation.templates import render
+from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant, utcnow
 from tqaforge.store import Workspace
