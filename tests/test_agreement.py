@@ -50,7 +50,7 @@ from tqaforge.annotation.workflows import Settings, agreement_report, answers_ma
 from tqaforge.cli import app
 from tqaforge.errors import AdjudicationError, AgreementError
 from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask as TaskRecord, Answer, Question, TableRecord, Variant
-from tqaforge.tables.table import content_hash
+from tqaforge.ids import content_hash
 
 runner = CliRunner(env={"COLUMNS": "200"})
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -539,7 +539,7 @@ def test_latest_label_counts_and_unreadable_labels_are_reported(sqlite_workspace
 
 
 def test_question_review_decisions_written_by_the_review_function(sqlite_workspace):
-    from tqaforge.generation.review import review_question
+    from tqaforge.annotation.review import review_question
 
     ws = sqlite_workspace
     qs = [Question(id="q1", table_id="t1", text="How many teams?", subtype="Counting"),

@@ -40,7 +40,7 @@ from tqaforge.generation.questions import (
     parse_question_list,
     parse_verdict,
 )
-from tqaforge.generation.review import ReviewError, review_question, review_queue, review_task_id
+from tqaforge.annotation.review import ReviewError, review_question, review_queue, review_task_id
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -450,7 +450,7 @@ def test_promoted_seed_appears_in_the_next_rounds_prompts(workspace):
 
 
 def generated_round_id(subtype: str, round_no: int) -> str:
-    from tqaforge.generation.questions import round_id
+    from tqaforge.ids import round_id
 
     return round_id(subtype, round_no)
 

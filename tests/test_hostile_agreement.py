@@ -31,11 +31,12 @@ from tqaforge.annotation.agreement import (
     proportion,
 )
 from tqaforge.annotation.report_format import to_markdown
-from tqaforge.annotation.workflows import KINDS, LabelError, Settings, agreement_report
+from tqaforge.annotation.kinds import KINDS, LabelError
+from tqaforge.annotation.workflows import Settings, agreement_report
 from tqaforge.errors import AdjudicationError, AgreementError, TqaforgeError
-from tqaforge.generation.review import review_queue
+from tqaforge.annotation.review import review_queue
 from tqaforge.schemas.records import Annotation, AnnotationTask, Question, TableRecord
-from tqaforge.tables.table import content_hash
+from tqaforge.ids import content_hash
 
 pytestmark = pytest.mark.hostile
 

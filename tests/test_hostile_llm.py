@@ -22,8 +22,8 @@ from conftest import free_port
 from openai_server import OpenAIServer, Scripted
 from tqaforge.errors import ConfigError, EndpointAuthError, ImpossibleUsage, LLMError, ReplyTooLarge
 from tqaforge.generation.classify import ClassifySummary
-from tqaforge.llm import Gateway, LLMSettings, Price, load_llm_settings, run
-from tqaforge.generation.questions import GenerationOptions, StopReason, generate_questions
+from tqaforge.generation.questions import GenerationOptions, generate_questions
+from tqaforge.llm import Gateway, LLMSettings, Price, StopReason, load_llm_settings, run
 from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.schemas.records import GenerationStep, LLMCall
 from tqaforge.store import Workspace

@@ -192,3 +192,122 @@ def test_database_url_from_config(tmp_path, monkeypatch):
     ws = init_workspace(tmp_path / "ws", database_url=f"sqlite:///{other}")
     assert other.exists() and not (tmp_path / "ws" / "tqaforge.db").exists()
     ws.close()
+
+
+# --- migrations are self-contained --------------------------------------------------------------
+
+
+def test_migrations_import_nothing_of_tqaforge():
+    """A migration replays the same whatever the live code becomes: it imports only alembic,
+    sqlalchemy and the standard library (0002 once imported tables.stats)."""
+    import ast
+    from pathlib import Path
+
+    import tqaforge.migrations
+
+    folder = Path(tqaforge.migrations.__file__).parent
+    imported = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            imported.update({name: path.name for name in names})
+    assert "alembic" in imported and "sqlalchemy" in imported
+    assert not [n for n in imported if n.split(".")[0] in ("tqaforge", "sqlmodel")], imported
+
+
+# --- configuration: typed sections, one policy for unknown keys, the workspace's paths ---------
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ('[llm]\nmodle = "m"\n', "unknown key 'modle' in [llm]"),
+        ("[generation]\nper_rounds = 2\n", "unknown key 'per_rounds' in [generation]"),
+        ("[generaton]\nper_round = 2\n", "unknown section or key 'generaton'"),
+        ("[sandbox]\nmemory = 1\n", "unknown key 'memory' in [sandbox]"),
+        ('[labelstudio]\nvenv = ".venv-ls"\nport = 1\n', "unknown key 'port' in [labelstudio]"),
+        ("[taxonomy]\nname = 1\n", "unknown key 'name' in [taxonomy]"),
+    ],
+)
+def test_unknown_config_keys_are_refused_naming_the_file_and_key(tmp_path, monkeypatch, body, named):
+    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
+    path = tmp_path / CONFIG_NAME
+    path.write_text('[workspace]\nname = "w"\n' + body)
+    with pytest.raises(ConfigError) as info:
+        open_workspace(tmp_path)
+    assert f"{path}: {named}" in str(info.value)
+
+
+def test_config_sections_are_typed(tmp_path):
+    from tqaforge.config import load_config
+
+    path = tmp_path / CONFIG_NAME
+    path.write_text('[llm]\nmodel = "m"\nrequests_per_minute = 100\n[generation]\nper_round = 2\n'
+                    'human_share = 0\n[labelstudio]\nvenv = "ls"\n')
+    config = load_config(path)
+    assert config.llm.values() == {"model": "m", "requests_per_minute": 100.0}
+    assert config.generation.values() == {"per_round": 2, "human_share": 0.0}
+    assert isinstance(config.generation.human_share, float)
+    assert config.labelstudio.venv_path(tmp_path) == tmp_path / "ls"
+    path.write_text("[generation]\nper_round = \"2\"\n")
+    with pytest.raises(ConfigError, match=r"\[generation\] per_round: expected an integer, got string '2'"):
+        load_config(path)
+
+
+def test_config_sections_name_the_settings_they_feed():
+    """[llm] and [generation] know exactly the keys of the settings they are read into."""
+    from dataclasses import fields
+
+    from tqaforge.config import GenerationSection, LLMSection
+    from tqaforge.generation.questions import GenerationOptions
+    from tqaforge.llm.settings import LLMSettings
+
+    assert {f.name for f in fields(LLMSection)} == {f.name for f in fields(LLMSettings)} | {"api_key_env"}
+    per_run = {"subtypes", "tables", "retry_failed"}  # chosen per command, never in the file
+    assert {f.name for f in fields(GenerationSection)} == {f.name for f in fields(GenerationOptions)} - per_run
+
+
+def test_workspace_paths_are_decided_in_one_place(sqlite_workspace):
+    from tqaforge.annotation.workflows import report_paths
+    from tqaforge.generation.corpus import corpus_path
+    from tqaforge.variants.grid import default_prompts_path
+
+    ws = sqlite_workspace
+    paths = ws.paths
+    assert paths.config == ws.root / CONFIG_NAME and paths.seeds == ws.root / "seeds.toml"
+    assert corpus_path(ws) == paths.seeds
+    assert report_paths(ws)[0].parent == paths.reports == ws.root / "reports"
+    assert default_prompts_path(ws).parent == paths.prompts == ws.root / "prompts"
+    assert (paths.label_studio, paths.releases) == (ws.root / "label-studio", ws.root / "releases")
+    with ws.lock("paths test") as lock_file:
+        assert lock_file.parent == paths.locks == ws.root / ".locks"
+
+
+def test_label_studio_venv_is_configuration(tmp_path, monkeypatch):
+    """The environment, then [labelstudio] venv (relative to the workspace), then a checkout's
+    .venv-ls; an installed package without one says how to install Label Studio."""
+    from tqaforge.annotation.labelstudio import server
+    from tqaforge.launch import _parse, label_studio_settings
+
+    monkeypatch.delenv(server.VENV_ENV, raising=False)
+    args = _parse(["--workspace", str(tmp_path)])
+    assert label_studio_settings(args, tmp_path).venv == server.checkout_venv()  # no config yet
+    (tmp_path / CONFIG_NAME).write_text('[labelstudio]\nvenv = "tools/ls"\n')
+    settings = label_studio_settings(args, tmp_path)
+    assert settings.venv == tmp_path / "tools" / "ls" and settings.data_dir == tmp_path / "label-studio"
+    monkeypatch.setenv(server.VENV_ENV, str(tmp_path / "from-env"))
+    assert label_studio_settings(args, tmp_path).venv == tmp_path / "from-env"
+
+    monkeypatch.delenv(server.VENV_ENV)
+    monkeypatch.setattr(server, "_CHECKOUT", tmp_path / "site-packages")  # as in a wheel install
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert server.resolve_venv() is None
+    with pytest.raises(server.LabelStudioError) as info:
+        server.executable()
+    assert "Label Studio is not installed (looked for on PATH)" in str(info.value)
+    assert server.VENV_ENV in (info.value.hint or "") and "pip install label-studio" in (info.value.hint or "")

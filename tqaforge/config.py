@@ -3,6 +3,17 @@
 Every command works on the workspace in the current directory (or a parent of it), or the one
 named by ``--workspace DIR``. ``TQAFORGE_DATABASE_URL`` (or ``[database] url`` in the config)
 points the same workspace at PostgreSQL instead of the SQLite file.
+
+This module is the one place that reads ``tqaforge.toml``: :func:`load_config` checks every
+section and key and gives typed sections (:class:`WorkspaceConfig` ``.llm``, ``.generation``,
+...), which the functions that use them read; no other module reads the TOML itself.
+:class:`WorkspacePaths` is the one place that decides where a workspace keeps its files.
+
+**Unknown keys are refused**, in every section and at the top level: :class:`ConfigError`
+names the file, the section and the key, and lists the keys that section knows. A misspelt
+key (``per_rounds``) silently ignored would leave a setting at its default without a word;
+refusing it costs one edit. Sections reserved for stages still to come (``[sandbox]``,
+``[answers]``, ``[release]``) know no keys yet.
 """
 
 from __future__ import annotations
@@ -11,10 +22,11 @@ import os
 import re
 import stat
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from tqaforge.errors import ConfigError, TaxonomyError, WorkspaceNotFound
 from tqaforge.files import atomic_write_text
@@ -25,7 +37,7 @@ DB_NAME = "tqaforge.db"
 DATABASE_ENV = "TQAFORGE_DATABASE_URL"
 
 DEFAULT_CONFIG = """\
-# tqaforge workspace configuration. Edit freely; unknown keys are kept for later versions.
+# tqaforge workspace configuration. Edit freely; a key tqaforge does not know is refused, naming it.
 
 [workspace]
 name = {name}
@@ -67,6 +79,10 @@ url = {url}
 # rouge_threshold = 0.7     # ROUGE-L at or above which a new question is a duplicate
 # dedup_scope = "subtype"   # or "table"
 # human_share = 0.3         # past the target: share kept for people, the rest to the verifier
+
+# [labelstudio]             # the local Label Studio server of `tqaforge serve`
+# venv = ".venv-ls"         # its virtualenv (relative: to this directory); TQAFORGE_LABEL_STUDIO_VENV
+#                           # overrides it; unset: .venv-ls of a source checkout, else label-studio on PATH
 """
 
 
@@ -178,45 +194,6 @@ def expect(value: object, typ: type | tuple[type, ...], *, where: str, key: str,
     return value
 
 
-def _section(raw: dict[str, Any], name: str, where: str) -> dict[str, Any]:
-    value = raw.get(name, {})
-    return expect(value, dict, where=where, key=name, expected=f"a table ([{name}])")
-
-
-def _validate_config(raw: dict[str, Any], where: str) -> None:
-    """Type-check every section and key tqaforge reads from ``tqaforge.toml``.
-
-    Unknown keys are kept (later versions may read them); the [llm] and [generation] keys are
-    checked by the functions that read them, here only that they are tables.
-    """
-    workspace = _section(raw, "workspace", where)
-    for key in ("name", "taxonomy"):
-        if key in workspace:
-            expect(workspace[key], str, where=where, key=f"[workspace] {key}", expected="a string")
-    database = _section(raw, "database", where)
-    if "url" in database:
-        expect(database["url"], str, where=where, key="[database] url", expected="a string")
-    for name in ("llm", "generation"):
-        _section(raw, name, where)
-    taxonomy = _section(raw, "taxonomy", where)
-    categories = expect(
-        taxonomy.get("category", []), list, where=where, key="[taxonomy] category",
-        expected='an array of tables ([[taxonomy.category]] with type = "..." and subtype = "...")',
-    )
-    for n, entry in enumerate(categories, start=1):
-        key = f"[[taxonomy.category]] {n}"
-        expect(entry, dict, where=where, key=key, expected='a table with type = "..." and subtype = "..."')
-        for field_name in ("type", "subtype"):
-            if field_name not in entry:
-                raise ConfigError(
-                    f"{where}: {key}: missing {field_name!r}",
-                    hint='write each category as [[taxonomy.category]] with type = "..." and subtype = "..."',
-                )
-            value = expect(entry[field_name], str, where=where, key=f"{key} {field_name}", expected="a string")
-            if not value.strip():
-                raise ConfigError(f"{where}: {key} {field_name}: expected a non-empty string, got ''")
-
-
 _SHORT_ESCAPES = {
     '"': '\\"',
     "\\": "\\\\",
@@ -252,58 +229,318 @@ def toml_string(value: str) -> str:
     return "".join(parts)
 
 
+# --- typed sections -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a key holds: the TOML types it accepts and how an error message names them."""
+
+    types: tuple[type, ...]
+    expected: str
+
+
+_STRING = _Kind((str,), "a string")
+_INTEGER = _Kind((int,), "an integer")
+_NUMBER = _Kind((int, float), "a number")  # an integer is taken as a float
+_TABLE = _Kind((dict,), "a table")
+
+
+def _key(kind: _Kind, doc: str) -> Any:
+    """A section field: None when the file does not set it (TOML has no null, so None is free)."""
+    return field(default=None, metadata={"kind": kind, "doc": doc})
+
+
+def _section(raw: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = raw.get(name, {})
+    return expect(value, dict, where=where, key=name, expected=f"a table ([{name}])")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``[NAME]`` table of ``tqaforge.toml``, its keys checked and typed.
+
+    A field is None when the file does not set that key; the defaults live with the code that
+    uses the section (e.g. :class:`~tqaforge.generation.questions.GenerationOptions`), so a
+    section says only what the file says.
+    """
+
+    NAME: ClassVar[str]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], where: str) -> Self:
+        """``raw[NAME]`` checked: a table, no unknown keys, every value of its key's type."""
+        table = _section(raw, cls.NAME, where)
+        known = {f.name: f for f in fields(cls)}
+        for key in table:
+            if key not in known:
+                raise ConfigError(
+                    f"{where}: unknown key {key!r} in [{cls.NAME}]",
+                    hint=(f"known keys: {', '.join(known)}" if known else f"[{cls.NAME}] has no keys yet")
+                    + f"; fix or remove {key!r} (tqaforge refuses keys it does not read, so a misspelt "
+                    "one never goes unnoticed)",
+                )
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            kind: _Kind = known[key].metadata["kind"]
+            value = expect(value, kind.types, where=where, key=f"[{cls.NAME}] {key}", expected=kind.expected)
+            values[key] = float(value) if kind is _NUMBER else value
+        return cls(**values)
+
+    def values(self) -> dict[str, Any]:
+        """The keys the file sets, with their values (unset keys left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class WorkspaceSection(Section):
+    """``[workspace]``: what the workspace is called and which taxonomy it uses."""
+
+    NAME: ClassVar[str] = "workspace"
+    name: str | None = _key(_STRING, "display name; default: the directory's name")
+    taxonomy: str | None = _key(_STRING, 'a built-in taxonomy or a custom one; default "tablebench"')
+
+
+@dataclass(frozen=True)
+class DatabaseSection(Section):
+    """``[database]``: where the records live (``TQAFORGE_DATABASE_URL`` overrides it)."""
+
+    NAME: ClassVar[str] = "database"
+    url: str | None = _key(_STRING, "SQLAlchemy URL; empty or unset: the workspace's SQLite file")
+
+
+@dataclass(frozen=True)
+class LLMSection(Section):
+    """``[llm]``: the endpoint and its limits, as the file writes them.
+
+    :func:`tqaforge.llm.gateway.load_llm_settings` layers the environment and CLI options on top
+    and checks the values (ranges, prices). The key names are the fields of ``LLMSettings``
+    (a test keeps the two lists equal), plus ``api_key_env``.
+    """
+
+    NAME: ClassVar[str] = "llm"
+    model: str | None = _key(_STRING, "model name")
+    base_url: str | None = _key(_STRING, "OpenAI-compatible endpoint; unset: OpenAI")
+    api_key_env: str | None = _key(_STRING, "the environment variable holding the API key")
+    # Known so that load_llm_settings can refuse it with the fix (name a variable instead)
+    # when the key is needed, rather than every command refusing the whole config.
+    api_key: str | None = _key(_STRING, "refused: keys do not belong in files")
+    concurrency: int | None = _key(_INTEGER, "requests in flight at once")
+    requests_per_minute: float | None = _key(_NUMBER, "request rate limit")
+    tokens_per_minute: float | None = _key(_NUMBER, "token rate limit")
+    max_retries: int | None = _key(_INTEGER, "retries on 429, 5xx, timeouts and connection errors")
+    timeout_s: float | None = _key(_NUMBER, "seconds a whole request may take")
+    max_cost: float | None = _key(_NUMBER, "USD per run")
+    backoff_s: float | None = _key(_NUMBER, "first retry's wait")
+    backoff_max_s: float | None = _key(_NUMBER, "longest retry wait")
+    malformed_retries: int | None = _key(_INTEGER, "retries of replies with no usable content")
+    default_max_tokens: int | None = _key(_INTEGER, "worst-case reply length for the budget")
+    max_reply_bytes: int | None = _key(_INTEGER, "hard cap on a reply body")
+    prices: dict[str, Any] | None = _key(_TABLE, "model -> {input, output} in USD per million tokens")
+
+
+@dataclass(frozen=True)
+class GenerationSection(Section):
+    """``[generation]``: defaults of question generation (``generate questions`` options win).
+
+    The key names are the fields of ``GenerationOptions`` that a file may set (a test keeps them
+    equal); :func:`tqaforge.generation.questions.load_generation_options` checks the ranges.
+    """
+
+    NAME: ClassVar[str] = "generation"
+    rounds: int | None = _key(_INTEGER, "rounds per run")
+    per_round: int | None = _key(_INTEGER, "questions asked for per (round, subtype, table)")
+    target: int | None = _key(_INTEGER, "accepted + seed questions per subtype before routing")
+    few_shot: int | None = _key(_INTEGER, "seed questions shown per prompt")
+    seed: int | None = _key(_INTEGER, "random seed")
+    serialization: str | None = _key(_STRING, "table serialization in prompts")
+    temperature: float | None = _key(_NUMBER, "sampling temperature")
+    max_tokens: int | None = _key(_INTEGER, "reply length limit")
+    rouge_threshold: float | None = _key(_NUMBER, "ROUGE-L at or above which a question is a duplicate")
+    dedup_scope: str | None = _key(_STRING, '"subtype" or "table"')
+    human_share: float | None = _key(_NUMBER, "share kept for people past the target")
+
+
+@dataclass(frozen=True)
+class LabelStudioSection(Section):
+    """``[labelstudio]``: the local Label Studio server (``tqaforge serve``)."""
+
+    NAME: ClassVar[str] = "labelstudio"
+    venv: str | None = _key(_STRING, "the virtualenv holding Label Studio; relative: to the workspace")
+
+    def venv_path(self, root: Path) -> Path | None:
+        """``venv`` as a path, a relative one taken from the workspace ``root``; None when unset."""
+        return None if self.venv is None else root / Path(self.venv).expanduser()
+
+
+@dataclass(frozen=True)
+class SandboxSection(Section):
+    """``[sandbox]``: reserved for the sandbox that runs model-written code (no keys yet)."""
+
+    NAME: ClassVar[str] = "sandbox"
+
+
+@dataclass(frozen=True)
+class AnswersSection(Section):
+    """``[answers]``: reserved for the answer agents (no keys yet)."""
+
+    NAME: ClassVar[str] = "answers"
+
+
+@dataclass(frozen=True)
+class ReleaseSection(Section):
+    """``[release]``: reserved for building releases (no keys yet)."""
+
+    NAME: ClassVar[str] = "release"
+
+
+_SECTIONS: tuple[type[Section], ...] = (
+    WorkspaceSection, DatabaseSection, LLMSection, GenerationSection,
+    LabelStudioSection, SandboxSection, AnswersSection, ReleaseSection,
+)
+_TAXONOMY = "taxonomy"  # [[taxonomy.category]]: an array of tables, checked by _taxonomy_categories
+
+
+def _taxonomy_categories(raw: Mapping[str, Any], where: str) -> tuple[dict[str, Any], ...]:
+    """The ``[[taxonomy.category]]`` entries, each a table with non-empty ``type`` and ``subtype``."""
+    taxonomy = _section(raw, _TAXONOMY, where)
+    for key in taxonomy:
+        if key != "category":
+            raise ConfigError(
+                f"{where}: unknown key {key!r} in [taxonomy]",
+                hint='[taxonomy] holds only [[taxonomy.category]] entries with type = "..." and subtype = "..."',
+            )
+    categories = expect(
+        taxonomy.get("category", []), list, where=where, key="[taxonomy] category",
+        expected='an array of tables ([[taxonomy.category]] with type = "..." and subtype = "...")',
+    )
+    for n, entry in enumerate(categories, start=1):
+        key = f"[[taxonomy.category]] {n}"
+        expect(entry, dict, where=where, key=key, expected='a table with type = "..." and subtype = "..."')
+        for field_name in ("type", "subtype"):
+            if field_name not in entry:
+                raise ConfigError(
+                    f"{where}: {key}: missing {field_name!r}",
+                    hint='write each category as [[taxonomy.category]] with type = "..." and subtype = "..."',
+                )
+            value = expect(entry[field_name], str, where=where, key=f"{key} {field_name}", expected="a string")
+            if not value.strip():
+                raise ConfigError(f"{where}: {key} {field_name}: expected a non-empty string, got ''")
+    return tuple(categories)
+
+
+def _refuse_unknown_sections(raw: Mapping[str, Any], where: str) -> None:
+    known = [section.NAME for section in _SECTIONS] + [_TAXONOMY]
+    for name in raw:
+        if name not in known:
+            raise ConfigError(
+                f"{where}: unknown section or key {name!r}",
+                hint=f"known sections: {', '.join(f'[{k}]' for k in known)}; fix or remove {name!r} "
+                "(tqaforge refuses keys it does not read, so a misspelt one never goes unnoticed)",
+            )
+
+
 @dataclass(frozen=True)
 class WorkspaceConfig:
-    """The parsed ``tqaforge.toml``."""
+    """The parsed ``tqaforge.toml``: one typed section per table (see :class:`Section`)."""
 
     name: str
     taxonomy_name: str
     database_url: str | None
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
     path: Path | None = None
+    llm: LLMSection = field(default_factory=LLMSection)
+    generation: GenerationSection = field(default_factory=GenerationSection)
+    labelstudio: LabelStudioSection = field(default_factory=LabelStudioSection)
+    sandbox: SandboxSection = field(default_factory=SandboxSection)
+    answers: AnswersSection = field(default_factory=AnswersSection)
+    release: ReleaseSection = field(default_factory=ReleaseSection)
+    taxonomy_categories: tuple[dict[str, Any], ...] = field(default=(), repr=False)
 
     def taxonomy(self) -> Taxonomy:
         """The workspace's taxonomy: a built-in one or the categories listed in the config."""
         if self.taxonomy_name in BUILTIN:
             return BUILTIN[self.taxonomy_name]
         where = str(self.path or CONFIG_NAME)
-        section = self.raw.get("taxonomy", {})
-        cats = section.get("category", []) if isinstance(section, dict) else []
-        if not cats:
+        if not self.taxonomy_categories:
             raise TaxonomyError(
                 f"{where}: taxonomy {self.taxonomy_name!r} is not built in and the config lists no categories",
                 hint="use one of " + ", ".join(BUILTIN) + " or add [[taxonomy.category]] entries",
             )
-        return custom_taxonomy(self.taxonomy_name, cats, where=where)
+        return custom_taxonomy(self.taxonomy_name, self.taxonomy_categories, where=where)
 
 
 def load_config(path: Path) -> WorkspaceConfig:
-    """Read and check a ``tqaforge.toml``: UTF-8, valid TOML, every known key of the right type."""
+    """Read and check a ``tqaforge.toml``: UTF-8, valid TOML, no unknown section or key, every
+    key of the right type (:class:`ConfigError` naming the file and key otherwise)."""
     raw = load_toml(path, what="config file")
     where = str(path)
-    _validate_config(raw, where)
-    ws = raw.get("workspace", {})
-    url = raw.get("database", {}).get("url") or None
+    _refuse_unknown_sections(raw, where)
+    workspace = WorkspaceSection.parse(raw, where)
+    database = DatabaseSection.parse(raw, where)
     return WorkspaceConfig(
-        name=ws.get("name", path.parent.name),
-        taxonomy_name=ws.get("taxonomy", "tablebench"),
-        database_url=url,
-        raw=raw,
+        name=workspace.name if workspace.name is not None else path.parent.name,
+        taxonomy_name=workspace.taxonomy if workspace.taxonomy is not None else "tablebench",
+        database_url=database.url or None,
         path=path,
+        llm=LLMSection.parse(raw, where),
+        generation=GenerationSection.parse(raw, where),
+        labelstudio=LabelStudioSection.parse(raw, where),
+        sandbox=SandboxSection.parse(raw, where),
+        answers=AnswersSection.parse(raw, where),
+        release=ReleaseSection.parse(raw, where),
+        taxonomy_categories=_taxonomy_categories(raw, where),
     )
 
 
 @dataclass(frozen=True)
 class WorkspacePaths:
+    """Where a workspace keeps each of its files: the one place that decides it.
+
+    >>> WorkspacePaths(Path("/w")).reports
+    PosixPath('/w/reports')
+    """
+
     root: Path
 
     @property
     def config(self) -> Path:
+        """``tqaforge.toml``."""
         return self.root / CONFIG_NAME
 
     @property
     def sqlite(self) -> Path:
+        """The SQLite database file (used unless a database URL points elsewhere)."""
         return self.root / DB_NAME
+
+    @property
+    def seeds(self) -> Path:
+        """The editable seed corpus, ``seeds.toml`` (written on first use)."""
+        return self.root / "seeds.toml"
+
+    @property
+    def reports(self) -> Path:
+        """Agreement reports (JSON and Markdown)."""
+        return self.root / "reports"
+
+    @property
+    def prompts(self) -> Path:
+        """Prompts files written for variants (``variants.jsonl`` and its metadata)."""
+        return self.root / "prompts"
+
+    @property
+    def label_studio(self) -> Path:
+        """The local Label Studio server's data directory (its database, uploads, log)."""
+        return self.root / "label-studio"
+
+    @property
+    def releases(self) -> Path:
+        """Frozen releases."""
+        return self.root / "releases"
+
+    @property
+    def locks(self) -> Path:
+        """Workspace-wide lock files (one per named lock)."""
+        return self.root / ".locks"
 
 
 def find_workspace_root(start: Path | None = None) -> Path:

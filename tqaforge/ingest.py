@@ -653,10 +653,3 @@ def _answer_row(qid: str, values: list[str], created_by: str, now: datetime) -> 
         "created_by": created_by,
         "created_at": now,
     }
-
-
-def table_from_record(record: TableRecord) -> Table:
-    """The :class:`Table` value behind a stored record."""
-    return Table.build(
-        record.header, record.rows, caption=record.caption, source=record.source, licence=record.licence
-    )

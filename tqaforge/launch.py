@@ -1,9 +1,10 @@
 """``make run``: Label Studio and the Streamlit app side by side on 127.0.0.1.
 
-Starts Label Studio (its own virtualenv, data under ``WORKSPACE/label-studio``), prints both
-URLs and the logins, then runs the app in the foreground; Ctrl-C stops both, and so do SIGTERM
-and SIGHUP (``kill``, a closed terminal), so no Label Studio is left holding its port. Without
-Label Studio installed the app still starts, with a note saying how to install it.
+Starts Label Studio (its own virtualenv, see ``[labelstudio] venv``; data under
+``WORKSPACE/label-studio``), prints both URLs and the logins, then runs the app in the
+foreground; Ctrl-C stops both, and so do SIGTERM and SIGHUP (``kill``, a closed terminal), so no
+Label Studio is left holding its port. Without Label Studio installed the app still starts, with
+a note saying how to install it.
 
 Both servers listen on loopback only. Another address (``--host 0.0.0.0``) is refused unless
 ``--allow-remote`` (``ALLOW_REMOTE=1 make run``) says so, and then a warning says who can reach
@@ -29,9 +30,11 @@ from tqaforge.annotation.labelstudio.server import (
     check_port_free,
     http_url,
     is_loopback,
+    resolve_venv,
     start_server,
 )
-from tqaforge.errors import ServerBindError
+from tqaforge.config import WorkspacePaths, load_config
+from tqaforge.errors import ConfigError, ServerBindError
 
 APP = Path(__file__).resolve().parent / "app" / "Home.py"
 ALLOW_FLAG = "--allow-remote (ALLOW_REMOTE=1 for make run)"
@@ -54,6 +57,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ls-port", type=int, default=8080)
     parser.add_argument("--no-label-studio", action="store_true")
     return parser.parse_args(argv)
+
+
+def label_studio_settings(args: argparse.Namespace, workspace: Path) -> LabelStudioSettings:
+    """Label Studio's settings: data in the workspace's ``label-studio/``, the virtualenv of
+    ``[labelstudio] venv`` (or what :func:`resolve_venv` finds), host and port from ``args``."""
+    paths = WorkspacePaths(workspace)
+    # The launcher may run before `init` made the workspace: no config, the defaults.
+    configured = load_config(paths.config).labelstudio.venv_path(workspace) if paths.config.is_file() else None
+    return LabelStudioSettings(data_dir=paths.label_studio, host=args.host, port=args.ls_port,
+                               allow_remote=args.allow_remote, venv=resolve_venv(configured))
 
 
 def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings) -> None:
@@ -108,11 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     workspace = args.workspace.resolve()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop_like_ctrl_c)
-    settings = LabelStudioSettings(data_dir=workspace / "label-studio", host=args.host, port=args.ls_port,
-                                   allow_remote=args.allow_remote)
     try:
+        settings = label_studio_settings(args, workspace)
         check_before_start(args, settings)
-    except ServerBindError as exc:
+    except (ServerBindError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not is_loopback(args.host):

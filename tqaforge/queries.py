@@ -1,4 +1,5 @@
-"""Read-only queries over a workspace: listings, lookups by id prefix, the pipeline funnel.
+"""Read-only queries over a workspace: listings, lookups by id prefix, the pipeline funnel, and
+the one rule for which answer of a question is trusted as its gold (:func:`trusted_answers`).
 
 The CLI, the app and the tests all call these; none of them query the store on their own.
 """
@@ -8,13 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Generic, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import func, text
 from sqlmodel import Session, SQLModel, select
 
 from tqaforge.errors import NotFound, TqaforgeError
-from tqaforge.schemas.enums import QuestionStatus, VariantStatus
+from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, VariantStatus
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -27,6 +28,7 @@ from tqaforge.schemas.records import (
     Variant,
 )
 from tqaforge.store import Workspace
+from tqaforge.tables.table import Table
 
 R = TypeVar("R", bound=SQLModel)
 T = TypeVar("T")
@@ -109,6 +111,61 @@ def get_by_prefix(session: Session, model: type[R], prefix: str) -> R:
     if len(rows) > 1:
         raise NotFound(f"id {prefix!r} matches several {model.__name__} records", hint="give more characters")
     return rows[0]
+
+
+#: How far each answer status is trusted as a question's gold, most trusted first (TableBench's
+#: flow: agents vote, people verify). People's word comes first: a correction, then a
+#: verification, then the gold of a curated benchmark we imported, then the agents' agreement.
+#: Rejected and inconsistent answers are never anyone's gold, whatever else a question has.
+ANSWER_TRUST: tuple[AnswerStatus, ...] = (
+    AnswerStatus.CORRECTED,
+    AnswerStatus.VERIFIED,
+    AnswerStatus.GOLD,
+    AnswerStatus.CONSISTENT,
+)
+#: The least trusted status that people have vouched for (a curated benchmark's gold counts).
+CHECKED_BY_PEOPLE = AnswerStatus.GOLD
+
+_IN_BATCH = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
+
+
+def trusted_answers(
+    session: Session, question_ids: Iterable[str], *, at_least: AnswerStatus = AnswerStatus.CONSISTENT
+) -> dict[str, Answer]:
+    """The trusted answer of each question that has one: the best status in
+    :data:`ANSWER_TRUST` down to ``at_least`` (``CHECKED_BY_PEOPLE`` leaves out the agents'
+    agreement); among answers of the same status, the newest (then the smallest id).
+
+    >>> with ws.session() as s:                                       # doctest: +SKIP
+    ...     gold = trusted_answers(s, ["q1", "q2"])                   # {"q1": Answer(...)}
+    """
+    if at_least not in ANSWER_TRUST:
+        raise ValueError(f"{at_least!r} is never trusted; give one of {', '.join(ANSWER_TRUST)}")
+    statuses = [status.value for status in ANSWER_TRUST[: ANSWER_TRUST.index(at_least) + 1]]
+    rank = {status: i for i, status in enumerate(statuses)}
+    ids = sorted(set(question_ids))
+    best: dict[str, Answer] = {}
+    for start in range(0, len(ids), _IN_BATCH):
+        rows = session.exec(
+            select(Answer)
+            .where(Answer.question_id.in_(ids[start : start + _IN_BATCH]), Answer.status.in_(statuses))  # type: ignore[attr-defined]
+            .order_by(Answer.created_at.desc(), Answer.id)  # type: ignore[attr-defined]
+        ).all()
+        for answer in rows:  # newest first: a later answer of the same status replaces nothing
+            held = best.get(answer.question_id)
+            if held is None or rank[answer.status] < rank[held.status]:
+                best[answer.question_id] = answer
+    return best
+
+
+def tables_by_id(session: Session, table_ids: Iterable[str]) -> dict[str, Table]:
+    """The stored tables of ``table_ids`` as :class:`Table` values (ids not stored are left out)."""
+    ids = sorted(set(table_ids))
+    tables: dict[str, Table] = {}
+    for start in range(0, len(ids), _IN_BATCH):
+        for record in session.exec(select(TableRecord).where(TableRecord.id.in_(ids[start : start + _IN_BATCH]))).all():  # type: ignore[attr-defined]
+            tables[record.id] = record.to_table()
+    return tables
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,6 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 10
 CONNECT_TIMEOUT_ENV = "TQAFORGE_DB_CONNECT_TIMEOUT"
 SQLITE_HEADER = b"SQLite format 3\x00"
-LOCKS_DIR = ".locks"
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
@@ -110,7 +109,7 @@ def _parse_url(url: str) -> URL:
 
 def _password(url: str) -> str | None:
     try:
-        return _parse_url(url).password  # type: ignore[return-value]
+        return _parse_url(url).password
     except StoreError:
         return None
 
@@ -232,7 +231,7 @@ def _display_url(engine: Engine) -> str:
 def _database_error(engine: Engine, exc: DBAPIError, action: str) -> StoreError:
     """A driver error while opening or migrating, as a StoreError that names the (redacted) URL."""
     detail = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
-    detail = redact_secrets(detail, [engine.url.password])  # type: ignore[list-item]
+    detail = redact_secrets(detail, [engine.url.password])
     where = _display_url(engine)
     if engine.dialect.name == "sqlite":
         return StoreError(
@@ -304,6 +303,11 @@ class Workspace:
     engine: Engine
 
     @property
+    def paths(self) -> WorkspacePaths:
+        """Where this workspace keeps its files (seeds, reports, prompts, locks, ...)."""
+        return WorkspacePaths(self.root)
+
+    @property
     def database_url(self) -> str:
         """The database URL for display: its password (however written) is masked."""
         return _display_url(self.engine)
@@ -323,8 +327,9 @@ class Workspace:
     def lock(self, name: str, *, wait: bool = True, timeout: float | None = None) -> Iterator[Path]:
         """Hold the workspace-wide lock ``name`` (e.g. ``"generate"``) for the ``with`` block.
 
-        An advisory ``flock`` on ``WORKSPACE/.locks/NAME.lock``, so it works between processes
-        and is released by the kernel when the holder dies, even by SIGKILL. The holder writes
+        An advisory ``flock`` on ``NAME.lock`` in :attr:`WorkspacePaths.locks` (``WORKSPACE/.locks``), so
+        it works between processes and is released by the kernel when the holder dies, even by
+        SIGKILL. The holder writes
         its pid and command into the file; a command that cannot get the lock (at once when
         ``wait`` is false, else within ``timeout`` seconds, or ever when ``timeout`` is None)
         gets a :class:`StoreError` naming the holder. Yields the lock file's path.
@@ -332,7 +337,7 @@ class Workspace:
         >>> with ws.lock("variants build", wait=False):  # doctest: +SKIP
         ...     build()
         """
-        path = self.root / LOCKS_DIR / _lock_file_name(name)
+        path = self.paths.locks / _lock_file_name(name)
         try:
             path.parent.mkdir(exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

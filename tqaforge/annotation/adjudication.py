@@ -19,9 +19,10 @@ since (``stale``), so someone can look again. A decision that is replaced (a per
 rule, or a second person) stays in ``history``. Blind re-answering is scored against gold, not
 adjudicated.
 
-A resolved ``question_review`` also settles its question's status, through
-:func:`tqaforge.generation.review.settle_question` (``reject``: rejected, a promoted seed
-included; ``accept``: accepted unless already accepted or a seed). Until then, reviewers who
+A resolved label also changes its item where its kind says so (:attr:`KindSpec.settle` in
+:mod:`tqaforge.annotation.kinds`): a resolved ``question_review`` settles its question's status
+(``reject``: rejected, a promoted seed included; ``accept``: accepted unless already accepted or
+a seed). Until then, reviewers who
 disagree leave the question with the status of whoever reviewed last.
 """
 
@@ -34,25 +35,16 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from tqaforge.annotation.workflows import (
-    KINDS,
-    RECORD_SOME,
-    KindSpec,
-    LabelError,
-    check_against_target,
-    check_kinds,
-    kind_spec,
-    latest_annotations,
-)
-from tqaforge.queries import Page, check_window, get_by_prefix
+from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against_target, check_kinds, kind_spec
+from tqaforge.annotation.workflows import RECORD_SOME, latest_annotations
 from tqaforge.errors import AdjudicationError
-from tqaforge.generation.review import REVIEW_KIND, settle_question
+from tqaforge.ids import adjudication_id
+from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
 from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
 from tqaforge.store import Workspace
-from tqaforge.tables.table import content_hash
 
-ADJUDICATED_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spec.shape != "answer")
+ADJUDICATED_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spec.adjudicated)
 
 
 @dataclass(frozen=True)
@@ -83,6 +75,18 @@ class KindSummary:
     def is_empty(self) -> bool:
         """True when the kind has no annotated task at all (not even unreadable labels)."""
         return not any((self.unanimous, self.rule, self.open, self.person, self.single, self.problems))
+
+    def lines(self, kind: str) -> list[str]:
+        """What the CLI prints for this kind: the counts, then stale decisions and unreadable labels (ten of each)."""
+        out = [
+            f"{kind}: {self.unanimous} unanimous, {self.rule} by rule, {self.open} open (the queue), "
+            f"{self.person} decided by a person, {self.single} with one annotator; {self.new} new, {self.updated} updated"
+        ]
+        if self.stale:
+            shown = ", ".join(t[:10] for t in self.stale[:10])
+            out.append(f"  {len(self.stale)} decisions by a person predate new annotations: {shown}")
+        out.extend(f"  unreadable: {problem}" for problem in self.problems[:10])
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +128,12 @@ class AdjudicationRun(Mapping[str, KindSummary]):
         kinds = ", ".join(self.summaries)
         return f"nothing to adjudicate: no annotations yet ({kinds}). {RECORD_SOME}"
 
+    def lines(self) -> list[str]:
+        """What the CLI prints: the one-line message when nothing was looked at, else each kind's lines."""
+        if self.message is not None:
+            return [self.message]
+        return [line for kind, summary in self.summaries.items() if not summary.is_empty for line in summary.lines(kind)]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "is_empty": self.is_empty,
@@ -142,10 +152,6 @@ class QueueItem:
     target_id: str
     votes: list[dict[str, Any]]
     created_at: Any
-
-
-def adjudication_id(task_id: str) -> str:
-    return content_hash({"adjudication": task_id})
 
 
 def _votes(spec: KindSpec, labels: dict[str, Any]) -> list[dict[str, Any]]:
@@ -198,7 +204,7 @@ def adjudicate(
     kinds: Sequence[str] | None = None,
     min_agree: int | None = None,
     exclude_sources: Iterable[str] = (),
-) -> dict[str, KindSummary]:
+) -> AdjudicationRun:
     """Run the rules on every task with two or more annotators; see the module docs.
 
     ``min_agree`` is ``M`` of "at least M of N agree" (default: a strict majority of each task's
@@ -214,7 +220,7 @@ def adjudicate(
 def _adjudicated_spec(kind: str) -> KindSpec:
     """The spec of a kind that has final labels (blind re-answering is scored, not adjudicated)."""
     spec = kind_spec(kind)
-    if spec.shape == "answer":
+    if not spec.adjudicated:
         raise AdjudicationError(
             f"{kind} is scored against gold answers, not adjudicated",
             hint=f"see its accuracy with `tqaforge agreement report --kind {kind}`; adjudicated kinds: {', '.join(ADJUDICATED_KINDS)}",
@@ -267,7 +273,7 @@ def _adjudicate_kind(ws: Workspace, spec: KindSpec, min_agree: int | None, exclu
             row.decided_at = utcnow() if d.status == AdjudicationStatus.RESOLVED.value else None
             s.add(row)
             _mark_task(s, tasks[task_id], d.status)
-            _settle_target(s, tasks[task_id], row)
+            _settle_target(s, spec, tasks[task_id], row)
     return summary
 
 
@@ -288,10 +294,10 @@ def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
     s.add(task)
 
 
-def _settle_target(s: Session, task: AnnotationTask, row: Adjudication) -> None:
-    """Carry a resolved question review over to its question (see the module docs)."""
-    if task.kind == REVIEW_KIND and row.status == AdjudicationStatus.RESOLVED.value:
-        settle_question(s, task.target_id, (row.label or {}).get("decision", ""))
+def _settle_target(s: Session, spec: KindSpec, task: AnnotationTask, row: Adjudication) -> None:
+    """Carry a resolved final label over to its target, as its kind says (see the module docs)."""
+    if spec.settle is not None and row.status == AdjudicationStatus.RESOLVED.value:
+        spec.settle(s, task.target_id, row.label or {})
 
 
 def adjudication_queue(
@@ -338,7 +344,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
     with ws.session() as s:
         task = get_by_prefix(s, AnnotationTask, task_id)
         spec = kind_spec(task.kind)
-        if spec.shape == "answer":
+        if not spec.adjudicated:
             raise AdjudicationError(f"{task.kind} is scored against gold answers, not adjudicated")
         try:
             value = spec.read(label)
@@ -366,7 +372,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         row.decided_at = utcnow()
         s.add(row)
         _mark_task(s, task, row.status)
-        _settle_target(s, task, row)
+        _settle_target(s, spec, task, row)
         s.flush()
         return row
 

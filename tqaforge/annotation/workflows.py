@@ -2,32 +2,7 @@
 
 Each :class:`~tqaforge.schemas.records.AnnotationTask` has a ``kind``; every
 :class:`~tqaforge.schemas.records.Annotation` on it holds one person's ``label`` in the shape of
-that kind:
-
-=======================  =========  ===============================================================
-kind                     target     label (a bare value instead of the dict is accepted too)
-=======================  =========  ===============================================================
-question_typing          question   ``{"type": "extraction" | "reasoning" | "unanswerable"}``;
-                                    FREB-TQA's ``1`` / ``0`` / ``-1`` are read as these
-question_review          question   ``{"decision": "accept" | "edit" | "promote" | "reject", ...}``
-                                    as :mod:`tqaforge.generation.review` writes it; compared as
-                                    ``accept`` (accept, edit, promote: keep the question) or
-                                    ``reject``
-answer_verification      answer     ``{"decision": "correct" | "incorrect" | "unanswerable",
-                                    "answer": "corrected answer" (optional)}``
-relevant_cells           question   ``{"cells": [[row, col], ...]}`` (data rows, 0-based); compared
-                                    as sets with the MASI distance
-relevant_cell_validity   question   ``{"decision": "valid" | "invalid" | "unanswerable"}``: does
-                                    removing the relevant cells prevent answering (FREB-TQA
-                                    appendix A.2; ``1`` / ``0`` / ``-1`` are read as these)
-value_modification       variant    ``{"decision": "accept" | "reject"}``: is a person's value
-                                    modification (and its new gold) acceptable
-blind_reanswer           variant    ``{"answer": "..."}`` or ``{"answers": ["...", ...]}``: a second
-                         or         person's answer, scored by exact match (after the normalisation
-                         question   of :func:`tqaforge.tables.matching.value_match`) against the
-                                    author's gold: ``Variant.answers``, or for a question its
-                                    verified / corrected / gold ``Answer``
-=======================  =========  ===============================================================
+that kind (:mod:`tqaforge.annotation.kinds` lists the kinds and their label shapes).
 
 When a person labels a task twice (changed their mind), their latest annotation counts (by
 ``created_at``, then the number at the end of ``source_ref``). Labels that cannot be read are
@@ -48,7 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from sqlmodel import Session, select
@@ -70,18 +45,16 @@ from tqaforge.annotation.agreement import (
     percent_agreement_matrix,
     proportion,
 )
+from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, Shape, check_kinds, kind_spec
 from tqaforge.errors import AgreementError
 from tqaforge.files import atomic_write_text
-from tqaforge.schemas.enums import AnswerStatus
-from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, TableRecord, Variant
+from tqaforge.ids import content_hash
+from tqaforge.labels import label_order
+from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
+from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
 from tqaforge.tables.matching import RULES, Rule, value_match
-from tqaforge.tables.table import content_hash
 
-Shape = Literal["category", "set", "answer"]
-
-#: Answer statuses that count as the author's gold for blind re-answering, best first.
-GOLD_STATUSES: tuple[str, ...] = (AnswerStatus.CORRECTED.value, AnswerStatus.VERIFIED.value, AnswerStatus.GOLD.value)
 #: Matching rules of blind re-answering by default: normalised text, or the same number.
 DEFAULT_MATCH_RULES: tuple[Rule, ...] = ("exact", "numeric")
 
@@ -93,191 +66,6 @@ RECORD_SOME = (
     "(or label in Label Studio or the app), then run this again."
 )
 NO_ANNOTATIONS = f"no annotations yet, so no agreement to report. {RECORD_SOME}"
-
-
-class LabelError(ValueError):
-    """One annotation's label does not have its kind's shape (reported, not raised to the user)."""
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """What one annotation kind's labels look like and how they are compared."""
-
-    name: str
-    shape: Shape
-    key: str
-    description: str
-    categories: tuple[str, ...] = ()
-    aliases: Mapping[Any, str] = field(default_factory=dict)
-
-    def read(self, label: Any) -> Any:
-        """The comparable value of a label: a category, a frozenset of (row, col), or a tuple of answers."""
-        value = label.get(self.key) if isinstance(label, dict) else label
-        if isinstance(label, dict) and value is None and self.shape == "answer" and "answers" in label:
-            value = label["answers"]
-        if value is None:
-            raise LabelError(f"no {self.key!r} in the label {label!r}")
-        if self.shape == "category":
-            return self._category(value)
-        if self.shape == "set":
-            return _cells(value)
-        return _answers(value)
-
-    def _category(self, value: Any) -> str:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise LabelError(f"{self.key} must be one of {', '.join(self.categories)}, got {value!r}")
-        key = value.strip().lower() if isinstance(value, str) else value
-        key = self.aliases.get(key, self.aliases.get(str(key), key))
-        if key not in self.categories:
-            raise LabelError(f"{self.key} {value!r} is not one of {', '.join(self.categories)}")
-        return str(key)
-
-    def final_label(self, value: Any) -> dict[str, Any]:
-        """A value back in the label shape (for adjudicated final labels)."""
-        if self.shape == "set":
-            return {self.key: [list(c) for c in sorted(value)]}
-        if self.shape == "answer":
-            return {"answers": list(value)}
-        return {self.key: value}
-
-
-def _cells(value: Any) -> frozenset[tuple[int, int]]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise LabelError(f"cells must be a list of [row, col] pairs, got {value!r}")
-    cells = set()
-    for cell in value:
-        if (
-            not isinstance(cell, (list, tuple)) or len(cell) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cell)
-        ):
-            raise LabelError(f"cell {cell!r} is not a [row, col] pair of non-negative integers")
-        cells.add((cell[0], cell[1]))
-    return frozenset(cells)
-
-
-def _answers(value: Any) -> tuple[str, ...]:
-    values = [value] if not isinstance(value, list) else value
-    if values and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in values):
-        answers = tuple(str(x).strip() for x in values)
-        if all(answers):  # a blank answer is no answer: scoring it would count as a miss
-            return answers
-    raise LabelError(f"an answer must be a non-blank string or a non-empty list of them, got {value!r}")
-
-
-KINDS: dict[str, KindSpec] = {
-    spec.name: spec
-    for spec in (
-        KindSpec(
-            "question_typing", "category", "type", "extraction or reasoning question (FREB-TQA A.2)",
-            ("extraction", "reasoning", "unanswerable"),
-            {1: "extraction", 0: "reasoning", -1: "unanswerable"},
-        ),
-        KindSpec(
-            "question_review", "category", "decision", "keep or reject a proposed question",
-            ("accept", "reject"), {"edit": "accept", "promote": "accept"},
-        ),
-        KindSpec(
-            "answer_verification", "category", "decision", "is the candidate gold answer correct",
-            ("correct", "incorrect", "unanswerable"),
-        ),
-        KindSpec("relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)"),
-        KindSpec(
-            "relevant_cell_validity", "category", "decision",
-            "does removing the relevant cells prevent answering (FREB-TQA A.2)",
-            ("valid", "invalid", "unanswerable"), {1: "valid", 0: "invalid", -1: "unanswerable"},
-        ),
-        KindSpec(
-            "value_modification", "category", "decision", "is a person's value modification acceptable",
-            ("accept", "reject"),
-        ),
-        KindSpec(
-            "blind_reanswer", "answer", "answer",
-            "second annotators' answers against the author's gold (FREB-TQA: 92.5% / 93.5%)",
-        ),
-    )
-}
-
-
-def kind_spec(kind: str) -> KindSpec:
-    """The spec of a known kind; an :class:`AgreementError` naming the known ones otherwise."""
-    try:
-        return KINDS[kind]
-    except (KeyError, TypeError):
-        known = ", ".join(KINDS)
-        raise AgreementError(
-            f"unknown annotation kind {kind!r}; the known kinds are {known}",
-            hint=f"give --kind one of: {known}",
-        ) from None
-
-
-def check_kinds(kinds: Iterable[str] | None) -> list[str] | None:
-    """The kinds asked for, each known (raises :class:`AgreementError` listing the known ones)."""
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        kinds = [kinds]
-    wanted = list(dict.fromkeys(kinds))
-    for kind in wanted:
-        kind_spec(kind)
-    return wanted
-
-
-# ---------------------------------------------------------------------------------------------
-# A label against its target (the record the task is about)
-
-
-def target_table_size(s: Session, target_type: str, target_id: str) -> tuple[int, int]:
-    """(data rows, columns) of the table a task's target is about; :class:`LabelError` if it is gone.
-
-    A question points at a stored table; a variant carries its own (perturbed) table, on which
-    its cells were marked.
-    """
-    if target_type == "variant":
-        variant = s.get(Variant, target_id)
-        if variant is None:
-            raise LabelError(f"the task's variant {target_id[:10]} does not exist")
-        if variant.table:
-            rows = variant.table.get("rows") or []
-            header = variant.table.get("header") or []
-            return len(rows), len(header)
-        target_id = variant.question_id
-    elif target_type == "answer":
-        answer = s.get(Answer, target_id)
-        if answer is None:
-            raise LabelError(f"the task's answer {target_id[:10]} does not exist")
-        target_id = answer.question_id
-    elif target_type != "question":
-        raise LabelError(f"the task's target type {target_type!r} has no table")
-    row = s.exec(
-        select(TableRecord.n_rows, TableRecord.n_cols)
-        .join(Question, Question.table_id == TableRecord.id)  # type: ignore[arg-type]
-        .where(Question.id == target_id)
-    ).first()
-    if row is None:
-        raise LabelError(f"the task's question {target_id[:10]} (or its table) does not exist")
-    return int(row[0]), int(row[1])
-
-
-def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id: str, value: Any) -> None:
-    """Raise :class:`LabelError` when a read label does not fit the record its task is about.
-
-    ``value`` is what :meth:`KindSpec.read` returned, so its shape (a known category, cells as
-    pairs of non-negative integers, non-blank answers) is already checked; here the cells must
-    lie inside the target's table: data rows from 0 (header excluded) and columns from 0.
-    """
-    if spec.shape != "set":
-        model = {"question": Question, "answer": Answer, "variant": Variant}.get(target_type)
-        if model is None or s.get(model, target_id) is None:
-            raise LabelError(f"the task's {target_type} {target_id[:10]} does not exist")
-        return
-    n_rows, n_cols = target_table_size(s, target_type, target_id)
-    outside = sorted((r, c) for r, c in value if not (r < n_rows and c < n_cols))
-    if outside:
-        shown = ", ".join(f"[{r}, {c}]" for r, c in outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
-        raise LabelError(
-            f"cell {shown} lies outside the table of {target_type} {target_id[:10]} "
-            f"({n_rows} data rows x {n_cols} columns; rows 0-{max(n_rows - 1, 0)} and columns 0-{max(n_cols - 1, 0)}, header excluded)"
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,15 +119,6 @@ class RaterData:
         )
 
 
-def _sequence(source_ref: str) -> int:
-    tail = source_ref.rpartition(":")[2]
-    return int(tail) if tail.isdigit() else 0
-
-
-def _as_utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def latest_annotations(
     s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None
 ) -> list[tuple[AnnotationTask, Annotation]]:
@@ -358,9 +137,8 @@ def latest_annotations(
         if ann.source in excluded:
             continue
         key = (task.id, ann.annotator)
-        order = (_as_utc(ann.created_at), _sequence(ann.source_ref), ann.id)
         held = latest.get(key)
-        if held is None or order > (_as_utc(held[1].created_at), _sequence(held[1].source_ref), held[1].id):
+        if held is None or label_order(ann) > label_order(held[1]):
             latest[key] = (task, ann)
     return list(latest.values())
 
@@ -652,18 +430,11 @@ def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
         for chunk in _chunks(sorted(set(variants))):
             for vid, answers in s.exec(select(Variant.id, Variant.answers).where(Variant.id.in_(chunk))).all():  # type: ignore[attr-defined]
                 answers_of[vid] = answers
-        questions = sorted({t for t, tt in zip(data.targets, data.target_types) if tt == "question"})
-        best: dict[str, tuple[int, datetime, list[str]]] = {}
-        for chunk in _chunks(questions):
-            rows = s.exec(
-                select(Answer).where(Answer.question_id.in_(chunk), Answer.status.in_(GOLD_STATUSES))  # type: ignore[attr-defined]
-            ).all()
-            for a in rows:
-                rank = (-GOLD_STATUSES.index(a.status), _as_utc(a.created_at), a.values)
-                if a.question_id not in best or rank[:2] > best[a.question_id][:2]:
-                    best[a.question_id] = rank
+        questions = [t for t, tt in zip(data.targets, data.target_types) if tt == "question"]
+        # Only answers people vouched for: re-answering is scored against the author's gold.
+        best = trusted_answers(s, questions, at_least=CHECKED_BY_PEOPLE)
     for item, target, target_type in zip(data.items, data.targets, data.target_types):
-        values = answers_of.get(target) if target_type == "variant" else (best[target][2] if target in best else None)
+        values = answers_of.get(target) if target_type == "variant" else (best[target].values if target in best else None)
         if values:
             out[item] = [str(v) for v in values]
     return out
@@ -773,7 +544,7 @@ def agreement_report(
 def report_paths(ws: Workspace, kinds: Sequence[str] | None = None) -> tuple[Path, Path]:
     """Where a report is stored: ``WORKSPACE/reports/agreement[-KIND...].{json,md}``."""
     stem = "agreement" + "".join(f"-{k}" for k in (kinds or ()))
-    folder = ws.root / "reports"
+    folder = ws.paths.reports
     return folder / f"{stem}.json", folder / f"{stem}.md"
 
 

@@ -9,8 +9,18 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
-    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, check_choice, err, friendly_errors, names, open_ws, out,
-    plain_table, print_count, Shown,
+    LIMIT_OPTION,
+    OFFSET_OPTION,
+    WORKSPACE_OPTION,
+    Shown,
+    check_choice,
+    err,
+    friendly_errors,
+    names,
+    open_ws,
+    out,
+    plain_table,
+    print_count,
 )
 
 agreement_app = typer.Typer(
@@ -83,20 +93,8 @@ def agreement_adjudicate(
         open_ws(ctx, workspace), kinds=names(kind) if kind else None, min_agree=min_agree,
         exclude_sources=names(exclude_source) if exclude_source else (),
     )
-    if run.is_empty:
-        out.print(run.message)
-        return
-    for name, s in run.items():
-        if s.is_empty:
-            continue
-        out.print(
-            f"{name}: {s.unanimous} unanimous, {s.rule} by rule, {s.open} open (the queue), {s.person} decided by a person, "
-            f"{s.single} with one annotator; {s.new} new, {s.updated} updated"
-        )
-        if s.stale:
-            out.print(f"  {len(s.stale)} decisions by a person predate new annotations: {', '.join(t[:10] for t in s.stale[:10])}")
-        for problem in s.problems[:10]:
-            out.print(f"  unreadable: {problem}")
+    for line in run.lines():
+        out.print(line)
 
 
 @agreement_app.command("queue")

@@ -103,7 +103,7 @@ def questions_queue(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Proposed questions waiting for review, oldest round first."""
-    from tqaforge.generation.review import review_queue
+    from tqaforge.annotation.review import review_queue
 
     page = review_queue(open_ws(ctx, workspace), subtype=subtype, table_id=table, limit=limit, offset=offset)
     t = plain_table("id", "table", "subtype", "round", "route", "question")
@@ -132,8 +132,8 @@ def questions_review(
     chosen = [name for name, on in (("accept", accept), ("reject", reject), ("edit", edit is not None), ("promote", promote)) if on]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --accept, --reject, --edit TEXT, --promote")
-    from tqaforge.generation.review import review_question
+    from tqaforge.annotation.review import review_question
 
     r = review_question(open_ws(ctx, workspace), question_id, chosen[0], annotator=annotator, reason=reason, text=edit)
-    note = "" if r.recorded else " (same as your last decision; nothing new recorded)"
-    out.print(f"{r.question.id[:10]}: {r.previous_status} -> {r.question.status}{note}")
+    for line in r.lines():
+        out.print(line)

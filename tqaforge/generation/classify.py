@@ -42,19 +42,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from sqlmodel import select
 
-from tqaforge.errors import ConfigError, InvalidReply, LLMError, TqaforgeError
+from tqaforge.errors import ConfigError, InvalidReply
 from tqaforge.llm import Gateway, LLMSettings, run
+from tqaforge.llm.runner import Job, RunProgress, run_ordered
 from tqaforge.prompts import render
-from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, QuestionType
-from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
+from tqaforge.queries import tables_by_id, trusted_answers
+from tqaforge.schemas.enums import QuestionStatus, QuestionType
+from tqaforge.schemas.records import Question, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.matching import Match, match_answer
 from tqaforge.tables.serialize import serialize
@@ -448,13 +451,8 @@ def combine(lexical: LexicalVerdict, llm: LLMVerdict | None) -> tuple[QuestionTy
 # ---------------------------------------------------------------------------------------------
 # Typing stored questions
 
-# Which stored answer the lexical rule uses, best first; rejected and inconsistent ones never.
-_ANSWER_RANK = {
-    AnswerStatus.CORRECTED.value: 0, AnswerStatus.VERIFIED.value: 1, AnswerStatus.GOLD.value: 2,
-    AnswerStatus.CONSISTENT.value: 3,
-}
 _BATCH = 500  # questions loaded and written per transaction (lexical)
-_LLM_CHUNK = 64  # questions in flight per written chunk (LLM): a kill loses at most these writes
+_LLM_CHUNK = 64  # questions in flight, and written per transaction (LLM): a kill loses at most these writes
 
 
 @dataclass
@@ -519,21 +517,10 @@ def _load(ws: Workspace, subtype: str | None, status: str | None, limit: int | N
             questions.append(question)
             if limit is not None and len(questions) >= limit:
                 break
-        ids = [x.id for x in questions]
-        best: dict[str, tuple[int, list[str]]] = {}
-        for start in range(0, len(ids), _BATCH):
-            chunk = ids[start : start + _BATCH]
-            for a in s.exec(select(Answer).where(Answer.question_id.in_(chunk))).all():  # type: ignore[attr-defined]
-                rank = _ANSWER_RANK.get(a.status)
-                if rank is not None and (a.question_id not in best or rank < best[a.question_id][0]):
-                    best[a.question_id] = (rank, list(a.values))
-        tables: dict[str, Table] = {}
-        table_ids = sorted({x.table_id for x in questions})
-        for start in range(0, len(table_ids), _BATCH):
-            chunk = table_ids[start : start + _BATCH]
-            for t in s.exec(select(TableRecord).where(TableRecord.id.in_(chunk))).all():  # type: ignore[attr-defined]
-                tables[t.id] = Table.build(t.header, t.rows)
-        work = [_Work(x.id, x.text, tables[x.table_id], best.get(x.id, (0, []))[1]) for x in questions]
+        # The lexical rule reads the question's trusted answer (queries.trusted_answers).
+        gold = trusted_answers(s, [x.id for x in questions])
+        tables = tables_by_id(s, [x.table_id for x in questions])
+        work = [_Work(x.id, x.text, tables[x.table_id], list(gold[x.id].values) if x.id in gold else []) for x in questions]
     return work, human
 
 
@@ -649,52 +636,71 @@ async def _classify_with_model(
     summary: ClassifySummary,
     on_progress: Callable[[int, ClassifySummary], None] | None,
 ) -> None:
+    """Type ``work`` through the runner: questions in flight together, typed and written in
+    order, in transactions of ``_LLM_CHUNK``; an LLMError other than an invalid reply is
+    raised once the questions typed before it are stored."""
     loop = asyncio.get_running_loop()
+    batch: list[tuple[str, QuestionType | None, dict[str, Any]]] = []  # typed, not yet written
+    counted = 0  # results since the last write (invalid replies too)
     done = 0
-    async with Gateway(ws, settings) as gw:
 
-        async def one(w: _Work) -> tuple[_Work, LexicalVerdict | None, LLMVerdict | TqaforgeError | None]:
-            lexical = lexical_type(w.table, w.text, w.answers, cues=finder) if finder is not None else None
-            if lexical is not None and lexical.question_type is not EQ:
-                return w, lexical, None  # combined: the lexical rule decides alone
-            try:
-                return w, lexical, await llm_type(gw, w.table, w.text, serialization=serialization, seed=seed)
-            except LLMError as exc:  # InvalidReply, BudgetExceeded, endpoint down: sorted out below
-                return w, lexical, exc
-
+    async def ask(gw: Gateway, w: _Work) -> tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]:
+        lexical = lexical_type(w.table, w.text, w.answers, cues=finder) if finder is not None else None
+        if lexical is not None and lexical.question_type is not EQ:
+            return lexical, None  # combined: the lexical rule decides alone
         try:
-            for start in range(0, len(work), _LLM_CHUNK):
-                outcomes = await asyncio.gather(*(one(w) for w in work[start : start + _LLM_CHUNK]))
-                results = []
-                stop: TqaforgeError | None = None
-                for w, lexical, llm in outcomes:
-                    if isinstance(llm, InvalidReply):
-                        summary.invalid += 1
-                        continue
-                    if isinstance(llm, TqaforgeError):
-                        stop = stop or llm
-                        continue
-                    words = structural_words(w.text, structural)
-                    if method == "llm":
-                        assert llm is not None
-                        kind, decision, rule = llm.question_type, "model: " + (
-                            ", ".join(llm.operations) or "no operation"), "model"
-                    else:
-                        assert lexical is not None
-                        kind, decision = combine(lexical, llm)
-                        rule = lexical.rule if llm is None else f"{lexical.rule}+model_{llm.question_type.value}"
-                        summary.no_answer += lexical.rule == "no_answer"
-                    summary.add(kind, rule, words)
-                    results.append((w.question_id, kind, _typing_record(method, kind, decision, w, lexical, llm, words)))
-                summary.changed += await loop.run_in_executor(None, _write, ws, results)
-                done += len(outcomes)
-                summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
-                if on_progress:
-                    on_progress(done, summary)
-                if stop is not None:
-                    raise stop
+            return lexical, await llm_type(gw, w.table, w.text, serialization=serialization, seed=seed)
+        except InvalidReply as exc:  # left as it was and counted; any other LLMError stops the run
+            return lexical, exc
+
+    async def write(results: list[tuple[str, QuestionType | None, dict[str, Any]]], typed: int) -> None:
+        nonlocal done
+        summary.changed += await loop.run_in_executor(None, _write, ws, results)
+        done += typed
+        if on_progress:
+            on_progress(done, summary)
+
+    def on_result(
+        job: Job[Any], outcome: tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]
+    ) -> Awaitable[None] | None:
+        nonlocal batch, counted
+        w, (lexical, llm) = by_id[job.key], outcome
+        if isinstance(llm, InvalidReply):
+            summary.invalid += 1
+        else:
+            words = structural_words(w.text, structural)
+            kind: QuestionType | None
+            if method == "llm":
+                assert llm is not None
+                kind, decision, rule = llm.question_type, "model: " + (
+                    ", ".join(llm.operations) or "no operation"), "model"
+            else:
+                assert lexical is not None
+                kind, decision = combine(lexical, llm)
+                rule = lexical.rule if llm is None else f"{lexical.rule}+model_{llm.question_type.value}"
+                summary.no_answer += lexical.rule == "no_answer"
+            summary.add(kind, rule, words)
+            batch.append((w.question_id, kind, _typing_record(method, kind, decision, w, lexical, llm, words)))
+        counted += 1
+        if counted < _LLM_CHUNK:
+            return None
+        results, typed, batch, counted = batch, counted, [], 0
+        return write(results, typed)
+
+    def costs(progress: RunProgress) -> None:
+        summary.paid_calls, summary.cached_calls, summary.cost = progress.paid_calls, progress.cached_calls, progress.cost
+
+    by_id = {w.question_id: w for w in work}
+    async with Gateway(ws, settings) as gw:
+        try:
+            jobs = [Job(w.question_id, functools.partial(ask, w=w)) for w in work]
+            outcome = await run_ordered(gw, jobs, window=_LLM_CHUNK, on_result=on_result, on_progress=costs)
+            if counted:
+                await write(batch, counted)  # the last questions, or those typed before a stop
         finally:
             summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
+    if outcome.error is not None:
+        raise outcome.error
 
 
 # ---------------------------------------------------------------------------------------------

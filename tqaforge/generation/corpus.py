@@ -45,7 +45,6 @@ from tqaforge.store import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-WORKSPACE_SEEDS = "seeds.toml"
 
 #: The corpora shipped with tqaforge, per built-in taxonomy (package data, so a wheel install has them too).
 BUILTIN_SEEDS_DIR = Path(__file__).resolve().parent / "seed_corpora"
@@ -74,7 +73,7 @@ class ImportResult:
 
 def corpus_path(ws: Workspace) -> Path:
     """Where the workspace's editable corpus lives: ``WORKSPACE/seeds.toml``."""
-    return ws.root / WORKSPACE_SEEDS
+    return ws.paths.seeds
 
 
 def builtin_corpus_path(taxonomy_name: str) -> Path | None:

@@ -38,20 +38,15 @@ and call id in ``Question.meta["verification"]`` and as an Annotation by ``agent
 from __future__ import annotations
 
 import asyncio
-import enum
+import functools
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import func
 from sqlmodel import select
 
-from tqaforge.queries import get_by_prefix
 from tqaforge.errors import (
-    BudgetExceeded,
-    ConfigError,
-    EndpointAuthError,
-    ImpossibleUsage,
     InvalidReply,
     LLMError,
     TaxonomyError,
@@ -59,14 +54,17 @@ from tqaforge.errors import (
 )
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
-from tqaforge.llm import Completion, Gateway, LLMSettings, run
-from tqaforge.generation.review import apply_decision
+from tqaforge.ids import content_hash, round_id, step_id
+from tqaforge.labels import record_question_review
+from tqaforge.llm import Gateway, LLMSettings, run
+from tqaforge.llm.runner import Job, StopReason, run_ordered, settle
 from tqaforge.prompts import render
+from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import Origin, QuestionStatus
-from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord
+from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
-from tqaforge.tables.table import Table, content_hash
+from tqaforge.tables.table import Table
 
 GENERATE_PURPOSE = "generate_questions"
 VERIFY_PURPOSE = "verify_question"
@@ -121,26 +119,8 @@ class GenerationOptions:
 
 def load_generation_options(ws: Workspace, **overrides: Any) -> GenerationOptions:
     """``[generation]`` of the workspace config, then ``overrides`` (None values ignored)."""
-    section = ws.config.raw.get("generation", {}) or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{ws.root / 'tqaforge.toml'}: [generation] must be a table")
-    known = {f.name: f for f in fields(GenerationOptions)}
-    values: dict[str, Any] = {}
-    for key, value in section.items():
-        if key not in known or key in ("subtypes", "tables", "retry_failed"):
-            raise ConfigError(
-                f"{ws.root / 'tqaforge.toml'}: unknown key {key!r} in [generation]",
-                hint="known keys: " + ", ".join(k for k in known if k not in ("subtypes", "tables", "retry_failed")),
-            )
-        default = getattr(GenerationOptions, key)
-        expected = float if isinstance(default, float) else type(default)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, expected) or isinstance(value, bool) != isinstance(default, bool):
-            raise ConfigError(
-                f"{ws.root / 'tqaforge.toml'}: [generation] {key} must be a {expected.__name__}, got {value!r}"
-            )
-        values[key] = value
+    # The keys the file sets; names and types checked by load_config, ranges by GenerationOptions.
+    values: dict[str, Any] = ws.config.generation.values()
     values.update({k: v for k, v in overrides.items() if v is not None})
     return GenerationOptions(**values)
 
@@ -155,26 +135,6 @@ class GenerationProgress:
     cost: float
     paid_calls: int
     cached_calls: int
-
-
-class StopReason(str, enum.Enum):
-    """What stopped a generation run early; each asks for a different remedy."""
-
-    BUDGET = "budget"  # the next call could pass max_cost: a larger --max-cost resumes
-    AUTH = "auth"  # no API key, or the endpoint refused it (401/403)
-    IMPOSSIBLE_USAGE = "impossible_usage"  # the endpoint reported usage its request cannot have
-    ENDPOINT = "endpoint"  # the endpoint failed after the retries (down, 5xx, 4xx, malformed replies)
-
-    @classmethod
-    def of(cls, exc: LLMError) -> "StopReason":
-        """The reason an LLMError stands for."""
-        if isinstance(exc, BudgetExceeded):
-            return cls.BUDGET
-        if isinstance(exc, EndpointAuthError):
-            return cls.AUTH
-        if isinstance(exc, ImpossibleUsage):
-            return cls.IMPOSSIBLE_USAGE
-        return cls.ENDPOINT
 
 
 _ADVICE = {
@@ -280,14 +240,6 @@ class _Prepared:
     new: list[tuple[str, str, dict[str, Any]]]  # (question id, text, lineage extras)
     duplicates: list[dict[str, Any]]
     verifications: dict[str, asyncio.Task[tuple[_Verdict | None, list[str], str | None]]]
-
-
-def round_id(subtype: str, round_no: int) -> str:
-    return content_hash({"generation_round": round_no, "subtype": subtype})
-
-
-def step_id(subtype: str, round_no: int, table_id: str) -> str:
-    return content_hash({"generation_round": round_no, "subtype": subtype, "table": table_id})
 
 
 def generate_questions(
@@ -425,7 +377,7 @@ class _Generator:
             plan.append((round_no, todo))
             self.summary.steps_present += present
             self.summary.steps_total += len(todo)
-        self.gateway = Gateway(self.ws, self.llm, on_call=self._on_call)
+        self.gateway = Gateway(self.ws, self.llm)
         try:
             for round_no, todo in plan:
                 if not todo:
@@ -443,59 +395,32 @@ class _Generator:
         return self.summary
 
     async def _run_steps(self, pairs: list[_Pair]) -> None:
-        """Generate concurrently; dedup, route and commit in step order (see the module docs)."""
+        """Generate concurrently; dedup and route, verify and commit in step order (module docs)."""
         assert self.gateway is not None
-        window = max(4, 4 * self.llm.concurrency)
-        queue: asyncio.Queue[_Prepared | None] = asyncio.Queue(maxsize=window)
-        generation: dict[int, asyncio.Task[_Generated]] = {}
-        launched = 0
-
-        def launch_more(upto: int) -> None:
-            nonlocal launched
-            while launched < min(upto, len(pairs)) and not self.summary.stopped:
-                generation[launched] = asyncio.create_task(self._generate(pairs[launched]))
-                launched += 1
-
-        async def prepare() -> None:
-            try:
-                for i in range(len(pairs)):
-                    launch_more(i + window)
-                    if self.summary.stopped or i not in generation:
-                        break
-                    try:
-                        generated = await generation.pop(i)
-                    except LLMError as exc:
-                        self._stop(exc)
-                        break
-                    await queue.put(self._dedup_and_route(generated))
-            finally:
-                await queue.put(None)
-
-        async def commit() -> None:
-            while (prepared := await queue.get()) is not None:
-                if self.summary.stopped:
-                    # Drain: nothing after the first failure is committed (step order), and
-                    # its verification calls are dropped unpaid.
-                    await _settle(prepared.verifications.values())
-                    continue
-                verdicts = {}
-                try:
-                    for qid, task in prepared.verifications.items():
-                        verdicts[qid] = await task
-                except LLMError as exc:
-                    self._stop(exc)
-                    await _settle(prepared.verifications.values())
-                    continue
-                self._commit(prepared, verdicts)
-
-        stages = [asyncio.create_task(prepare()), asyncio.create_task(commit())]
+        jobs = [Job(pair.step_id, functools.partial(self._generate, pair=pair)) for pair in pairs]
         try:
-            await asyncio.gather(*stages)
+            outcome = await run_ordered(
+                self.gateway, jobs, window=max(4, 4 * self.llm.concurrency),
+                on_result=lambda _job, generated: self._verify_and_commit(self._dedup_and_route(generated)),
+                on_progress=lambda _progress: self._report(),
+            )
         finally:
-            # An error or Ctrl-C in one stage: stop the other, and every call not yet answered
-            # (its request is dropped unpaid; a re-run sends it again).
-            await _settle([*stages, *generation.values(), *self.verifying])
+            # Verification calls of steps that will not be committed are dropped unpaid.
+            await settle(self.verifying)
             self.verifying = []
+        if outcome.error is not None:
+            self._stop(outcome.error)
+
+    async def _verify_and_commit(self, prepared: _Prepared) -> None:
+        """A step's verdicts, then its commit; the runner awaits this in step order."""
+        verdicts = {}
+        try:
+            for qid, task in prepared.verifications.items():
+                verdicts[qid] = await task
+        except BaseException:
+            await settle(prepared.verifications.values())
+            raise
+        self._commit(prepared, verdicts)
 
     def _stop(self, exc: LLMError) -> None:
         if not self.summary.stopped:
@@ -503,14 +428,13 @@ class _Generator:
             self.summary.stop_reason = StopReason.of(exc)
 
     # -- one step ----------------------------------------------------------------------------
-    async def _generate(self, pair: _Pair) -> _Generated:
-        assert self.gateway is not None
+    async def _generate(self, gateway: Gateway, pair: _Pair) -> _Generated:
         seeds = self._draw_seeds(pair)
         generated = _Generated(pair, seeds)
         messages = [{"role": "user", "content": self._prompt(pair, seeds)}]
         per_round = self.options.per_round
         try:
-            questions, completions = await self.gateway.complete_json(
+            questions, completions = await gateway.complete_json(
                 messages,
                 validate=lambda value: parse_question_list(value, per_round),
                 purpose=GENERATE_PURPOSE,
@@ -555,7 +479,7 @@ class _Generator:
             with self.ws.session() as s:
                 rec = s.get(TableRecord, table_id)
                 assert rec is not None
-                table = Table.build(rec.header, rec.rows, caption=rec.caption)
+                table = rec.to_table()
             self.tables[table_id] = table
         return table
 
@@ -690,11 +614,14 @@ class _Generator:
                 if meta is not None and "verdict" in meta["verification"]:
                     v = meta["verification"]
                     accepted = v["verdict"] == "accepted"
-                    apply_decision(
-                        s, question, "accept" if accepted else "reject", annotator=f"agent:{model}", source="agent",
-                        reason=None if accepted else _reason_text(v["reasons"]),
-                        extra={k: v[k] for k in ("answerable", "matches_subtype", "unambiguous", "reasons", "call_id")},
-                    )
+                    # The verdict is a question review by the agent, as a person's would be.
+                    label: dict[str, Any] = {"decision": "accept" if accepted else "reject", "status": v["verdict"]}
+                    if not accepted:
+                        label["reason"] = _reason_text(v["reasons"]).strip()
+                    label.update({k: v[k] for k in ("answerable", "matches_subtype", "unambiguous", "reasons", "call_id")})
+                    record_question_review(s, question, label, annotator=f"agent:{model}", source="agent")
+                    question.status = v["verdict"]
+                    question.updated_at = utcnow()
                     counts["accepted" if accepted else "rejected"] += 1
             step = s.get(GenerationStep, pair.step_id) or GenerationStep(
                 id=pair.step_id, round_id=pair.round.id, table_id=pair.table_id, subtype=pair.subtype,
@@ -721,12 +648,8 @@ class _Generator:
         summary.verified_accepted += counts["accepted"]
         summary.verified_rejected += counts["rejected"]
         summary.verification_failed += counts["failed"]
-        self._report()
 
     # -- progress ----------------------------------------------------------------------------
-    def _on_call(self, _completion: Completion) -> None:
-        self._report()
-
     def _sync_costs(self) -> None:
         if self.gateway is not None:
             self.summary.cost = self.gateway.spent
@@ -738,14 +661,6 @@ class _Generator:
         if self.on_progress is not None:
             s = self.summary
             self.on_progress(GenerationProgress(s.steps_done, s.steps_total, s.questions_new, s.cost, s.paid_calls, s.cached_calls))
-
-
-async def _settle(tasks: Any) -> None:
-    """Cancel tasks and wait for them, so none is left running or with an unread exception."""
-    tasks = list(tasks)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def parse_question_list(value: Any, limit: int) -> list[str]:
@@ -814,7 +729,7 @@ def _promoted_sources(ws: Workspace, subtype: str) -> dict[str, str]:
 
 
 __all__ = [
-    "GenerationError", "GenerationOptions", "GenerationProgress", "GenerationSummary", "StopReason",
+    "GenerationError", "GenerationOptions", "GenerationProgress", "GenerationSummary",
     "generate_questions", "generate_questions_async", "load_generation_options",
     "parse_question_list", "parse_verdict", "round_id", "step_id",
 ]

@@ -1,9 +1,15 @@
 """The records: one SQLModel table per pipeline artefact.
 
-Ids are content hashes of what makes a record what it is (see each ``make_id``), so every step is
-idempotent: writing the same thing twice finds the existing row. Every record says who or what
-made it (``origin``, ``created_by``), from which inputs, and with which seed where chance was
-involved. JSON columns hold structured values whose shape the stages own.
+Ids are content hashes of what makes a record what it is (every key is in :mod:`tqaforge.ids`;
+a record's ``make_id`` is its key there), so every step is idempotent: writing the same thing
+twice finds the existing row. Every record says who or what made it (``origin``, ``created_by``),
+from which inputs, and with which seed where chance was involved. JSON columns hold structured
+values whose shape the stages own (:mod:`tqaforge.schemas.shapes` describes them).
+
+Status and kind columns are typed with the enums of :mod:`tqaforge.schemas.enums`. They are
+StrEnums stored as plain strings (:class:`~tqaforge.schemas.enums.StoredEnum`: the column type
+of a ``str`` field, read back as the member), so ``q.status == "accepted"`` and
+``q.status == QuestionStatus.ACCEPTED`` both hold.
 
 Schema changes go through an Alembic migration in ``tqaforge/migrations/versions``; a test
 checks that the migrations and these classes agree.
@@ -17,14 +23,29 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from tqaforge.tables.table import content_hash
+from tqaforge import ids
+from tqaforge.schemas.enums import (
+    AdjudicationMethod,
+    AdjudicationStatus,
+    AnswerEffect,
+    AnswerMethod,
+    AnswerStatus,
+    CallStatus,
+    CandidateStatus,
+    Origin,
+    QuestionStatus,
+    QuestionType,
+    StepStatus,
+    StoredEnum,
+    TaskStatus,
+    VariantStatus,
+)
+from tqaforge.tables.table import Table
 
 
 def utcnow() -> datetime:
+    """Now, in UTC (the time every record is stamped with)."""
     return datetime.now(timezone.utc)
-
-
-
 
 
 class TableRecord(SQLModel, table=True):
@@ -42,9 +63,14 @@ class TableRecord(SQLModel, table=True):
     n_cols: int
     numeric_share: float
     imported_from: Optional[str] = Field(default=None, sa_column=Column(Text))
-    origin: str = "import"
+    origin: Origin = Field(default=Origin.IMPORT, sa_type=StoredEnum(Origin))
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)
+
+    def to_table(self) -> Table:
+        """The :class:`~tqaforge.tables.Table` value stored here, caption, source and licence
+        included (the one conversion from record to table)."""
+        return Table.build(self.header, self.rows, caption=self.caption, source=self.source, licence=self.licence)
 
 
 class Question(SQLModel, table=True):
@@ -61,29 +87,23 @@ class Question(SQLModel, table=True):
     taxonomy: Optional[str] = None
     qtype: Optional[str] = None
     subtype: Optional[str] = None
-    question_type: Optional[str] = None  # extraction | reasoning (FREB-TQA)
-    status: str = Field(default="proposed", index=True)
-    origin: str = "import"
+    question_type: Optional[QuestionType] = Field(default=None, sa_type=StoredEnum(QuestionType))  # FREB-TQA
+    status: QuestionStatus = Field(default=QuestionStatus.PROPOSED, index=True, sa_type=StoredEnum(QuestionStatus))
+    origin: Origin = Field(default=Origin.IMPORT, sa_type=StoredEnum(Origin))
     created_by: str = "tqaforge"
     source: Optional[str] = Field(default=None, sa_column=Column(Text))  # file or dataset
     source_id: Optional[str] = None
     relevant_cells: Optional[list[list[int]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # shapes.QuestionLineage
     lineage: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # shapes.QuestionMeta: "typing" (QuestionTyping), "verification" (QuestionVerification)
     meta: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     round: Optional[int] = None
     seed: Optional[int] = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
-    @staticmethod
-    def make_id(table_id: str, text: str, subtype: str | None, source_id: str | None = None) -> str:
-        # The same words about the same table in two categories are two questions (TableBench
-        # has such a pair, sharing one source id); a dataset's two items with the same words
-        # but their own ids are two items too (FREB-TQA has one, with different relevant cells).
-        key = {"table": table_id, "text": " ".join(text.split()), "subtype": subtype}
-        if source_id is not None:
-            key["source_id"] = source_id
-        return content_hash(key)
+    make_id = staticmethod(ids.question_id)
 
 
 class AnswerCandidate(SQLModel, table=True):
@@ -93,12 +113,12 @@ class AnswerCandidate(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
-    method: str
+    method: AnswerMethod = Field(sa_type=StoredEnum(AnswerMethod))
     sample: int = 0
     raw: str = Field(default="", sa_column=Column(Text, nullable=False))
     code: Optional[str] = Field(default=None, sa_column=Column(Text))
     value: Optional[str] = Field(default=None, sa_column=Column(Text))
-    status: str = "ok"
+    status: CandidateStatus = Field(default=CandidateStatus.OK, sa_type=StoredEnum(CandidateStatus))
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
     llm_call_id: Optional[str] = Field(default=None, foreign_key="llm_calls.id", max_length=64)
     model: Optional[str] = None
@@ -114,16 +134,14 @@ class Answer(SQLModel, table=True):
     question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
     value: str = Field(sa_column=Column(Text, nullable=False))
     values: list[str] = Field(sa_column=Column(JSON(none_as_null=True), nullable=False))
-    status: str = Field(default="gold", index=True)
-    origin: str = "import"
+    status: AnswerStatus = Field(default=AnswerStatus.GOLD, index=True, sa_type=StoredEnum(AnswerStatus))
+    origin: Origin = Field(default=Origin.IMPORT, sa_type=StoredEnum(Origin))
     method: Optional[str] = None  # "import", "vote", "human", ...
     votes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)
 
-    @staticmethod
-    def make_id(question_id: str, origin: str, values: list[str]) -> str:
-        return content_hash({"question": question_id, "origin": origin, "values": values})
+    make_id = staticmethod(ids.answer_id)
 
 
 class Variant(SQLModel, table=True):
@@ -135,16 +153,18 @@ class Variant(SQLModel, table=True):
     question_id: str = Field(foreign_key="questions.id", index=True, max_length=64)
     table_id: str = Field(foreign_key="tables.id", max_length=64)
     perturbation: str
+    # shapes.VariantParams
     params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     seed: Optional[int] = None
     serialization: Optional[str] = None
-    table: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    table: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))  # Table.to_dict()
+    # shapes.VariantChanges
     changes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    answer_effect: Optional[str] = None
+    answer_effect: Optional[AnswerEffect] = Field(default=None, sa_type=StoredEnum(AnswerEffect))
     answers: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    status: str = Field(default="built", index=True)
+    status: VariantStatus = Field(default=VariantStatus.BUILT, index=True, sa_type=StoredEnum(VariantStatus))
     skip_reason: Optional[str] = Field(default=None, sa_column=Column(Text))
-    origin: str = "rule"
+    origin: Origin = Field(default=Origin.RULE, sa_type=StoredEnum(Origin))
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -160,7 +180,7 @@ class AnnotationTask(SQLModel, table=True):
     target_type: str  # question | answer | variant
     target_id: str = Field(max_length=64)
     payload: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    status: str = Field(default="pending", index=True)
+    status: TaskStatus = Field(default=TaskStatus.PENDING, index=True, sa_type=StoredEnum(TaskStatus))
     ls_project_id: Optional[int] = None
     ls_task_id: Optional[int] = None
     created_at: datetime = Field(default_factory=utcnow)
@@ -199,9 +219,9 @@ class Adjudication(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     task_id: str = Field(foreign_key="annotation_tasks.id", max_length=64)
     kind: str = Field(index=True)
-    status: str = Field(default="open", index=True)  # open | resolved
+    status: AdjudicationStatus = Field(default=AdjudicationStatus.OPEN, index=True, sa_type=StoredEnum(AdjudicationStatus))
     label: Optional[Any] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    method: Optional[str] = None  # unanimous | rule | person
+    method: Optional[AdjudicationMethod] = Field(default=None, sa_type=StoredEnum(AdjudicationMethod))
     decided_by: Optional[str] = None
     votes: Optional[list[dict[str, Any]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     annotation_ids: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
@@ -229,7 +249,7 @@ class LLMCall(SQLModel, table=True):
     completion_tokens: int = 0
     cost: float = 0.0
     latency_ms: Optional[float] = None
-    status: str = "ok"
+    status: CallStatus = Field(default=CallStatus.OK, sa_type=StoredEnum(CallStatus))
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
     purpose: Optional[str] = None  # generate_questions, answer_tcot, verify, classify, ...
     created_at: datetime = Field(default_factory=utcnow)
@@ -289,7 +309,7 @@ class GenerationStep(SQLModel, table=True):
     table_id: str = Field(foreign_key="tables.id", max_length=64)
     subtype: str
     round: int
-    status: str = "done"  # done | invalid_reply
+    status: StepStatus = Field(default=StepStatus.DONE, sa_type=StoredEnum(StepStatus))
     attempt: int = 0  # the request's sample index; --retry-failed moves to the next
     model: str
     params: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))

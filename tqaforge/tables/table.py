@@ -8,28 +8,16 @@ Caption, source and licence are metadata: they travel with the table but do not 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
-
-#: Length of the hexadecimal table id (128 bits of SHA-256: collisions are not a practical concern).
-ID_LENGTH = 32
-
-
-def content_hash(payload: object, length: int = ID_LENGTH) -> str:
-    """Hash any JSON-serialisable value canonically (sorted keys, no whitespace, UTF-8)."""
-    text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
-
+from tqaforge.ids import table_id
 
 # Separator of the cells of a packed row: a control character, which the readers remove from
 # every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
 # it (a table built by hand) is kept as a tuple instead.
 _SEP = "\x1f"
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class PackedRows(Sequence[tuple[str, ...]]):
@@ -158,21 +146,11 @@ class Table:
 
     @property
     def id(self) -> str:
-        """Content hash of header and rows: equal tables have equal ids."""
+        """Content hash of header and rows (:func:`tqaforge.ids.table_id`): equal tables have equal ids."""
         if not self._id:
             # Computed once: hashing a large table is the costliest thing about it.
-            object.__setattr__(self, "_id", self._content_hash())
+            object.__setattr__(self, "_id", table_id(self.header, self.rows))
         return self._id
-
-    def _content_hash(self) -> str:
-        """``content_hash({"header": ..., "rows": ...})``, fed to the hash row by row, so that
-        hashing needs no second copy of the table (the text is byte for byte the same)."""
-        digest = hashlib.sha256()
-        digest.update(b'{"header":' + _JSON.encode(list(self.header)).encode("utf-8") + b',"rows":[')
-        for i, row in enumerate(self.rows):
-            digest.update((("," if i else "") + _JSON.encode(list(row))).encode("utf-8"))
-        digest.update(b"]}")
-        return digest.hexdigest()[:ID_LENGTH]
 
     @property
     def n_rows(self) -> int:

@@ -13,7 +13,6 @@ run killed half-way resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -29,15 +28,17 @@ from sqlmodel import Session, select
 
 from tqaforge.errors import TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
-from tqaforge.prompts import render
-from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
-from tqaforge.schemas.records import Answer, Question, TableRecord, Variant, utcnow
-from tqaforge.store import Workspace
 from tqaforge.generation.classify import structural_words
+from tqaforge.ids import variant_id
+from tqaforge.prompts import render
+from tqaforge.queries import tables_by_id, trusted_answers
+from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
+from tqaforge.schemas.records import Question, Variant, utcnow
+from tqaforge.store import Workspace
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
-from tqaforge.tables.table import Table, content_hash
+from tqaforge.tables.table import Table
 
 #: Perturbations whose result does not depend on the seed: built once, with seed 0.
 SEED_FREE = frozenset({"none", "transpose", "remove_table", "remove_relevant_cells", "shorten_to_relevant"})
@@ -151,11 +152,6 @@ class GridSummary:
     skip_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count
 
 
-def variant_id(question_id: str, perturbation: str, seed: int) -> str:
-    """The id of the variant of a question under one perturbation and seed."""
-    return content_hash({"question": question_id, "perturbation": perturbation, "seed": seed})
-
-
 def item_context(question: Question, answers: Sequence[str]) -> ItemContext:
     """What perturbations may use: the gold answers, relevant cells and a derivation if any."""
     derivation = (question.meta or {}).get("derivation")
@@ -190,18 +186,10 @@ def load_items(
                 raise GridError(f"limit {limit} is less than 1", hint="give --limit 1 or more, or leave it out for all questions")
             q = q.limit(limit)
         questions = list(s.exec(q).all())
-        ids = [x.id for x in questions]
-        answers: dict[str, list[str]] = {}
-        for start in range(0, len(ids), _BATCH):
-            for a in s.exec(select(Answer).where(Answer.question_id.in_(ids[start : start + _BATCH]))).all():  # type: ignore[attr-defined]
-                answers.setdefault(a.question_id, list(a.values))
-        tables: dict[str, Table] = {}
-        table_ids = sorted({x.table_id for x in questions})
-        for start in range(0, len(table_ids), _BATCH):
-            for t in s.exec(select(TableRecord).where(TableRecord.id.in_(table_ids[start : start + _BATCH]))).all():  # type: ignore[attr-defined]
-                tables[t.id] = Table.build(t.header, t.rows)
+        gold = trusted_answers(s, [x.id for x in questions])
+        tables = tables_by_id(s, [x.table_id for x in questions])
     return [
-        Item(x.id, x.text, x.table_id, tables[x.table_id], item_context(x, answers.get(x.id, [])))
+        Item(x.id, x.text, x.table_id, tables[x.table_id], item_context(x, gold[x.id].values if x.id in gold else []))
         for x in questions
     ]
 
@@ -394,7 +382,7 @@ _META_FORMAT = 1
 
 def default_prompts_path(ws: Workspace) -> Path:
     """WORKSPACE/prompts/variants.jsonl (its folder is created: it belongs to the workspace)."""
-    folder = ws.root / "prompts"
+    folder = ws.paths.prompts
     folder.mkdir(parents=True, exist_ok=True)
     return folder / "variants.jsonl"
 
@@ -495,18 +483,10 @@ def check_prompts_target(path: Path, options: PromptsOptions, *, overwrite: bool
 
 @contextlib.contextmanager
 def _file_lock(ws: Workspace, path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for the prompts file ``path`` (the workspace's lock if it has
-    one, else an fcntl lock under WORKSPACE/.locks/): the check and the rename are one step."""
+    """Hold the workspace's exclusive lock for the prompts file ``path``: the check and the
+    rename are one step."""
     name = "prompts-" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    workspace_lock = getattr(ws, "lock", None)
-    if callable(workspace_lock):
-        with workspace_lock(name, wait=True):
-            yield
-        return
-    folder = ws.root / ".locks"
-    folder.mkdir(exist_ok=True)
-    with open(folder / f"{name}.lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # waits for the other writer; released on close
+    with ws.lock(name, wait=True):
         yield
 
 

@@ -113,7 +113,7 @@ def show_variant(ws: Workspace, variant_id: str) -> VariantView:
         question = s.get(Question, variant.question_id)
         record = s.get(TableRecord, variant.table_id)
     assert question is not None and record is not None  # foreign keys guarantee both
-    original = Table.build(record.header, record.rows)
+    original = record.to_table()
     if variant.table is None:
         return VariantView(variant, question, original, None, (), ())
     perturbed = Table.from_dict(variant.table)

@@ -1,8 +1,9 @@
 """A local Label Studio server: started, waited for, and stopped from Python.
 
 Label Studio pins old versions of libraries tqaforge also uses (``openai<2`` among them), so it
-lives in its own virtualenv (``.venv-ls``, made by ``make labelstudio``) and runs as a separate
-process; tqaforge only talks to it over HTTP with ``label-studio-sdk``. The same function starts
+lives in its own virtualenv and runs as a separate process (:func:`resolve_venv` says which
+virtualenv: ``TQAFORGE_LABEL_STUDIO_VENV``, ``[labelstudio] venv``, or the ``.venv-ls`` that
+``make labelstudio`` makes in a source checkout); tqaforge only talks to it over HTTP with ``label-studio-sdk``. The same function starts
 the demo server for ``make run`` and the server the tests use.
 
 >>> server = start_server(LabelStudioSettings(data_dir=Path("ls-data")))  # doctest: +SKIP
@@ -42,8 +43,11 @@ from pathlib import Path
 
 from tqaforge.errors import PortInUse, RemoteBindingRefused, ServerBindError, TqaforgeError
 
-#: The virtualenv ``make labelstudio`` creates, relative to the repository.
-DEFAULT_VENV = Path(__file__).resolve().parents[3] / ".venv-ls"
+#: The environment variable naming Label Studio's virtualenv; it overrides ``[labelstudio] venv``.
+VENV_ENV = "TQAFORGE_LABEL_STUDIO_VENV"
+#: The directory above the package: a source checkout when it holds pyproject.toml (a wheel
+#: installs the package into site-packages, which does not).
+_CHECKOUT = Path(__file__).resolve().parents[3]
 DEMO_USERNAME = "admin@tqaforge.local"
 DEMO_PASSWORD = "tqaforge-demo"
 # Label Studio wants a token of 40 hex-like characters; this one is public and only for the demo.
@@ -78,7 +82,7 @@ class LabelStudioSettings:
     username: str = DEMO_USERNAME
     password: str = DEMO_PASSWORD
     token: str = DEMO_TOKEN
-    venv: Path = DEFAULT_VENV
+    venv: Path | None = None  # the virtualenv holding Label Studio; None: resolve_venv()
     allow_remote: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -211,17 +215,42 @@ def check_label_studio_port(settings: LabelStudioSettings) -> None:
 # --- the server ---
 
 
-def executable(venv: Path = DEFAULT_VENV) -> Path:
-    """The ``label-studio`` command of ``venv``, or on PATH; a clear error when neither exists."""
-    candidate = venv / "bin" / "label-studio"
-    if candidate.exists():
+def checkout_venv() -> Path | None:
+    """``.venv-ls`` of the source checkout tqaforge runs from (what ``make labelstudio`` makes);
+    None when tqaforge is an installed package, which has no checkout around it."""
+    if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "tqaforge").is_dir():
+        return _CHECKOUT / ".venv-ls"
+    return None
+
+
+def resolve_venv(configured: Path | None = None) -> Path | None:
+    """The virtualenv that holds Label Studio: ``TQAFORGE_LABEL_STUDIO_VENV``, else ``configured``
+    (the workspace's ``[labelstudio] venv``), else :func:`checkout_venv`. None: look on PATH only.
+
+    The environment comes first, as for every other setting (``TQAFORGE_DATABASE_URL``, ...).
+    """
+    from_env = os.environ.get(VENV_ENV)
+    if from_env:
+        return Path(from_env).expanduser()
+    return configured if configured is not None else checkout_venv()
+
+
+def executable(venv: Path | None = None) -> Path:
+    """The ``label-studio`` command of ``venv`` (default: :func:`resolve_venv`), or on PATH; a
+    clear error saying how to install it when neither has one."""
+    venv = venv if venv is not None else resolve_venv()
+    candidate = venv / "bin" / "label-studio" if venv is not None else None
+    if candidate is not None and candidate.exists():
         return candidate
     found = shutil.which("label-studio")
     if found:
         return Path(found)
+    looked = f"{candidate} and on PATH" if candidate is not None else "on PATH"
     raise LabelStudioError(
-        f"Label Studio is not installed (looked for {candidate} and on PATH)",
-        hint="run `make labelstudio` (it makes .venv-ls with `pip install label-studio`)",
+        f"Label Studio is not installed (looked for {looked})",
+        hint="install it in a virtualenv of its own: `make labelstudio` in a tqaforge checkout, or "
+        "`python3 -m venv ~/ls && ~/ls/bin/pip install label-studio`, then point "
+        f"{VENV_ENV} (or [labelstudio] venv in tqaforge.toml) at that virtualenv",
     )
 
 

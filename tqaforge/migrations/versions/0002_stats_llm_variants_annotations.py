@@ -5,6 +5,8 @@ Revision ID: 0002
 Revises: 0001
 """
 
+import re
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -14,11 +16,54 @@ branch_labels = None
 depends_on = None
 
 
-def _backfill_table_stats() -> None:
-    # Imported here so the migration computes stats the way the importer does.
-    from tqaforge.tables.stats import table_stats
-    from tqaforge.tables.table import Table
+# --- table statistics, frozen as of this revision ----------------------------------------------
+# A copy of what tqaforge.tables (Table.build, table_stats, is_numeric) computed when this
+# migration was written, so that replaying it gives the same figures whatever that code becomes:
+# a migration imports nothing of tqaforge.
 
+# A number as tables write it: optional sign or accounting parentheses, currency, thousands
+# separators, decimals, an optional percent or scale suffix. "$ 1,305", "(5,906)", "65.7%", "-0.3".
+_NUMBER = re.compile(
+    r"""^\(?\s*[-+\u2212]?\s*[$€£¥]?\s*[-+\u2212]?
+        (?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?
+        \s*(?:%|k|m|bn|million|billion)?\s*\)?$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_HAS_DIGIT = re.compile(r"\d")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # spreadsheets hand back 3.0 for the number typed as 3
+    return str(value)
+
+
+def _is_numeric(text: str) -> bool:
+    text = text.strip()
+    return bool(text) and bool(_HAS_DIGIT.search(text)) and bool(_NUMBER.match(text))
+
+
+def _stats(table_id: str, header: list[object], rows: list[list[object]]) -> tuple[int, int, float]:
+    """``(n_rows, n_cols, numeric_share)``: the share of non-empty cells that read as a number."""
+    if not header:
+        raise ValueError(f"table {table_id} has no columns")
+    filled = numeric = 0
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(
+                f"table {table_id}: row {i + 1} has {len(row)} cells but the header has {len(header)} columns"
+            )
+        for value in row:
+            cell = _cell(value)
+            if cell.strip():
+                filled += 1
+                numeric += _is_numeric(cell)
+    return len(rows), len(header), (round(numeric / filled, 4) if filled else 0.0)
+
+
+def _backfill_table_stats() -> None:
     bind = op.get_bind()
     tables = sa.table(
         "tables",
@@ -30,11 +75,11 @@ def _backfill_table_stats() -> None:
         sa.column("numeric_share", sa.Float),
     )
     for row in bind.execute(sa.select(tables.c.id, tables.c.header, tables.c.rows)).all():
-        stats = table_stats(Table.build(row.header, row.rows))
+        n_rows, n_cols, numeric_share = _stats(row.id, row.header, row.rows)
         bind.execute(
             tables.update()
             .where(tables.c.id == row.id)
-            .values(n_rows=stats.n_rows, n_cols=stats.n_cols, numeric_share=stats.numeric_share)
+            .values(n_rows=n_rows, n_cols=n_cols, numeric_share=numeric_share)
         )
 
 

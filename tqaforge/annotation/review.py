@@ -2,9 +2,10 @@
 
 Every decision does two things in one transaction:
 
-1. it is recorded as an :class:`~tqaforge.schemas.records.Annotation` (kind ``question_review``)
-   on the question's :class:`~tqaforge.schemas.records.AnnotationTask` (kind ``question_review``,
-   target the question), with the annotator's name and where it came from (``cli``, ``app``,
+1. it is recorded (through :func:`tqaforge.labels.record_annotation`) as an
+   :class:`~tqaforge.schemas.records.Annotation` (kind ``question_review``) on the question's
+   :class:`~tqaforge.schemas.records.AnnotationTask` (kind ``question_review``, target the
+   question), with the annotator's name and where it came from (``cli``, ``app``,
    ``labelstudio``, ``agent``), so agreement statistics can later be computed on the decisions;
 2. it sets ``Question.status``: accept and edit -> ``accepted``, reject -> ``rejected``,
    promote -> ``seed`` (a seed also counts as accepted, and joins the seed corpus of its
@@ -21,20 +22,21 @@ latest decision is a no-op. An edit keeps the question's id and records the old 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.errors import TqaforgeError
 from tqaforge.generation.dedup import clean_question, tokens
-from tqaforge.schemas.enums import QuestionStatus, TaskStatus
-from tqaforge.schemas.records import Annotation, AnnotationTask, Question, utcnow
+from tqaforge.ids import annotation_task_id
+from tqaforge.labels import QUESTION_REVIEW, record_question_review
+from tqaforge.queries import Page, check_window, get_by_prefix
+from tqaforge.schemas.enums import QuestionStatus
+from tqaforge.schemas.records import Annotation, Question, utcnow
 from tqaforge.store import Workspace
-from tqaforge.tables.table import content_hash
 
-REVIEW_KIND = "question_review"
+REVIEW_KIND = QUESTION_REVIEW
 
 #: Decision -> the status it gives the question.
 DECISIONS: dict[str, str] = {
@@ -58,10 +60,15 @@ class ReviewResult:
     recorded: bool
     previous_status: str
 
+    def lines(self) -> list[str]:
+        """What the CLI prints: the question's status before and after."""
+        note = "" if self.recorded else " (same as your last decision; nothing new recorded)"
+        return [f"{self.question.id[:10]}: {self.previous_status} -> {self.question.status}{note}"]
+
 
 def review_task_id(question_id: str) -> str:
     """The id of a question's review task (one per question)."""
-    return content_hash({"kind": REVIEW_KIND, "target_type": "question", "target_id": question_id})
+    return annotation_task_id(REVIEW_KIND, "question", question_id)
 
 
 def review_question(
@@ -87,26 +94,6 @@ def review_question(
         )
 
 
-def accept_question(ws: Workspace, question_id: str, *, annotator: str, source: str = "cli") -> ReviewResult:
-    """Accept a question as it is."""
-    return review_question(ws, question_id, "accept", annotator=annotator, source=source)
-
-
-def reject_question(ws: Workspace, question_id: str, *, annotator: str, reason: str, source: str = "cli") -> ReviewResult:
-    """Reject a question, saying why."""
-    return review_question(ws, question_id, "reject", annotator=annotator, reason=reason, source=source)
-
-
-def edit_question(ws: Workspace, question_id: str, text: str, *, annotator: str, source: str = "cli") -> ReviewResult:
-    """Accept a question with new wording; the old text stays in its lineage."""
-    return review_question(ws, question_id, "edit", annotator=annotator, text=text, source=source)
-
-
-def promote_question(ws: Workspace, question_id: str, *, annotator: str, source: str = "cli") -> ReviewResult:
-    """Make a question a seed of its subtype (it also counts as accepted)."""
-    return review_question(ws, question_id, "promote", annotator=annotator, source=source)
-
-
 def apply_decision(
     s: Session,
     question: Question,
@@ -117,10 +104,8 @@ def apply_decision(
     text: str | None = None,
     source: str = "cli",
     lead_time: float | None = None,
-    extra: dict[str, Any] | None = None,
 ) -> ReviewResult:
-    """:func:`review_question` inside an open session (the verification agent uses this so its
-    verdict commits with the questions it judged)."""
+    """:func:`review_question` on a question of an open session (the caller commits)."""
     if decision not in DECISIONS:
         raise ReviewError(f"unknown decision {decision!r}", hint="one of " + ", ".join(DECISIONS))
     annotator = annotator.strip()
@@ -141,29 +126,10 @@ def apply_decision(
         _check_not_duplicate(s, question, new_text)
         label["text"] = new_text
         label["previous_text"] = question.text
-    if extra:
-        label.update(extra)
 
-    task = _task(s, question)
     previous_status = question.status
-    mine = s.exec(
-        select(Annotation).where(Annotation.task_id == task.id, Annotation.annotator == annotator)
-    ).all()
-    # Our own refs count up per (task, annotator): the highest is the latest decision.
-    latest = max(mine, key=lambda a: _sequence(a.source_ref), default=None)
-    recorded = latest is None or latest.label != label
-    if recorded:
-        source_ref = f"{source}:{len(mine) + 1}"
-        annotation = Annotation(
-            id=content_hash({"task": task.id, "annotator": annotator, "source_ref": source_ref}),
-            task_id=task.id, annotator=annotator, kind=REVIEW_KIND, label=label,
-            source=source, source_ref=source_ref, lead_time=lead_time,
-        )
-        s.add(annotation)
-    else:
-        assert latest is not None
-        annotation = latest
-
+    done = record_question_review(s, question, label, annotator=annotator, source=source, lead_time=lead_time)
+    recorded = done.recorded
     if decision == "edit":
         lineage = dict(question.lineage or {})
         lineage["edits"] = [
@@ -175,20 +141,19 @@ def apply_decision(
         question.text = label["text"]
     question.status = DECISIONS[decision]
     question.updated_at = utcnow()
-    task.status = TaskStatus.ANNOTATED.value
     s.add(question)
-    s.add(task)
     s.flush()
-    return ReviewResult(question=question, annotation=annotation, recorded=recorded, previous_status=previous_status)
+    return ReviewResult(question=question, annotation=done.annotation, recorded=recorded, previous_status=previous_status)
 
 
-def settle_question(s: Session, question_id: str, decision: str) -> None:
-    """Apply the adjudicated final review ``decision`` (``accept`` or ``reject``) to a question.
+def settle_question(s: Session, question_id: str, final_label: Mapping[str, Any]) -> None:
+    """Apply an adjudicated final review label (decision ``accept`` or ``reject``) to a question.
 
     ``reject`` makes it rejected, a promoted seed included (so it stops steering generation);
     ``accept`` makes a proposed or rejected question accepted and leaves an accepted one or a
     seed as it is. No annotation is written: the adjudication record says who decided.
     """
+    decision = final_label.get("decision", "")
     question = s.get(Question, question_id)
     if question is None:
         return
@@ -200,19 +165,6 @@ def settle_question(s: Session, question_id: str, decision: str) -> None:
         question.status = status
         question.updated_at = utcnow()
         s.add(question)
-
-
-def decisions_of(ws: Workspace, question_id: str) -> list[Annotation]:
-    """Every review decision on a question, oldest first."""
-    with ws.session() as s:
-        question = get_by_prefix(s, Question, question_id)
-        return list(
-            s.exec(
-                select(Annotation)
-                .where(Annotation.task_id == review_task_id(question.id))
-                .order_by(Annotation.created_at, Annotation.source_ref)  # type: ignore[arg-type]
-            ).all()
-        )
 
 
 def review_queue(
@@ -234,24 +186,6 @@ def review_queue(
         q = select(Question).where(*where).order_by(Question.round, Question.subtype, Question.created_at, Question.id)
         items = list(s.exec(q.offset(offset).limit(limit)).all())
     return Page(items, int(total), offset, limit)
-
-
-def _sequence(source_ref: str) -> int:
-    head, _, tail = source_ref.rpartition(":")
-    return int(tail) if head and tail.isdigit() else 0
-
-
-def _task(s: Session, question: Question) -> AnnotationTask:
-    task_id = review_task_id(question.id)
-    task = s.get(AnnotationTask, task_id)
-    if task is None:
-        task = AnnotationTask(
-            id=task_id, kind=REVIEW_KIND, target_type="question", target_id=question.id,
-            payload={"text": question.text, "table_id": question.table_id, "subtype": question.subtype},
-        )
-        s.add(task)
-        s.flush()
-    return task
 
 
 def _check_not_duplicate(s: Session, question: Question, new_text: str) -> None:

@@ -1,0 +1,106 @@
+"""Every idempotency key of tqaforge, in one file (DESIGN.md, principle 2).
+
+A record's id is a hash of what makes it what it is, so writing the same thing twice finds the
+row already there: a re-run after a crash does only what is missing and never duplicates a
+row, a task or an LLM call. Read this file to review which inputs key which record.
+
+The VALUES of these ids are stored in every workspace (and printed in the README walkthrough):
+changing what a function hashes, or how, orphans existing stores. Add a key, never edit one.
+
+This module sits at the bottom of the layers: it imports nothing of tqaforge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+#: Length of a hexadecimal id (128 bits of SHA-256: collisions are not a practical concern).
+ID_LENGTH = 32
+
+# The compact, non-ASCII-preserving JSON form that :func:`content_hash` hashes.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def content_hash(payload: object, length: int = ID_LENGTH) -> str:
+    """Hash any JSON-serialisable value canonically (sorted keys, no whitespace, UTF-8).
+
+    >>> content_hash({"b": 1, "a": "é"}) == content_hash({"a": "é", "b": 1})
+    True
+    """
+    text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A table's id: ``content_hash({"header": header, "rows": rows})``; caption, source and
+    licence are metadata and not part of it, so one table read from two files is one table.
+
+    The rows are fed to the hash one at a time (the bytes are the same as the one-shot form),
+    so hashing a table read from a large file needs no second copy of it."""
+    digest = hashlib.sha256()
+    digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[')
+    for i, row in enumerate(rows):
+        digest.update((("," if i else "") + _JSON.encode(list(row))).encode("utf-8"))
+    digest.update(b"]}")
+    return digest.hexdigest()[:ID_LENGTH]
+
+
+def question_id(table_id: str, text: str, subtype: str | None, source_id: str | None = None) -> str:
+    """A question's id: its table, its words (whitespace collapsed), its category and, for an
+    imported item, the dataset's own id."""
+    # The same words about the same table in two categories are two questions (TableBench
+    # has such a pair, sharing one source id); a dataset's two items with the same words
+    # but their own ids are two items too (FREB-TQA has one, with different relevant cells).
+    key = {"table": table_id, "text": " ".join(text.split()), "subtype": subtype}
+    if source_id is not None:
+        key["source_id"] = source_id
+    return content_hash(key)
+
+
+def answer_id(question_id: str, origin: str, values: Sequence[str]) -> str:
+    """An answer's id: its question, who made it (import, llm, human, rule) and its values."""
+    return content_hash({"question": question_id, "origin": origin, "values": list(values)})
+
+
+def variant_id(question_id: str, perturbation: str, seed: int) -> str:
+    """The id of the variant of a question under one perturbation and seed."""
+    return content_hash({"question": question_id, "perturbation": perturbation, "seed": seed})
+
+
+def round_id(subtype: str, round_no: int) -> str:
+    """The id of round ``round_no`` of question generation for one subtype."""
+    return content_hash({"generation_round": round_no, "subtype": subtype})
+
+
+def step_id(subtype: str, round_no: int, table_id: str) -> str:
+    """The id of one (round, subtype, table) step of question generation."""
+    return content_hash({"generation_round": round_no, "subtype": subtype, "table": table_id})
+
+
+def annotation_task_id(kind: str, target_type: str, target_id: str) -> str:
+    """The id of the one annotation task of ``kind`` about a record (a question, an answer,
+    a variant): the same triple as the ``annotation_tasks`` unique constraint."""
+    return content_hash({"kind": kind, "target_type": target_type, "target_id": target_id})
+
+
+def annotation_id(task_id: str, annotator: str, source_ref: str) -> str:
+    """The id of one label: its task, who gave it, and where it came from (e.g. ``cli:2`` or a
+    Label Studio annotation id), the same triple as the ``annotations`` unique constraint."""
+    return content_hash({"task": task_id, "annotator": annotator, "source_ref": source_ref})
+
+
+def adjudication_id(task_id: str) -> str:
+    """The id of a task's adjudication (one per task; a new decision updates it)."""
+    return content_hash({"adjudication": task_id})
+
+
+def request_id(
+    model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], seed: int | None, sample: int
+) -> str:
+    """The id of an LLM call: everything that makes the request what it is, and the sample
+    index (asking the same thing again for a new sample is a new call)."""
+    return content_hash(
+        {"model": model, "messages": list(messages), "params": dict(params), "seed": seed, "sample": int(sample)}
+    )

@@ -1,0 +1,197 @@
+"""Where and how to call the model: :class:`LLMSettings`, :class:`Price` and
+:func:`load_llm_settings` (``[llm]`` of ``tqaforge.toml``, then the environment, then CLI options).
+
+Every limit a setting sets is validated here, once: a NaN or infinite number would switch it off
+without a word, so only positive finite numbers pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from tqaforge.errors import ConfigError
+from tqaforge.redact import redact_url
+from tqaforge.store import Workspace
+
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "load_llm_settings"]
+
+log = logging.getLogger("tqaforge.llm")
+
+MODEL_ENV = "TQAFORGE_LLM_MODEL"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+
+    def __post_init__(self) -> None:
+        # A NaN or infinite price makes every budget comparison false: the budget would be off.
+        for name in ("input", "output"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+                raise ConfigError(
+                    f"[llm.prices] {name} = {value!r} is not a price",
+                    hint="USD per million tokens, a finite number >= 0, e.g. input = 0.15, output = 0.60",
+                )
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD for this many prompt and completion tokens."""
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1_000_000
+
+
+@dataclass(frozen=True, repr=False)
+class LLMSettings:
+    """Where and how to call the model; see :func:`load_llm_settings`.
+
+    Its repr masks the API key and the base URL's password, so printing settings leaks nothing.
+    """
+
+    model: str
+    base_url: str | None = None  # OPENAI_BASE_URL or [llm] base_url; None: OpenAI
+    api_key: str | None = None  # OPENAI_API_KEY or the variable named by [llm] api_key_env
+    concurrency: int = 8
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    max_retries: int = 5
+    timeout_s: float = 60.0
+    prices: Mapping[str, Price] = field(default_factory=dict)  # model -> price
+    max_cost: float | None = None  # USD for this run; None: no limit
+    backoff_s: float = 1.0  # first retry waits about this long, doubling each time
+    backoff_max_s: float = 60.0
+    malformed_retries: int = 2  # retries of replies with no usable content (within max_retries)
+    default_max_tokens: int = 4096  # worst-case reply length for the budget when a call sets none
+    max_reply_bytes: int = 4 * 1024 * 1024  # hard cap on a reply body, whatever max_tokens says
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
+        if self.concurrency < 1:
+            raise ConfigError(f"[llm] concurrency must be at least 1, not {self.concurrency}")
+        # NaN compares false with everything and inf passes every check: either would switch
+        # the limit it sets off without a word, so only positive finite numbers pass.
+        for name in ("requests_per_minute", "tokens_per_minute", "max_cost", "timeout_s", "backoff_s", "backoff_max_s"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{_SETTING_NAMES.get(name, f'[llm] {name}')} must be a positive finite number, "
+                                  f"not {value!r}", hint=_SETTING_HINTS.get(name))
+        if self.max_retries < 0 or self.malformed_retries < 0:
+            raise ConfigError("[llm] max_retries and malformed_retries cannot be negative")
+        if self.default_max_tokens < 1:
+            raise ConfigError(f"[llm] default_max_tokens must be at least 1, not {self.default_max_tokens}")
+        if self.max_reply_bytes < 1024:
+            raise ConfigError(f"[llm] max_reply_bytes must be at least 1024, not {self.max_reply_bytes}")
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["api_key"] = None if self.api_key is None else "***"
+        shown["base_url"] = None if self.base_url is None else redact_url(self.base_url)
+        return "LLMSettings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @property
+    def price(self) -> Price | None:
+        """The price of this settings' model, None when the table has none."""
+        return self.prices.get(self.model)
+
+
+_MODEL_HINT = f'set [llm] model = "..." in tqaforge.toml, {MODEL_ENV}, or pass --model'
+_SETTING_NAMES = {"max_cost": "the budget (--max-cost or [llm] max_cost)"}
+_SETTING_HINTS = {
+    "max_cost": "give --max-cost a positive amount in USD, e.g. --max-cost 2.50 (leave it out for no budget)",
+    "timeout_s": "[llm] timeout_s is the seconds a whole request may take, e.g. 60",
+}
+_INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens", "max_reply_bytes"}
+_FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s"}
+_STR_KEYS = {"model", "base_url", "api_key"}
+
+
+def _parse_prices(raw: Any, where: str) -> dict[str, Price]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: [llm.prices] must be a table of models")
+    prices: dict[str, Price] = {}
+    for model, entry in raw.items():
+        if isinstance(entry, Price):
+            prices[model] = entry
+            continue
+        try:
+            prices[model] = Price(input=float(entry["input"]), output=float(entry["output"]))
+        except (TypeError, KeyError, ValueError):
+            raise ConfigError(
+                f"{where}: [llm.prices.{json.dumps(model)}] needs numbers input = ... and output = ...",
+                hint="USD per million tokens, e.g. input = 0.15, output = 0.60",
+            ) from None
+    return prices
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    try:
+        if key in _INT_KEYS:
+            if isinstance(value, bool) or float(value) != int(value):
+                raise ValueError
+            return int(value)
+        if key in _FLOAT_KEYS:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if key in _STR_KEYS:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: [llm] {key} = {value!r} is not a valid value") from None
+    return value
+
+
+def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
+    """The LLM settings of a workspace.
+
+    The ``[llm]`` section of ``tqaforge.toml`` first, then the environment (``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY`` or the variable named by ``[llm] api_key_env``, ``TQAFORGE_LLM_MODEL``),
+    then ``overrides`` (CLI options; ``None`` values are ignored). ConfigError when no model is
+    set or a value has the wrong type.
+    """
+    where = str(ws.paths.config)
+    section = ws.config.llm.values()  # the keys the file sets; names and types checked by load_config
+    known = {f.name for f in fields(LLMSettings)}
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        if key == "prices":
+            values["prices"] = _parse_prices(value, where)
+        elif key == "api_key_env":
+            continue
+        elif key == "api_key":
+            raise ConfigError(
+                f"{where}: [llm] api_key: keys do not belong in the config file",
+                hint='put the key in an environment variable and name it: api_key_env = "MY_KEY"',
+            )
+        else:
+            values[key] = _coerce(key, value, where)
+    if values.get("base_url") == "":
+        values.pop("base_url")
+    if os.environ.get(BASE_URL_ENV):
+        values["base_url"] = os.environ[BASE_URL_ENV]
+    key_env = str(section.get("api_key_env") or API_KEY_ENV)
+    api_key = os.environ.get(key_env) or os.environ.get(API_KEY_ENV)
+    if api_key:
+        values["api_key"] = api_key
+    if os.environ.get(MODEL_ENV):
+        values["model"] = os.environ[MODEL_ENV]
+    for key_name, value in overrides.items():
+        if value is None:
+            continue
+        if key_name not in known:
+            raise TypeError(f"load_llm_settings() got an unknown setting {key_name!r}")
+        values[key_name] = _parse_prices(value, "overrides") if key_name == "prices" else _coerce(key_name, value, "overrides")
+    if not values.get("model"):
+        raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
+    return LLMSettings(**values)
