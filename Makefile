@@ -14,7 +14,7 @@ LS_VENV ?= .venv-ls
 LABEL_STUDIO_VERSION ?= 1.23.2
 PYTEST_ARGS ?=
 
-.PHONY: install labelstudio test demo run app bench clean
+.PHONY: install labelstudio check test demo run app bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tqaforge needs Python >= 3.11; set PYTHON=python3.11")'
@@ -33,7 +33,13 @@ $(LS_VENV)/.installed:
 
 labelstudio: $(LS_VENV)/.installed
 
-test: install labelstudio
+# The checks DESIGN.md asks for: import contracts (the layers), lint, types; then the whole suite.
+check: install
+	$(BIN)/lint-imports
+	$(BIN)/ruff check tqaforge tests benchmarks
+	$(BIN)/mypy
+
+test: install labelstudio check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: install

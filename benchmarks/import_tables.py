@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tqaforge.store import init_workspace
 from tqaforge.ingest import import_paths
+from tqaforge.store import init_workspace
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tablebench" / "TableBench.jsonl"
 

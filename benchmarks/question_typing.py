@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tqaforge.errors import InvalidReply  # noqa: E402
 from tqaforge.generation.classify import (  # noqa: E402
     EXTENDED_STRUCTURAL_WORDS,
     PAPER_STRUCTURAL_WORDS,
@@ -47,9 +48,8 @@ from tqaforge.generation.classify import (  # noqa: E402
     score_typing,
     structural_words,
 )
-from tqaforge.errors import InvalidReply  # noqa: E402
-from tqaforge.schemas.enums import QuestionType  # noqa: E402
 from tqaforge.llm import Gateway, load_llm_settings  # noqa: E402
+from tqaforge.schemas.enums import QuestionType  # noqa: E402
 from tqaforge.store import init_workspace  # noqa: E402
 from tqaforge.tables.readers.datasets import read_freb_tqa  # noqa: E402
 from tqaforge.tables.table import Table  # noqa: E402

@@ -121,7 +121,11 @@ def free_port() -> int:
 def label_studio(tmp_path_factory: pytest.TempPathFactory):
     """A real Label Studio server (from .venv-ls, which `make test` installs), one per session."""
     from tqaforge.annotation.labelstudio.server import (
-        LabelStudioError, LabelStudioSettings, executable, is_healthy, start_server,
+        LabelStudioError,
+        LabelStudioSettings,
+        executable,
+        is_healthy,
+        start_server,
     )
 
     try:

@@ -10,6 +10,7 @@ are known, and checks the reported intervals against the values those rates impl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from itertools import combinations
@@ -49,8 +50,9 @@ from tqaforge.annotation.report_format import to_markdown
 from tqaforge.annotation.workflows import Settings, agreement_report, answers_match, load_rater_data, write_report
 from tqaforge.cli import app
 from tqaforge.errors import AdjudicationError, AgreementError
-from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask as TaskRecord, Answer, Question, TableRecord, Variant
 from tqaforge.ids import content_hash
+from tqaforge.schemas.records import Adjudication, Annotation, Answer, Question, TableRecord, Variant
+from tqaforge.schemas.records import AnnotationTask as TaskRecord
 
 runner = CliRunner(env={"COLUMNS": "200"})
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -459,7 +461,7 @@ def test_malformed_inputs_raise_agreement_error(call, message):
 
 def test_results_are_frozen_and_json_ready():
     r = fleiss_kappa(WIKIPEDIA_FLEISS, n_boot=50)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         r.value = 1.0  # type: ignore[misc]
     with pytest.raises(TypeError):
         r.components["P_e"] = 0.0  # type: ignore[index]

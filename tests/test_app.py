@@ -15,9 +15,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from streamlit.testing.v1 import AppTest
 
-from conftest import free_port
 from tqaforge.ingest import import_paths
 
 HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"

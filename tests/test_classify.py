@@ -14,11 +14,11 @@ from typing import Any
 
 import nltk
 import pytest
+from conftest import shared_data_path
+from openai_server import OpenAIServer, Scripted
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from conftest import shared_data_path
-from openai_server import OpenAIServer, Scripted
 from tqaforge.cli import app
 from tqaforge.errors import BudgetExceeded, ConfigError
 from tqaforge.generation.classify import (
@@ -38,11 +38,11 @@ from tqaforge.generation.classify import (
     typing_messages,
     validate_typing_reply,
 )
+from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.llm import LLMSettings, Price
 from tqaforge.schemas.enums import QuestionType
 from tqaforge.schemas.records import LLMCall, Question
 from tqaforge.store import Workspace
-from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.tables.readers.datasets import read_freb_tqa
 from tqaforge.tables.table import Table
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 import pytest
 import typer
+from conftest import shared_data_path
 from typer.testing import CliRunner
 
-from conftest import shared_data_path
-from tqaforge.queries import list_tables
 from tqaforge.cli import app
+from tqaforge.queries import list_tables
 from tqaforge.store import open_workspace
 
 runner = CliRunner(env={"COLUMNS": "200"})

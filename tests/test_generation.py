@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_for
+from openai_server import OpenAIServer, Scripted
 from sqlalchemy import func
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from openai_server import OpenAIServer, Scripted
-from conftest import wait_for
+from tqaforge.annotation.review import ReviewError, review_question, review_queue, review_task_id
 from tqaforge.cli import app
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation import corpus as seed_corpus
 from tqaforge.generation.dedup import DedupIndex, clean_question, lcs_length, rouge_l, tokens
-from tqaforge.llm import LLMSettings, Price
 from tqaforge.generation.questions import (
     GenerationOptions,
     generate_questions,
@@ -40,7 +40,8 @@ from tqaforge.generation.questions import (
     parse_question_list,
     parse_verdict,
 )
-from tqaforge.annotation.review import ReviewError, review_question, review_queue, review_task_id
+from tqaforge.ingest import import_paths
+from tqaforge.llm import LLMSettings, Price
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -51,7 +52,6 @@ from tqaforge.schemas.records import (
     TableRecord,
 )
 from tqaforge.store import Workspace, init_workspace, open_workspace
-from tqaforge.ingest import import_paths
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = REPO / "data" / "tables"

@@ -30,13 +30,13 @@ from tqaforge.annotation.agreement import (
     percent_agreement_matrix,
     proportion,
 )
-from tqaforge.annotation.report_format import to_markdown
 from tqaforge.annotation.kinds import KINDS, LabelError
+from tqaforge.annotation.report_format import to_markdown
+from tqaforge.annotation.review import review_queue
 from tqaforge.annotation.workflows import Settings, agreement_report
 from tqaforge.errors import AdjudicationError, AgreementError, TqaforgeError
-from tqaforge.annotation.review import review_queue
-from tqaforge.schemas.records import Annotation, AnnotationTask, Question, TableRecord
 from tqaforge.ids import content_hash
+from tqaforge.schemas.records import Annotation, AnnotationTask, Question, TableRecord
 
 pytestmark = pytest.mark.hostile
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import func, select
 
+from tqaforge.ingest import import_paths, walk_paths
 from tqaforge.schemas.records import Answer, Question, TableRecord
 from tqaforge.store import Workspace, init_workspace
-from tqaforge.ingest import import_paths, walk_paths
 
 pytestmark = pytest.mark.hostile
 

@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, wait_for
+
 from tqaforge.annotation.labelstudio.server import (
     LabelStudioError,
     LabelStudioSettings,

@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import select
-
 from conftest import free_port
 from openai_server import OpenAIServer, Scripted
+from sqlmodel import select
+
 from tqaforge.errors import ConfigError, EndpointAuthError, ImpossibleUsage, LLMError, ReplyTooLarge
 from tqaforge.generation.classify import ClassifySummary
 from tqaforge.generation.questions import GenerationOptions, generate_questions
+from tqaforge.ingest import import_paths
 from tqaforge.llm import Gateway, LLMSettings, Price, StopReason, load_llm_settings, run
 from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.schemas.records import GenerationStep, LLMCall
 from tqaforge.store import Workspace
-from tqaforge.ingest import import_paths
 
 pytestmark = pytest.mark.hostile
 

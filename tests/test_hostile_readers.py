@@ -20,8 +20,8 @@ import pytest
 from sqlmodel import select
 
 from tqaforge.errors import ReaderError
-from tqaforge.schemas.records import Question, TableRecord
 from tqaforge.ingest import import_paths
+from tqaforge.schemas.records import Question, TableRecord
 from tqaforge.tables.readers import read_path
 from tqaforge.tables.serialize import serialize
 from tqaforge.tables.table import Table

@@ -155,7 +155,7 @@ def test_two_identical_builds_at_once_both_succeed_with_a_whole_file(workspace, 
              60, "both builds to load their items")
     go.touch()
     results = [p.communicate(timeout=120) for p in procs]
-    for proc, (stdout, stderr) in zip(procs, results):
+    for proc, (_, stderr) in zip(procs, results):
         assert proc.returncode == 0, stderr
     summaries = [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in results]
     lines = out.read_text(encoding="utf-8").splitlines()

@@ -11,15 +11,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from conftest import shared_data_path
 from sqlmodel import func, select
 
-from conftest import shared_data_path
-from tqaforge.queries import funnel, list_questions, show_table
+from tqaforge import ingest as importer
 from tqaforge.errors import TqaforgeError
+from tqaforge.ingest import ImportOptions, import_paths
+from tqaforge.queries import funnel, list_questions, show_table
 from tqaforge.schemas.records import Answer, Question, TableRecord
 from tqaforge.schemas.taxonomy import TABLEBENCH
-from tqaforge import ingest as importer
-from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
 

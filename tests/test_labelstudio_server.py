@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import free_port, wait_for
 from label_studio_sdk import LabelStudio
 
-from conftest import free_port, wait_for
 from tqaforge.annotation.labelstudio.server import LabelStudioError, LabelStudioSettings, start_server
 
 

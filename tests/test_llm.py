@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_for
+from openai_server import OpenAIServer, Scripted, fingerprint
 from sqlmodel import select
 
-from openai_server import OpenAIServer, Scripted, fingerprint
-from conftest import wait_for
 from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError
 from tqaforge.llm import (
     Completion,

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from openai_server import OpenAIServer
 from test_generation import model_reply
 

@@ -10,16 +10,16 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import shared_data_path
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from conftest import shared_data_path
 from tqaforge.cli import app
-from tqaforge.schemas.records import Variant
-from tqaforge.variants.grid import GridSpec, build_variants, load_items, write_prompts_file
 from tqaforge.ingest import import_paths
+from tqaforge.schemas.records import Variant
 from tqaforge.tables.perturb import TORR_PERTURBATIONS
 from tqaforge.tables.serialize import TORR_SERIALIZATIONS
+from tqaforge.variants.grid import GridSpec, build_variants, load_items, write_prompts_file
 from tqaforge.variants.view import show_variant
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -42,7 +42,7 @@ def test_torr_grid_on_the_sample_is_35_configurations_per_item_and_idempotent(wo
     built = [v for v in stored if v.status != "skipped"]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert first.prompts == len(lines) == len(built) * 7
-    configs = {(l["question_id"], l["perturbation"], l["serialization"]) for l in lines}
+    configs = {(ln["question_id"], ln["perturbation"], ln["serialization"]) for ln in lines}
     assert len(configs) == len(lines)  # every configuration once
     if not first.skipped:
         assert len(lines) == 36 * 35

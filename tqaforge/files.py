@@ -34,7 +34,7 @@ def atomic_writer(path: Path, *, mode: int | None = None) -> Iterator[TextIO]:
     tmp = Path(fh.name)
     try:
         with fh:
-            yield fh
+            yield fh  # type: ignore[misc]  # a text file object: TextIO in all but name
             fh.flush()
             os.fsync(fh.fileno())
         replace_durably(tmp, path, mode=mode)

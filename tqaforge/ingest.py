@@ -25,11 +25,10 @@ import os
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from sqlalchemy import JSON, Text, bindparam, cast, type_coerce
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
@@ -37,7 +36,7 @@ from tqaforge.errors import ImportFailed, ReaderError, TaxonomyError, TqaforgeEr
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
 from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, Taxonomy
-from tqaforge.store import Workspace
+from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.cells import clean_text
 from tqaforge.tables.readers import read_path
 from tqaforge.tables.source import ReadRecord, ReadResult, SourceItem
@@ -433,36 +432,6 @@ def _existing_ids(session: Session, model: type, ids: Iterable[str]) -> set[str]
     return found
 
 
-def _insert_new(session: Session, model: type, rows: list[dict[str, Any]], *, json_text: Iterable[str] = ()) -> set[str]:
-    """Insert ``rows`` of ``model`` skipping ids already stored; the ids this call inserted.
-
-    Two importers of the same content at once must both succeed: a plain INSERT raised
-    IntegrityError for the second. ``ON CONFLICT DO NOTHING`` lets the database settle the race
-    (PostgreSQL makes the second writer wait for the first to commit; SQLite serialises writers
-    through its busy timeout), and ``RETURNING`` names the rows that were new, so "already
-    present" is counted exactly. ``json_text`` names JSON columns given as JSON text already.
-    """
-    if not rows:
-        return set()
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    table = model.__table__  # type: ignore[attr-defined]
-    statement = dialect_insert(table)
-    names = list(json_text)
-    if names:
-        # SQLite stores JSON as text as it is; PostgreSQL casts the text to its json type.
-        statement = statement.values({
-            n: cast(bindparam(n, type_=Text), JSON) if dialect == "postgresql" else type_coerce(bindparam(n, type_=Text), Text)
-            for n in names
-        })
-    # Rows in id order: two writers of overlapping files then lock rows in the same order
-    # (PostgreSQL would otherwise be able to deadlock them).
-    rows = sorted(rows, key=lambda r: r["id"])
-    statement = statement.on_conflict_do_nothing(index_elements=["id"]).returning(table.c.id)
-    return set(session.execute(statement, rows).scalars().all())
 
 
 def _store(
@@ -505,11 +474,11 @@ def _store(
         if on_progress:
             on_progress(1)
     present_questions = _existing_ids(session, Question, questions)
-    inserted = _insert_new(session, Question, [q for i, q in questions.items() if i not in present_questions])
+    inserted = insert_new(session, Question, [q for i, q in questions.items() if i not in present_questions])
     outcome.questions_new = len(inserted)
     outcome.questions_present = n_items - len(inserted)
     # An answer comes with its question: one already stored keeps the answers it has.
-    outcome.answers_new = len(_insert_new(session, Answer, [a for i, a in answers.items() if i in inserted]))
+    outcome.answers_new = len(insert_new(session, Answer, [a for i, a in answers.items() if i in inserted]))
     outcome.control_chars_removed += cleaner.removed
     if on_progress and len(kept) < len(result.records):
         on_progress(len(result.records) - len(kept))
@@ -552,9 +521,9 @@ def _store_tables(
         batch.append(row)
         size += len(row["rows"])
         if len(batch) >= _TABLE_BATCH_ROWS or size >= _TABLE_BATCH_CHARS:
-            inserted += len(_insert_new(session, TableRecord, batch, json_text=("rows",)))
+            inserted += len(insert_new(session, TableRecord, batch, json_text=("rows",)))
             batch, size = [], 0
-    inserted += len(_insert_new(session, TableRecord, batch, json_text=("rows",)))
+    inserted += len(insert_new(session, TableRecord, batch, json_text=("rows",)))
     return inserted
 
 

@@ -96,7 +96,7 @@ def record_annotation(
     task = task_for(s, kind, target_type, target_id, payload)
     mine = s.exec(select(Annotation).where(Annotation.task_id == task.id, Annotation.annotator == annotator)).all()
     latest = latest_of(mine)
-    task.status = TaskStatus.ANNOTATED.value
+    task.status = TaskStatus.ANNOTATED
     s.add(task)
     if latest is not None and latest.label == label:
         return Recorded(task, latest, False)

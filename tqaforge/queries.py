@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Generic, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import func, text
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, SQLModel, col, select
 
 from tqaforge.errors import NotFound, TqaforgeError
 from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, VariantStatus
@@ -199,7 +199,9 @@ def list_tables(ws: Workspace, *, limit: int = 50, offset: int = 0) -> Page[Tabl
     """Tables, oldest import first; reads only the columns listed (no cells, whatever the size)."""
     check_window(limit, offset)
     with ws.session() as s:
-        q = select(*_SUMMARY_COLUMNS).order_by(TableRecord.created_at, TableRecord.id).offset(offset).limit(limit)
+        # sqlmodel's select() is typed for up to four columns; the summary reads ten
+        q = select(*_SUMMARY_COLUMNS).order_by(  # type: ignore[call-overload]
+            col(TableRecord.created_at), col(TableRecord.id)).offset(offset).limit(limit)
         items = _table_summaries(s, q)
         total = s.exec(select(func.count()).select_from(TableRecord)).one()
     return Page(items, total, offset, limit)
@@ -294,7 +296,7 @@ def _summary_by_prefix(s: Session, prefix: str) -> TableSummary:
     prefix = prefix.strip()
     if not prefix:
         raise NotFound("give a table id", hint="`tqaforge tables list` shows the ids")
-    rows = _table_summaries(s, select(*_SUMMARY_COLUMNS).where(TableRecord.id.startswith(prefix)).limit(2))  # type: ignore[attr-defined]
+    rows = _table_summaries(s, select(*_SUMMARY_COLUMNS).where(col(TableRecord.id).startswith(prefix)).limit(2))  # type: ignore[call-overload]
     if not rows:
         raise NotFound(f"no table with id {prefix!r}", hint="`tqaforge tables list` shows the ids")
     if len(rows) > 1:
@@ -378,7 +380,7 @@ def list_questions(
     if status:
         conditions.append(Question.status == status)
     with ws.session() as s:
-        q = select(Question).where(*conditions).order_by(Question.created_at, Question.id).offset(offset).limit(limit)
+        q = select(Question).where(*conditions).order_by(col(Question.created_at), col(Question.id)).offset(offset).limit(limit)
         items = list(s.exec(q).all())
         total = s.exec(select(func.count()).select_from(Question).where(*conditions)).one()
     return Page(items, total, offset, limit)
@@ -424,7 +426,7 @@ def list_variants(
     columns = (Variant.id, Variant.question_id, Question.text, Variant.perturbation, Variant.seed,
                Variant.status, Variant.answer_effect, Variant.skip_reason)
     with ws.session() as s:
-        q = (select(*columns).join(Question, Question.id == Variant.question_id).where(*conditions)
+        q = (select(*columns).join(Question, Question.id == Variant.question_id).where(*conditions)  # type: ignore[call-overload]
              .order_by(Variant.question_id, Variant.perturbation, Variant.seed, Variant.id).offset(offset).limit(limit))
         items = [VariantSummary(*row) for row in s.exec(q).all()]
         total = s.exec(select(func.count()).select_from(Variant).where(*conditions)).one()

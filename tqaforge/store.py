@@ -22,13 +22,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import JSON, Engine, Text, bindparam, cast, create_engine, event, type_coerce
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlmodel import Session
@@ -504,3 +506,33 @@ def _check_sqlite_file(engine: Engine, *, create: bool) -> None:
             hint="move it away and restore the database from a backup; "
             "`tqaforge init DIR` creates a new, empty workspace",
         )
+
+
+def insert_new(session: Session, model: type, rows: list[dict[str, Any]], *, json_text: Iterable[str] = ()) -> set[str]:
+    """Insert ``rows`` of ``model`` skipping ids already stored; the ids this call inserted.
+
+    The one conflict-safe insert (import, variant builds). Two writers of the same content at once must both succeed: a plain INSERT raised
+    IntegrityError for the second. ``ON CONFLICT DO NOTHING`` lets the database settle the race
+    (PostgreSQL makes the second writer wait for the first to commit; SQLite serialises writers
+    through its busy timeout), and ``RETURNING`` names the rows that were new, so "already
+    present" is counted exactly. ``json_text`` names JSON columns given as JSON text already.
+    """
+    if not rows:
+        return set()
+    dialect = session.get_bind().dialect.name
+    if dialect not in ("postgresql", "sqlite"):
+        raise StoreError(f"conflict-safe inserts need SQLite or PostgreSQL, not {dialect}")
+    table = model.__table__  # type: ignore[attr-defined]
+    statement: Any = (postgresql_insert if dialect == "postgresql" else sqlite_insert)(table)
+    names = list(json_text)
+    if names:
+        # SQLite stores JSON as text as it is; PostgreSQL casts the text to its json type.
+        statement = statement.values({
+            n: cast(bindparam(n, type_=Text), JSON) if dialect == "postgresql" else type_coerce(bindparam(n, type_=Text), Text)
+            for n in names
+        })
+    # Rows in id order: two writers of overlapping files then lock rows in the same order
+    # (PostgreSQL would otherwise be able to deadlock them).
+    rows = sorted(rows, key=lambda r: r["id"])
+    statement = statement.on_conflict_do_nothing(index_elements=["id"]).returning(table.c.id)
+    return set(session.execute(statement, rows).scalars().all())

@@ -51,9 +51,9 @@ ADJUDICATED_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spe
 class Decision:
     """What the rules make of one task's labels."""
 
-    status: str
+    status: AdjudicationStatus
     label: Any | None
-    method: str | None
+    method: AdjudicationMethod | None
     decided_by: str | None
 
 
@@ -168,7 +168,7 @@ def decide(spec: KindSpec, labels: Sequence[Any], min_agree: int | None = None) 
     n = len(labels)
     m = min_agree if min_agree is not None else n // 2 + 1
     if len(set(labels)) == 1:
-        return Decision(AdjudicationStatus.RESOLVED.value, spec.final_label(labels[0]), AdjudicationMethod.UNANIMOUS.value, "unanimous")
+        return Decision(AdjudicationStatus.RESOLVED, spec.final_label(labels[0]), AdjudicationMethod.UNANIMOUS, "unanimous")
     if spec.shape == "set":
         counts: dict[Any, int] = defaultdict(int)
         for cells in labels:
@@ -176,18 +176,18 @@ def decide(spec: KindSpec, labels: Sequence[Any], min_agree: int | None = None) 
                 counts[c] += 1
         final = frozenset(c for c, k in counts.items() if k >= m)
         if m <= n and final:
-            return Decision(AdjudicationStatus.RESOLVED.value, spec.final_label(final), AdjudicationMethod.RULE.value, f"cells marked by at least {m} of {n}")
-        return Decision(AdjudicationStatus.OPEN.value, None, None, None)
+            return Decision(AdjudicationStatus.RESOLVED, spec.final_label(final), AdjudicationMethod.RULE, f"cells marked by at least {m} of {n}")
+        return Decision(AdjudicationStatus.OPEN, None, None, None)
     tally: dict[Any, int] = defaultdict(int)
     for value in labels:
         tally[value] += 1
     winners = [v for v, k in tally.items() if k >= m]
     if m <= n and len(winners) == 1:
         return Decision(
-            AdjudicationStatus.RESOLVED.value, spec.final_label(winners[0]), AdjudicationMethod.RULE.value,
+            AdjudicationStatus.RESOLVED, spec.final_label(winners[0]), AdjudicationMethod.RULE,
             f"majority {tally[winners[0]]} of {n} (at least {m})",
         )
-    return Decision(AdjudicationStatus.OPEN.value, None, None, None)
+    return Decision(AdjudicationStatus.OPEN, None, None, None)
 
 
 def _previous(row: Adjudication) -> dict[str, Any]:
@@ -288,9 +288,9 @@ def _count(summary: KindSummary, d: Decision) -> None:
 
 def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
     if status == AdjudicationStatus.RESOLVED.value:
-        task.status = TaskStatus.ADJUDICATED.value
+        task.status = TaskStatus.ADJUDICATED
     elif task.status == TaskStatus.ADJUDICATED.value:
-        task.status = TaskStatus.ANNOTATED.value  # new annotations reopened it
+        task.status = TaskStatus.ANNOTATED  # new annotations reopened it
     s.add(task)
 
 
@@ -364,9 +364,9 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
             row.history = [*(row.history or []), _previous(row)]
         row.votes = _votes(spec, {k: v for k, (v, _) in labels.items()})
         row.annotation_ids = sorted(aid for _, aid in labels.values())
-        row.status = AdjudicationStatus.RESOLVED.value
+        row.status = AdjudicationStatus.RESOLVED
         row.label = spec.final_label(value)
-        row.method = AdjudicationMethod.PERSON.value
+        row.method = AdjudicationMethod.PERSON
         row.decided_by = by
         row.note = note
         row.decided_at = utcnow()

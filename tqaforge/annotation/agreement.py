@@ -316,7 +316,7 @@ def _encode_objects(rows: Any, domain: Sequence[Any] | None) -> tuple[np.ndarray
             order = list(range(len(labels)))  # labels of mixed kinds: first-seen order
         remap = np.empty(len(labels), dtype=np.int64)
         remap[order] = np.arange(len(labels))
-        codes = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
+        codes = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1).astype(np.int64)  # type: ignore[assignment]
         labels = [labels[i] for i in order]
     return codes, tuple(_tidy(v) for v in labels)
 
@@ -359,6 +359,7 @@ def _result(
             statistic, None, n_items, n_raters, components, None, ci_level, n_boot, seed,
             reason=reason, ci_reason="the statistic is undefined on these ratings",
         )
+    ci_reason: str | None
     ci, undefined, ci_reason = None, 0, "no bootstrap requested (n_boot = 0)"
     if n_boot > 0 and stats is not None and from_sums is not None:
         patterns, counts = stats if isinstance(stats, tuple) else group_rows(stats)
@@ -563,7 +564,7 @@ def proportion(
     if (den < 0).any() or (num < 0).any() or (num > den + _EPS).any():
         raise AgreementError("successes must lie between 0 and the trials of their item")
     keep = den > 0
-    num, den = num[keep], den[keep]
+    num, den = num[keep], den[keep]  # type: ignore[assignment]  # still one dimension
     if num.size == 0:
         return AgreementResult(statistic, None, 0, n_raters, reason="nothing to score")
     stats = np.column_stack([den, num])

@@ -239,7 +239,10 @@ def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id
     lie inside the target's table: data rows from 0 (header excluded) and columns from 0.
     """
     if spec.shape != "set":
-        model = {"question": Question, "answer": Answer, "variant": Variant}.get(target_type)
+        models: dict[str, type[Question] | type[Answer] | type[Variant]] = {
+            "question": Question, "answer": Answer, "variant": Variant,
+        }
+        model = models.get(target_type)
         if model is None or s.get(model, target_id) is None:
             raise LabelError(f"the task's {target_type} {target_id[:10]} does not exist")
         return

@@ -8,6 +8,7 @@ tables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
 from tqaforge.annotation.workflows import AgreementReport, KindReport
@@ -63,9 +64,9 @@ def cell(result: AgreementResult) -> str:
     return f"{result.value:.3f}" if ci == "—" else f"{result.value:.3f} (interval {ci})"
 
 
-def _stat_rows(stats: dict[str, AgreementResult] | object) -> tuple[tuple[str, ...], ...]:
+def _stat_rows(stats: Mapping[str, AgreementResult]) -> tuple[tuple[str, ...], ...]:
     rows = []
-    for name, r in stats.items():  # type: ignore[attr-defined]
+    for name, r in stats.items():
         value = fmt(r.value) if r.value is not None else f"undefined: {r.reason}"
         rows.append((NAMES.get(name, name), value, fmt_ci(r), r.band or "", str(r.n_items), str(r.n_raters)))
     return tuple(rows)
@@ -91,7 +92,7 @@ def kind_section(report: KindReport, ci_level: float) -> Section:
         tables.append(_pairwise_table(name, pairwise))
     if report.per_annotator:
         caption = "Each annotator's accuracy" if report.shape == "answer" else "Each annotator against the majority of the others"
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for rater, r in report.per_annotator.items():
             extra = r.components.get("items_without_majority")
             rows.append((rater, fmt(r.value) if r.value is not None else f"undefined: {r.reason}", fmt_ci(r), str(r.n_items), str(extra or "")))

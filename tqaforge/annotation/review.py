@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tqaforge.errors import TqaforgeError
 from tqaforge.generation.dedup import clean_question, tokens
@@ -39,11 +39,11 @@ from tqaforge.store import Workspace
 REVIEW_KIND = QUESTION_REVIEW
 
 #: Decision -> the status it gives the question.
-DECISIONS: dict[str, str] = {
-    "accept": QuestionStatus.ACCEPTED.value,
-    "edit": QuestionStatus.ACCEPTED.value,
-    "reject": QuestionStatus.REJECTED.value,
-    "promote": QuestionStatus.SEED.value,
+DECISIONS: dict[str, QuestionStatus] = {
+    "accept": QuestionStatus.ACCEPTED,
+    "edit": QuestionStatus.ACCEPTED,
+    "reject": QuestionStatus.REJECTED,
+    "promote": QuestionStatus.SEED,
 }
 
 
@@ -183,7 +183,7 @@ def review_queue(
         where.append(Question.table_id.startswith(table_id.strip()))  # type: ignore[attr-defined]
     with ws.session() as s:
         total = s.exec(select(func.count()).select_from(Question).where(*where)).one()
-        q = select(Question).where(*where).order_by(Question.round, Question.subtype, Question.created_at, Question.id)
+        q = select(Question).where(*where).order_by(col(Question.round), col(Question.subtype), col(Question.created_at), col(Question.id))
         items = list(s.exec(q.offset(offset).limit(limit)).all())
     return Page(items, int(total), offset, limit)
 

@@ -429,7 +429,7 @@ def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
         answers_of: dict[str, list[str] | None] = {}
         for chunk in _chunks(sorted(set(variants))):
             for vid, answers in s.exec(select(Variant.id, Variant.answers).where(Variant.id.in_(chunk))).all():  # type: ignore[attr-defined]
-                answers_of[vid] = answers
+                answers_of[vid] = list(answers) if answers is not None else None
         questions = [t for t, tt in zip(data.targets, data.target_types) if tt == "question"]
         # Only answers people vouched for: re-answering is scored against the author's gold.
         best = trusted_answers(s, questions, at_least=CHECKED_BY_PEOPLE)

@@ -30,8 +30,8 @@ def generate_questions_cmd(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""
-    from tqaforge.llm import load_llm_settings
     from tqaforge.generation.questions import generate_questions, load_generation_options
+    from tqaforge.llm import load_llm_settings
 
     ws = open_ws(ctx, workspace)
     options = load_generation_options(

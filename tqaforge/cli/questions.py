@@ -8,8 +8,19 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
-    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, check_choice, err, field_column, friendly_errors,
-    open_ws, out, plain_table, print_count, progress_bar, Shown,
+    LIMIT_OPTION,
+    OFFSET_OPTION,
+    WORKSPACE_OPTION,
+    Shown,
+    check_choice,
+    err,
+    field_column,
+    friendly_errors,
+    open_ws,
+    out,
+    plain_table,
+    print_count,
+    progress_bar,
 )
 
 questions_app = typer.Typer(help="Inspect, type and review questions.", no_args_is_help=True, rich_markup_mode=None)

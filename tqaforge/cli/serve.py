@@ -28,8 +28,8 @@ def serve(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Start Label Studio and the app on this workspace, print the URLs and logins; Ctrl-C stops both."""
-    from tqaforge.launch import main as launch
     from tqaforge.config import find_workspace_root
+    from tqaforge.launch import main as launch
 
     root_obj = ctx.find_root().obj or {}
     root = find_workspace_root(workspace or root_obj.get("workspace"))

@@ -8,8 +8,18 @@ from typing import Optional
 import typer
 
 from tqaforge.cli._common import (
-    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, err, friendly_errors, open_ws, out, plain_table,
-    print_count, progress_bar, Shown, styled,
+    LIMIT_OPTION,
+    OFFSET_OPTION,
+    WORKSPACE_OPTION,
+    Shown,
+    err,
+    friendly_errors,
+    open_ws,
+    out,
+    plain_table,
+    print_count,
+    progress_bar,
+    styled,
 )
 
 tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True, rich_markup_mode=None)

@@ -9,8 +9,18 @@ from typing import Optional
 import typer
 
 from tqaforge.cli._common import (
-    LIMIT_OPTION, OFFSET_OPTION, WORKSPACE_OPTION, friendly_errors, names, open_ws, out, plain_table,
-    print_count, progress_bar, Shown, styled,
+    LIMIT_OPTION,
+    OFFSET_OPTION,
+    WORKSPACE_OPTION,
+    Shown,
+    friendly_errors,
+    names,
+    open_ws,
+    out,
+    plain_table,
+    print_count,
+    progress_bar,
+    styled,
 )
 
 variants_app = typer.Typer(
@@ -44,12 +54,18 @@ def variants_build(
     Every option is checked, and so is the prompts file, before anything is stored: a prompts
     file made with other options is never replaced without --overwrite.
     """
-    from tqaforge.variants.grid import (
-        GridSpec, PromptsOptions, build_variants, check_prompts_target, default_prompts_path, load_items, parse_seeds,
-        write_prompts,
-    )
     from tqaforge.tables.perturb import TORR_PERTURBATIONS
     from tqaforge.tables.serialize import TORR_SERIALIZATIONS
+    from tqaforge.variants.grid import (
+        GridSpec,
+        PromptsOptions,
+        build_variants,
+        check_prompts_target,
+        default_prompts_path,
+        load_items,
+        parse_seeds,
+        write_prompts,
+    )
 
     ws = open_ws(ctx, workspace)
     spec = GridSpec(
@@ -154,8 +170,8 @@ def variants_show(
     for i, row in enumerate(view.original.rows[:max_rows]):
         left.add_row(f"r{i}", *row)
     right = plain_table("from", *[h or "(blank)" for h in view.perturbed.header], title=v.perturbation)
-    for origin, row, marks in zip(view.row_origin, view.marked_rows(max_rows), view.marks):
-        right.add_row(origin, *[Text(c, style=_MARK_STYLE[m]) for c, m in zip(row, marks)])
+    for origin, cells, marks in zip(view.row_origin, view.marked_rows(max_rows), view.marks):
+        right.add_row(origin, *[Text(c, style=_MARK_STYLE[m]) for c, m in zip(cells, marks)])
     if view.layout(out.width, max_rows) == "side_by_side":
         out.print(Columns([left, right]))
     else:

@@ -60,6 +60,14 @@ from tqaforge.schemas.enums import QuestionStatus, QuestionType
 from tqaforge.schemas.records import Question, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.matching import Match, match_answer
+from tqaforge.tables.perturb.structural import (  # the structural-question filter (FREB-TQA A.3); re-exported
+    EXTENDED_STRUCTURAL_WORDS,
+    PAPER_STRUCTURAL_WORDS,
+    STRUCTURAL_WORDS,
+    is_structural,
+    structural_words,
+)
+from tqaforge.tables.perturb.structural import words_of as _words
 from tqaforge.tables.serialize import serialize
 from tqaforge.tables.table import Table
 
@@ -95,19 +103,6 @@ TaggerChoice = Literal["auto", "nltk", "wordlist"]
 EQ, RQ = QuestionType.EXTRACTION, QuestionType.REASONING
 PURPOSE = "classify_question"
 HUMAN = "human"  # meta["typing"]["method"] of a person's label: never overwritten here
-
-# ---------------------------------------------------------------------------------------------
-# The structural-question filter (FREB-TQA appendix A.3)
-
-from tqaforge.tables.perturb.structural import (  # noqa: E402 - re-exported: typing reports the words
-    EXTENDED_STRUCTURAL_WORDS,
-    PAPER_STRUCTURAL_WORDS,
-    STRUCTURAL_WORDS,
-    is_structural,
-    structural_words,
-    words_of as _words,
-)
-
 
 # ---------------------------------------------------------------------------------------------
 # Comparative and superlative words
@@ -553,12 +548,11 @@ def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str
             if question is None:  # deleted meanwhile
                 continue
             meta = dict(question.meta or {})
-            value = kind.value if kind else None
-            if question.question_type == value and meta.get("typing") == record:
+            if question.question_type == kind and meta.get("typing") == record:
                 continue
             meta["typing"] = record
             question.meta = meta
-            question.question_type = value
+            question.question_type = kind
             question.updated_at = utcnow()
             s.add(question)
             changed += 1

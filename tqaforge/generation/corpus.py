@@ -26,7 +26,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from tqaforge.config import parse_toml, read_text_file
 from tqaforge.errors import ConfigError, TaxonomyError
@@ -238,7 +238,7 @@ def _promoted(ws: Workspace, subtype: str | None = None) -> list[SeedEntry]:
         q = select(Question).where(Question.status == QuestionStatus.SEED.value)
         if subtype is not None:
             q = q.where(Question.subtype == subtype)
-        rows = s.exec(q.order_by(Question.updated_at, Question.id)).all()
+        rows = s.exec(q.order_by(col(Question.updated_at), col(Question.id))).all()
     out: list[SeedEntry] = []
     seen: set[tuple[str, str]] = set()
     for r in rows:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from tqaforge.errors import (
     InvalidReply,
@@ -60,7 +60,7 @@ from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered, settle
 from tqaforge.prompts import render
 from tqaforge.queries import get_by_prefix
-from tqaforge.schemas.enums import Origin, QuestionStatus
+from tqaforge.schemas.enums import Origin, QuestionStatus, StepStatus
 from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
@@ -68,8 +68,8 @@ from tqaforge.tables.table import Table
 
 GENERATE_PURPOSE = "generate_questions"
 VERIFY_PURPOSE = "verify_question"
-STEP_DONE = "done"
-STEP_INVALID = "invalid_reply"
+STEP_DONE = StepStatus.DONE
+STEP_INVALID = StepStatus.INVALID_REPLY
 _AVOID_MAX = 30  # earlier questions of the same table shown as "do not repeat"
 _QUESTION_MAX_CHARS = 1000
 
@@ -501,10 +501,11 @@ class _Generator:
             rows = s.exec(
                 select(Question.id, Question.text, Question.subtype, Question.table_id)
                 .where(Question.subtype.in_(list(subtypes)))  # type: ignore[union-attr]
-                .order_by(Question.created_at, Question.id)
+                .order_by(col(Question.created_at), col(Question.id))
             ).all()
         for qid, text, subtype, table_id in rows:
-            self._index(subtype, table_id).add(qid, text)
+            if subtype is not None:  # the query selects subtypes in a list, so never None
+                self._index(subtype, table_id).add(qid, text)
 
     def _index(self, subtype: str, table_id: str) -> DedupIndex:
         key = subtype if self.options.dedup_scope == "subtype" else (subtype, table_id)
@@ -606,7 +607,7 @@ class _Generator:
                 question = Question(
                     id=qid, table_id=pair.table_id, text=text, taxonomy=self.taxonomy.name,
                     qtype=self.taxonomy.type_of(pair.subtype), subtype=pair.subtype,
-                    status=QuestionStatus.PROPOSED.value, origin=Origin.LLM.value, created_by=f"agent:{model}",
+                    status=QuestionStatus.PROPOSED, origin=Origin.LLM, created_by=f"agent:{model}",
                     lineage=lineage, meta=meta, round=pair.round.round, seed=self.options.seed,
                 )
                 s.add(question)

@@ -20,7 +20,7 @@ import csv
 import io
 import json
 import re
-from typing import Literal
+from typing import Literal, Sequence
 
 from tqaforge.errors import TableError
 from tqaforge.tables.readers.delimited import CANDIDATES
@@ -135,7 +135,7 @@ def _html_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
 
 
-def _html_body(rows: tuple[tuple[str, ...], ...]) -> str:
+def _html_body(rows: Sequence[tuple[str, ...]]) -> str:
     """The ``<tr>`` lines of ``rows``. The cells are joined with two control characters as
     separators and escaped in one pass over the whole body (a few ``str.replace`` calls instead
     of four per cell); the separators become the tags afterwards. A cell that holds a separator

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
 
-from sqlalchemy import insert
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tqaforge.errors import TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
@@ -34,7 +32,7 @@ from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
 from tqaforge.schemas.records import Question, Variant, utcnow
-from tqaforge.store import Workspace
+from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
@@ -180,7 +178,7 @@ def load_items(
             q = q.where(Question.status == status)
         if question_ids:
             q = q.where(Question.id.in_(list(question_ids)))  # type: ignore[attr-defined]
-        q = q.order_by(Question.created_at, Question.id)
+        q = q.order_by(col(Question.created_at), col(Question.id))
         if limit is not None:
             if limit < 1:
                 raise GridError(f"limit {limit} is less than 1", hint="give --limit 1 or more, or leave it out for all questions")
@@ -306,27 +304,8 @@ def build_variants(
 
 def insert_new_variants(ws: Workspace, rows: list[dict[str, Any]]) -> int:
     """Insert ``rows``, skipping ids already stored (by a concurrent build); the number inserted."""
-    dialect = ws.engine.dialect.name
-    if dialect in ("sqlite", "postgresql"):
-        if dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        stmt = dialect_insert(Variant).on_conflict_do_nothing(index_elements=["id"]).returning(Variant.id)  # type: ignore[arg-type]
-        with ws.session() as session:
-            return len(session.execute(stmt, rows).all())
-    # Other databases: one row at a time, an IntegrityError means another build stored it.
-    inserted = 0
-    for row in rows:
-        try:
-            with ws.session() as session:
-                session.execute(insert(Variant), [row])
-            inserted += 1
-        except IntegrityError:
-            with ws.session() as session:
-                if session.get(Variant, row["id"]) is None:
-                    raise
-    return inserted
+    with ws.session() as session:  # commits on leaving the block
+        return len(insert_new(session, Variant, rows))
 
 
 def _write_prompts(out: TextIO, item: Item, row: dict[str, Any], spec: GridSpec) -> int:
@@ -365,7 +344,7 @@ def _write_temporary(path: Path, write: Callable[[TextIO], GridSummary]) -> tupl
     tmp = Path(fh.name)
     try:
         with fh:
-            summary = write(fh)
+            summary = write(fh)  # type: ignore[arg-type]  # a text file object: TextIO in all but name
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:

@@ -112,7 +112,7 @@ def _allowed(node: ast.AST, n_literals: int) -> bool:
         return isinstance(node.op, (ast.UAdd, ast.USub)) and _allowed(node.operand, n_literals)
     if isinstance(node, ast.Name):
         match = _PLACEHOLDER.fullmatch(node.id)
-        return bool(match) and int(match.group(1)) < n_literals
+        return match is not None and int(match.group(1)) < n_literals
     return False
 
 

@@ -13,8 +13,8 @@ same table." The answer is unchanged: duplicates are meant to be ignored.
 
 from __future__ import annotations
 
-from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.cells import parse_number
+from tqaforge.tables.effects import AnswerEffect
 from tqaforge.tables.matching import find_target_cells
 from tqaforge.tables.perturb._ops import identity, rebuild, relevant_cells, result
 from tqaforge.tables.perturb.arithmetic import recompute_with_zero

@@ -10,11 +10,10 @@ Positions in errors follow one convention across formats:
 
 from __future__ import annotations
 
-import re
-
 import codecs
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Callable, Iterable, Sequence

@@ -32,11 +32,11 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from tqaforge.errors import ReaderError
 from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, TextCleaner, decode, read_bytes, to_cell
-from tqaforge.tables.readers.jsonfmt import json_kind, is_table_object, parse_json, table_from_object
+from tqaforge.tables.readers.jsonfmt import is_table_object, json_kind, parse_json, table_from_object
 from tqaforge.tables.source import Cell, ReadRecord, ReadResult, SourceItem
 from tqaforge.tables.table import Table
 
@@ -181,7 +181,8 @@ def _cells(path: Path, value: object, line: int) -> tuple[Cell, ...]:
     )
     if not ok:
         raise ReaderError(str(path), "'rel_cell' is not a list of [row, col] integer pairs", line=line)
-    return tuple((p[0], p[1]) for p in value)  # type: ignore[union-attr, index]
+    pairs = cast(list[list[int]], value)  # checked just above
+    return tuple((p[0], p[1]) for p in pairs)
 
 
 def _variant(path: Path) -> str | None:
