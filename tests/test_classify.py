@@ -25,6 +25,7 @@ from tqaforge.generation.classify import (
     EXTENDED_STRUCTURAL_WORDS,
     PAPER_STRUCTURAL_WORDS,
     STRUCTURAL_WORDS,
+    ClassifyOptions,
     LexicalVerdict,
     LLMVerdict,
     WordListCues,
@@ -349,7 +350,8 @@ def _questions(ws: Workspace) -> dict[str, Question]:
 def test_classify_stored_questions_lexically(workspace, tmp_path):
     _import(workspace, tmp_path)
     seen: list[int] = []
-    summary = classify_questions(workspace, method="lexical", tagger="wordlist", on_progress=lambda n, s: seen.append(n))
+    summary = classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist"),
+                                 on_progress=lambda n, total, note="": seen.append(n))
     assert (summary.questions, summary.total, summary.tagger, seen[-1]) == (6, 6, "wordlist", 6)
     assert summary.types == {"extraction": 3, "reasoning": 3}
     qs = _questions(workspace)
@@ -363,14 +365,14 @@ def test_classify_stored_questions_lexically(workspace, tmp_path):
     assert qs["Which nation is listed in the first row?"].meta["typing"]["structural_words"] == ["first", "row"]
     assert summary.structural == 1
     # Idempotent: a second run changes nothing.
-    assert classify_questions(workspace, method="lexical", tagger="wordlist").changed == 0
+    assert classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist")).changed == 0
     # A person's label is never overwritten.
     with workspace.session() as s:
         q = s.get(Question, norway.id)
         q.meta = {**q.meta, "typing": {"method": "human", "type": "reasoning", "annotator": "ann"}}
         q.question_type = "reasoning"
         s.add(q)
-    summary = classify_questions(workspace, method="lexical", tagger="wordlist")
+    summary = classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist"))
     assert (summary.human, summary.questions) == (1, 5)
     assert _questions(workspace)["What prize did Norway get?"].question_type == "reasoning"
 
@@ -406,7 +408,7 @@ def test_llm_classifier_end_to_end(workspace, tmp_path):
     _import(workspace, tmp_path)
     imported = {text: q.question_type for text, q in _questions(workspace).items()}  # FREB-TQA's own label
     with OpenAIServer(scripted_typist) as server:
-        summary = classify_questions(workspace, method="llm", settings=_settings(server))
+        summary = classify_questions(workspace, ClassifyOptions(method="llm"), _settings(server))
         assert (summary.questions, summary.invalid, summary.model) == (5, 1, "typist")
         # 6 questions + 1 repair of the silver question + 1 repair of the prize question.
         assert len(server.requests) == 8
@@ -431,14 +433,14 @@ def test_llm_classifier_end_to_end(workspace, tmp_path):
         assert "typing" not in (qs["What prize did Norway get?"].meta or {})
 
         # The same run again: every reply comes from the store, nothing is sent.
-        again = classify_questions(workspace, method="llm", settings=_settings(server))
+        again = classify_questions(workspace, ClassifyOptions(method="llm"), _settings(server))
         assert len(server.requests) == 8 and again.paid_calls == 0 and again.changed == 0
         # The prize question's two calls are stored as ok, so they are cached too: still invalid.
         assert again.invalid == 1
 
         # Combined: only lexical EQs go to the model; lexical RQs are decided without it.
         sent = len(server.requests)
-        combined = classify_questions(workspace, method="combined", settings=_settings(server), tagger="wordlist")
+        combined = classify_questions(workspace, ClassifyOptions(method="combined", tagger="wordlist"), _settings(server))
         assert len(server.requests) == sent  # the EQs' requests are the llm run's, cached
         assert (combined.cached_calls, combined.paid_calls, combined.invalid) == (5, 0, 1)  # silver 2, first row 1, prize 2
     qs = _questions(workspace)
@@ -454,7 +456,7 @@ def test_combined_disagreement_is_undecided(workspace, tmp_path):
     _import(workspace, tmp_path, [("How many silver medals did Canada win?", ["8"])])
     reply = json.dumps({"cells": ["8"], "operations": ["count"], "type": "reasoning"})
     with OpenAIServer(lambda body: reply) as server:
-        summary = classify_questions(workspace, method="combined", settings=_settings(server), tagger="wordlist")
+        summary = classify_questions(workspace, ClassifyOptions(method="combined", tagger="wordlist"), _settings(server))
     assert summary.types == {"undecided": 1}
     q = _questions(workspace)["How many silver medals did Canada win?"]
     assert q.question_type is None
@@ -468,16 +470,16 @@ def test_budget_stops_before_the_call(sqlite_workspace, tmp_path):
     with OpenAIServer(scripted_typist) as server:
         st = _settings(server, prices={"typist": Price(input=1000.0, output=1000.0)}, max_cost=0.01)
         with pytest.raises(BudgetExceeded):
-            classify_questions(sqlite_workspace, method="llm", settings=st)
+            classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), st)
         assert server.requests == []
     assert {text: q.question_type for text, q in _questions(sqlite_workspace).items()} == imported  # nothing typed
 
 
 def test_llm_methods_need_a_model(sqlite_workspace):
     with pytest.raises(ConfigError, match="needs a model"):
-        classify_questions(sqlite_workspace, method="llm")
+        classify_questions(sqlite_workspace, ClassifyOptions(method="llm"))
     with pytest.raises(ConfigError, match="unknown typing method"):
-        classify_questions(sqlite_workspace, method="vote")  # type: ignore[arg-type]
+        classify_questions(sqlite_workspace, ClassifyOptions(method="vote"))  # type: ignore[arg-type]
 
 
 def test_typing_prompt_is_the_template():

@@ -21,18 +21,20 @@ every stored subtype belongs to the workspace taxonomy; both are counted in the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
 from tqaforge.errors import ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.progress import Progress
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
 from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, Taxonomy
@@ -59,7 +61,31 @@ _QUESTION_TYPES = frozenset(t.value for t in QuestionType)
 # A message of an unexpected exception is cut to this length: it may quote the file's data.
 _MAX_PROBLEM = 300
 
-ProgressFn = Callable[[int], None]
+
+class _Tally:
+    """The cumulative progress of one import, reported through :class:`~tqaforge.progress.Progress`:
+    records stored (or rejected) of the records read so far, with the file being imported as the note."""
+
+    __slots__ = ("report", "done", "total", "note")
+
+    def __init__(self, report: Progress | None) -> None:
+        self.report = report
+        self.done = 0
+        self.total = 0
+        self.note = ""
+
+    def file_read(self, path: str, records: int) -> None:
+        self.total += records
+        self.note = path
+        self._emit()
+
+    def stored(self, records: int) -> None:
+        self.done += records
+        self._emit()
+
+    def _emit(self) -> None:
+        if self.report:
+            self.report(self.done, self.total, self.note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +124,15 @@ class FileOutcome:
         return self.error is None
 
 
+#: Rejected tables :meth:`ImportSummary.lines` names one by one; the rest are counted.
+SHOW_REJECTED = 20
+
+_TOTALS = (
+    "records", "tables_new", "tables_present", "questions_new", "questions_present", "answers_new",
+    "control_chars_removed", "subtypes_dropped",
+)
+
+
 @dataclass(slots=True)
 class ImportSummary:
     """The outcome of one import call over many files."""
@@ -125,28 +160,64 @@ class ImportSummary:
         """Questions stored without a subtype because theirs is not in the workspace taxonomy."""
         return self.total("subtypes_dropped")
 
+    def failures(self) -> list[str]:
+        """Why each failed file or path failed (what ``tables import`` prints after "failed ")."""
+        return [f.error for f in self.files if f.error]
+
+    def lines(self, *, max_rejected: int = SHOW_REJECTED) -> list[str]:
+        """The report ``tqaforge tables import`` prints: the counts, the control characters
+        removed, the questions stored without a subtype, and the first ``max_rejected``
+        rejected tables (the rest counted)."""
+        lines = [
+            f"imported {self.total('tables_new')} tables, {self.total('questions_new')} questions, "
+            f"{self.total('answers_new')} answers; already present: {self.total('tables_present')} tables, "
+            f"{self.total('questions_present')} questions; rejected: {len(self.rejected)} tables; "
+            f"failed paths: {len(self.failed)} of {len(self.files)}"
+        ]
+        if self.control_chars_removed:
+            lines.append(f"removed {self.control_chars_removed} control characters (NUL and the like) from cells and text")
+        if self.subtypes_dropped:
+            lines.append(
+                f"{self.subtypes_dropped} questions stored without a subtype: their category is not in the "
+                "workspace taxonomy (kept in meta.source_category)"
+            )
+        rejected = self.rejected
+        lines += [f"  rejected {location}: {reason}" for location, reason in rejected[:max_rejected]]
+        if len(rejected) > max_rejected:
+            lines.append(f"  ... and {len(rejected) - max_rejected} more rejected")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as JSON-able data: the totals, then every file's outcome."""
+        return {
+            **{name: self.total(name) for name in _TOTALS},
+            "rejected": [{"location": location, "reason": reason} for location, reason in self.rejected],
+            "failed": [{"path": f.path, "error": f.error} for f in self.failed],
+            "files": [dataclasses.asdict(f) for f in self.files],
+        }
+
 
 def import_paths(
     ws: Workspace,
     paths: Sequence[Path | str],
     options: ImportOptions | None = None,
     *,
-    on_file: Callable[[str, int], None] | None = None,
-    on_progress: ProgressFn | None = None,
+    on_progress: Progress | None = None,
 ) -> ImportSummary:
     """Import every file in ``paths`` (directories are walked), one file at a time; a failing
     file or an unreadable path is recorded in the summary and does not stop the others.
-    ``on_file(path, n_records)`` is called once a file is read, ``on_progress(n)`` as records
-    are stored (for progress bars)."""
+    ``on_progress(done, total, path)`` is called once a file is read (``total`` grows by its
+    records) and as its records are stored or rejected (``done`` grows), for progress bars."""
     options = options or ImportOptions()
     taxonomy = ws.config.taxonomy()
     summary = ImportSummary()
+    tally = _Tally(on_progress)
     for path, problem in walk_paths(paths):
         if problem is not None:
             summary.files.append(FileOutcome(path=str(path), error=str(problem)))
             continue
         summary.files.append(
-            import_file(ws, path, options, taxonomy=taxonomy, on_file=on_file, on_progress=on_progress)
+            _import_file(ws, path, options, taxonomy, tally)
         )
     return summary
 
@@ -263,20 +334,21 @@ def import_file(
     options: ImportOptions | None = None,
     *,
     taxonomy: Taxonomy | None = None,
-    on_file: Callable[[str, int], None] | None = None,
-    on_progress: ProgressFn | None = None,
+    on_progress: Progress | None = None,
 ) -> FileOutcome:
     """Read one file and store it in one transaction; errors land in the outcome, not raised.
 
     Any exception while reading or storing the file (not only a :class:`ReaderError`: also
     a RecursionError from a deeply nested file, a MemoryError, an error of the database) rolls
     the file's transaction back and becomes the outcome's ``error``; KeyboardInterrupt and
-    SystemExit still stop the import."""
-    options = options or ImportOptions()
-    taxonomy = taxonomy or ws.config.taxonomy()
+    SystemExit still stop the import. ``on_progress`` as for :func:`import_paths`."""
+    return _import_file(ws, path, options or ImportOptions(), taxonomy or ws.config.taxonomy(), _Tally(on_progress))
+
+
+def _import_file(ws: Workspace, path: Path | str, options: ImportOptions, taxonomy: Taxonomy, tally: _Tally) -> FileOutcome:
     outcome = FileOutcome(path=str(path))
     try:
-        _import_one(ws, Path(path), options, taxonomy, outcome, on_file, on_progress)
+        _import_one(ws, Path(path), options, taxonomy, outcome, tally)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
         outcome.error = _describe_failure(str(path), exc)
         outcome.tables_new = outcome.tables_present = 0
@@ -291,8 +363,7 @@ def _import_one(
     options: ImportOptions,
     taxonomy: Taxonomy,
     outcome: FileOutcome,
-    on_file: Callable[[str, int], None] | None,
-    on_progress: ProgressFn | None,
+    tally: _Tally,
 ) -> None:
     if not path.exists() and not path.is_symlink():
         raise ReaderError(str(path), "no such file")
@@ -303,12 +374,11 @@ def _import_one(
     outcome.format = result.format
     outcome.records = len(result.records)
     outcome.control_chars_removed = result.control_chars_removed
-    if on_file:
-        on_file(str(path), len(result.records))
+    tally.file_read(str(path), len(result.records))
     _check_items(result)
     # The session rolls back on any exception, so a failed file leaves nothing behind.
     with ws.session() as session:
-        _store(session, result, options, taxonomy, outcome, on_progress)
+        _store(session, result, options, taxonomy, outcome, tally)
 
 
 def _describe_failure(path: str, exc: Exception) -> str:
@@ -440,7 +510,7 @@ def _store(
     options: ImportOptions,
     taxonomy: Taxonomy,
     outcome: FileOutcome,
-    on_progress: ProgressFn | None,
+    tally: _Tally,
 ) -> None:
     """Store one file's kept tables, then its questions, then the answers of the questions
     this call inserted; every insert skips what is already stored, and counts what was new."""
@@ -471,8 +541,7 @@ def _store(
                                            location, options.created_by, now, cleaner)
             if item.answers:
                 answers[qid] = _answer_row(qid, [cleaner.text(a) for a in item.answers], options.created_by, now)
-        if on_progress:
-            on_progress(1)
+        tally.stored(1)
     present_questions = _existing_ids(session, Question, questions)
     inserted = insert_new(session, Question, [q for i, q in questions.items() if i not in present_questions])
     outcome.questions_new = len(inserted)
@@ -480,8 +549,8 @@ def _store(
     # An answer comes with its question: one already stored keeps the answers it has.
     outcome.answers_new = len(insert_new(session, Answer, [a for i, a in answers.items() if i in inserted]))
     outcome.control_chars_removed += cleaner.removed
-    if on_progress and len(kept) < len(result.records):
-        on_progress(len(result.records) - len(kept))
+    if len(kept) < len(result.records):
+        tally.stored(len(result.records) - len(kept))
 
 
 def _select(result: ReadResult, options: ImportOptions, outcome: FileOutcome) -> list[tuple[ReadRecord, TableStats]]:

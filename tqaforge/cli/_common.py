@@ -13,11 +13,12 @@ Two rules hold for the whole CLI and live here so no command can forget them:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, TypeVar
 
 import typer
 from rich.console import Console
@@ -26,6 +27,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
 
+    from tqaforge.progress import Progress as ProgressFn
     from tqaforge.store import Workspace
 
 out = Console(markup=False, highlight=False, emoji=False)
@@ -89,6 +91,35 @@ def progress_bar(*extra: "ProgressColumn") -> "Progress":
         TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), *extra,
         TimeElapsedColumn(), console=err, transient=not sys.stderr.isatty(),
     )
+
+
+@contextlib.contextmanager
+def progress_reporter(
+    description: str, *, total: int | None = None, describe: Callable[[str], str] | None = None, lazy: bool = False,
+) -> Iterator["ProgressFn"]:
+    """A progress bar (:func:`progress_bar`) driven through :class:`tqaforge.progress.Progress`.
+
+    The bar shows at once with ``total`` (None: not known yet), or with ``lazy`` only from the
+    first report (so a step that fails its checks first leaves no empty bar on the terminal);
+    ``describe(note)`` turns a step's note into the bar's description.
+
+        with progress_reporter("building variants", lazy=True) as on_progress:
+            summary = build_variant_grid(ws, options, on_progress=on_progress)"""
+    bar = progress_bar()
+    task: list[Any] = []
+
+    def report(done: int, total: int | None, note: str = "") -> None:
+        if not task:
+            bar.start()
+            task.append(bar.add_task(description, total=total))
+        bar.update(task[0], completed=done, total=total, description=describe(note) if describe and note else None)
+
+    if not lazy:
+        report(0, total)
+    try:
+        yield report
+    finally:
+        bar.stop()
 
 
 def field_column(name: str) -> "ProgressColumn":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -44,27 +44,15 @@ def generate_questions_cmd(
     with progress_bar(field_column("cost")) as progress:
         task = progress.add_task(f"generating ({llm.model})", total=None, cost="$0.0000")
 
-        def on_progress(p: Any) -> None:
-            progress.update(
-                task, completed=p.steps_done, total=p.steps_total,
-                cost=f"${p.cost:.4f} ({p.paid_calls} paid, {p.cached_calls} cached, {p.questions_new} new questions)",
-            )
+        def on_progress(done: int, total: int | None, note: str = "") -> None:
+            progress.update(task, completed=done, total=total, cost=note)
 
         # One generation per workspace at a time: two would send the same requests and pay twice
         # before either could store the reply the other would have read from the cache.
         with ws.lock("generate", wait=False):
             summary = generate_questions(ws, options, llm, on_progress=on_progress)
-    out.print(
-        f"rounds {', '.join(map(str, summary.rounds)) or '-'}: {summary.steps_done} steps done, {summary.steps_present} already done, "
-        f"{summary.steps_failed} with an invalid reply; {summary.questions_new} new questions, duplicates dropped: "
-        f"{summary.duplicates_exact} exact, {summary.duplicates_rouge} ROUGE-L"
-    )
-    if summary.routed_human or summary.routed_agent:
-        out.print(
-            f"past the target: {summary.routed_human} to people, {summary.routed_agent} to the verification agent "
-            f"({summary.verified_accepted} accepted, {summary.verified_rejected} rejected, {summary.verification_failed} unjudged)"
-        )
-    out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache")
+    for line in summary.lines():
+        out.print(line)
     if summary.stopped:
         err.print(styled(("stopped: ", "bold red"), summary.stopped))
     if summary.failed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -63,41 +63,24 @@ def questions_classify(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence)."""
-    from tqaforge.generation.classify import METHODS, classify_questions
+    from tqaforge.generation.classify import METHODS, ClassifyOptions, classify_questions
     from tqaforge.llm import load_llm_settings
 
     check_choice("--method", method, METHODS)
 
     ws = open_ws(ctx, workspace)
+    options = ClassifyOptions(method=method, subtype=subtype, status=status, limit=limit, tagger=tagger)  # type: ignore[arg-type]
     llm = load_llm_settings(ws, model=model, max_cost=max_cost) if method != "lexical" else None
     with progress_bar(field_column("cost")) as progress:
         task = progress.add_task(f"typing ({method})", total=None, cost="")
 
-        def on_progress(done: int, s: Any) -> None:
-            cost = f"${s.cost:.4f} ({s.paid_calls} paid, {s.cached_calls} cached)" if llm else ""
-            progress.update(task, completed=done, total=s.total, cost=cost)
+        def on_progress(done: int, total: int | None, note: str = "") -> None:
+            progress.update(task, completed=done, total=total, cost=note)
 
         with ws.lock("classify", wait=False):
-            summary = classify_questions(ws, method=method, subtype=subtype, status=status, limit=limit, tagger=tagger,  # type: ignore[arg-type]
-                                         settings=llm, on_progress=on_progress)
-    how = f"comparative words by {summary.tagger}" if summary.tagger else ""
-    if summary.model:
-        how += (", " if how else "") + f"model {summary.model}"
-    out.print(
-        f"{summary.questions} questions typed ({how}): {summary.types.get('extraction', 0)} extraction, "
-        f"{summary.types.get('reasoning', 0)} reasoning, {summary.types.get('undecided', 0)} undecided; "
-        f"{summary.changed} changed; {summary.structural} with structural words"
-    )
-    for rule, n in summary.rules.most_common():
-        out.print(f"  {n:6} x {rule}")
-    if summary.no_answer:
-        out.print(f"{summary.no_answer} without an answer (the lexical rule needs one): left undecided")
-    if summary.invalid:
-        out.print(f"{summary.invalid} with an invalid model reply after the repair: left as they were")
-    if summary.human:
-        out.print(f"{summary.human} typed by a person: left alone")
-    if llm:
-        out.print(f"cost ${summary.cost:.4f}: {summary.paid_calls} paid calls, {summary.cached_calls} from the cache")
+            summary = classify_questions(ws, options, llm, on_progress=on_progress)
+    for line in summary.lines():
+        out.print(line)
     if summary.failed:
         err.print("every model reply was invalid; nothing was typed")
         raise typer.Exit(1)

@@ -18,15 +18,11 @@ from tqaforge.cli._common import (
     out,
     plain_table,
     print_count,
-    progress_bar,
+    progress_reporter,
     styled,
 )
 
 tables_app = typer.Typer(help="Import and inspect tables.", no_args_is_help=True, rich_markup_mode=None)
-
-# Rejections printed after an import; the rest are counted.
-_SHOW_REJECTED = 20
-
 
 @tables_app.command("import")
 @friendly_errors
@@ -72,33 +68,12 @@ def tables_import(
         format=format, selection=selection, strict_headers=False if lenient_headers else None,
         encoding=encoding, max_file_bytes=max_bytes,
     )
-    with progress_bar() as progress:
-        task = progress.add_task("importing", total=0)
-
-        def on_file(path: str, n: int) -> None:
-            progress.update(task, total=(progress.tasks[0].total or 0) + n, description=f"importing {Path(path).name}")
-
-        summary = import_paths(ws, paths, options, on_file=on_file, on_progress=lambda n: progress.advance(task, n))
-    for f in summary.files:
-        if f.error:
-            err.print(styled(("failed ", "red"), f.error))
-    out.print(
-        f"imported {summary.total('tables_new')} tables, {summary.total('questions_new')} questions, "
-        f"{summary.total('answers_new')} answers; already present: {summary.total('tables_present')} tables, "
-        f"{summary.total('questions_present')} questions; rejected: {len(summary.rejected)} tables; "
-        f"failed paths: {len(summary.failed)} of {len(summary.files)}"
-    )
-    if summary.control_chars_removed:
-        out.print(f"removed {summary.control_chars_removed} control characters (NUL and the like) from cells and text")
-    if summary.subtypes_dropped:
-        out.print(
-            f"{summary.subtypes_dropped} questions stored without a subtype: their category is not in the "
-            "workspace taxonomy (kept in meta.source_category)"
-        )
-    for location, reason in summary.rejected[:_SHOW_REJECTED]:
-        out.print(f"  rejected {location}: {reason}")
-    if len(summary.rejected) > _SHOW_REJECTED:
-        out.print(f"  ... and {len(summary.rejected) - _SHOW_REJECTED} more rejected")
+    with progress_reporter("importing", total=0, describe=lambda path: f"importing {Path(path).name}") as on_progress:
+        summary = import_paths(ws, paths, options, on_progress=on_progress)
+    for failure in summary.failures():
+        err.print(styled(("failed ", "red"), failure))
+    for line in summary.lines():
+        out.print(line)
     if summary.failed:
         raise typer.Exit(1)
 

@@ -19,7 +19,7 @@ from tqaforge.cli._common import (
     out,
     plain_table,
     print_count,
-    progress_bar,
+    progress_reporter,
     styled,
 )
 
@@ -54,48 +54,19 @@ def variants_build(
     Every option is checked, and so is the prompts file, before anything is stored: a prompts
     file made with other options is never replaced without --overwrite.
     """
-    from tqaforge.tables.perturb import TORR_PERTURBATIONS
-    from tqaforge.tables.serialize import TORR_SERIALIZATIONS
-    from tqaforge.variants.grid import (
-        GridSpec,
-        PromptsOptions,
-        build_variants,
-        check_prompts_target,
-        default_prompts_path,
-        load_items,
-        parse_seeds,
-        write_prompts,
-    )
+    from tqaforge.variants.grid import GridOptions, build_variant_grid, parse_seeds
 
     ws = open_ws(ctx, workspace)
-    spec = GridSpec(
-        names(serializations) if serializations else tuple(TORR_SERIALIZATIONS),
-        names(perturbations) if perturbations else ("none", *TORR_PERTURBATIONS),
-        parse_seeds(seeds), skip_structural=not keep_structural,
+    options = GridOptions(
+        serializations=names(serializations) if serializations else None,
+        perturbations=names(perturbations) if perturbations else None,
+        seeds=parse_seeds(seeds), subtype=subtype, status=status or None, limit=limit,
+        out=out_path, overwrite=overwrite, write_prompts=not no_prompts, skip_structural=not keep_structural,
     )
-    options = PromptsOptions(spec, subtype=subtype, status=status or None, limit=limit)
-    target = out_path or default_prompts_path(ws)
-    if not no_prompts:
-        check_prompts_target(target, options, overwrite=overwrite)
-    items = load_items(ws, subtype=subtype, status=status or None, limit=limit)
-    with progress_bar() as progress:
-        task = progress.add_task("building variants", total=len(items))
-        advance = lambda n: progress.advance(task, n)  # noqa: E731
-        if no_prompts:
-            summary = build_variants(ws, items, spec, on_progress=advance)
-        else:
-            summary = write_prompts(
-                ws, target, options, lambda fh: build_variants(ws, items, spec, prompts=fh, on_progress=advance),
-                overwrite=overwrite,
-            )
-    out.print(
-        f"{summary.items} items: {summary.variants_new} new variants, {summary.variants_present} already present, "
-        f"{sum(summary.skipped.values())} skipped" + ("" if no_prompts else f"; {summary.prompts} prompts -> {target}")
-    )
-    for name, n in sorted(summary.skipped.items()):
-        out.print(f"  skipped {name}: {n}")
-    for reason, n in sorted(summary.skip_reasons.items(), key=lambda kv: -kv[1])[:10]:
-        out.print(f"    {n} x {reason}")
+    with progress_reporter("building variants", lazy=True) as on_progress:
+        summary = build_variant_grid(ws, options, on_progress=on_progress)
+    for line in summary.lines():
+        out.print(line)
 
 
 @variants_app.command("list")

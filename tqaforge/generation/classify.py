@@ -24,7 +24,7 @@ where things are in the table ("the name in the first row", "the team listed abo
 removes them before perturbing table structure. Its words are the paper's list (appendix A.3)
 plus the names of table parts, ``row`` and ``column``.
 
-:func:`classify_questions` types stored questions and writes ``Question.question_type`` and the
+:func:`classify_questions` (what to type: :class:`ClassifyOptions`) types stored questions and writes ``Question.question_type`` and the
 evidence to ``Question.meta["typing"]``; a label a person gave (``method`` ``"human"``) is never
 overwritten. :func:`score_typing` measures a method against labels.
 
@@ -44,7 +44,7 @@ import asyncio
 import collections
 import functools
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -52,8 +52,10 @@ from typing import Any, Literal, Protocol
 from sqlmodel import select
 
 from tqaforge.errors import ConfigError, InvalidReply
+from tqaforge.generation._costs import cost_line, cost_note
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
+from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import QuestionStatus, QuestionType
@@ -76,6 +78,7 @@ __all__ = [
     "METHODS",
     "PAPER_STRUCTURAL_WORDS",
     "STRUCTURAL_WORDS",
+    "ClassifyOptions",
     "ClassifySummary",
     "Cue",
     "CueFinder",
@@ -450,9 +453,34 @@ _BATCH = 500  # questions loaded and written per transaction (lexical)
 _LLM_CHUNK = 64  # questions in flight, and written per transaction (LLM): a kill loses at most these writes
 
 
+@dataclass(frozen=True)
+class ClassifyOptions:
+    """What :func:`classify_questions` types and how.
+
+    Questions of ``subtype`` (all when None) and ``status`` (every status but rejected when
+    None), oldest first, at most ``limit``; typed by ``method`` (``lexical``, ``llm`` or
+    ``combined``), with comparative words found by ``tagger`` (:func:`cue_finder`); ``structural``
+    is the structural-word list, ``serialization`` how the model sees the table, ``seed`` the
+    seed sent with its requests.
+    """
+
+    method: Method = "lexical"
+    subtype: str | None = None
+    status: str | None = None
+    limit: int | None = None
+    tagger: TaggerChoice = "auto"
+    structural: Sequence[str] = STRUCTURAL_WORDS
+    serialization: str = "markdown"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown typing method {self.method!r}", hint="lexical, llm or combined")
+
+
 @dataclass
 class ClassifySummary:
-    """What :func:`classify_questions` did."""
+    """What :func:`classify_questions` did; :meth:`lines` is what the CLI prints."""
 
     method: str
     tagger: str | None = None
@@ -482,6 +510,42 @@ class ClassifySummary:
         self.types[kind.value if kind else "undecided"] += 1
         self.rules[rule] += 1
         self.structural += bool(words)
+
+    def lines(self) -> list[str]:
+        """What the CLI prints on stdout: the types, each rule's count, what was left, and the
+        cost when a model was asked. (A :attr:`failed` run is reported on stderr besides.)"""
+        how = f"comparative words by {self.tagger}" if self.tagger else ""
+        if self.model:
+            how += (", " if how else "") + f"model {self.model}"
+        lines = [
+            f"{self.questions} questions typed ({how}): {self.types.get('extraction', 0)} extraction, "
+            f"{self.types.get('reasoning', 0)} reasoning, {self.types.get('undecided', 0)} undecided; "
+            f"{self.changed} changed; {self.structural} with structural words"
+        ]
+        lines += [f"  {n:6} x {rule}" for rule, n in self.rules.most_common()]
+        if self.no_answer:
+            lines.append(f"{self.no_answer} without an answer (the lexical rule needs one): left undecided")
+        if self.invalid:
+            lines.append(f"{self.invalid} with an invalid model reply after the repair: left as they were")
+        if self.human:
+            lines.append(f"{self.human} typed by a person: left alone")
+        if self.model:
+            lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts as JSON-able data (``rules`` most frequent first) and ``failed``."""
+        return {
+            "method": self.method, "tagger": self.tagger, "model": self.model, "total": self.total,
+            "questions": self.questions, "types": dict(self.types), "rules": dict(self.rules.most_common()),
+            "changed": self.changed, "no_answer": self.no_answer, "invalid": self.invalid,
+            "structural": self.structural, "human": self.human, "paid_calls": self.paid_calls,
+            "cached_calls": self.cached_calls, "cost": self.cost, "failed": self.failed,
+        }
+
+    def progress_note(self) -> str:
+        """The note passed to ``on_progress``: running cost and calls when a model is asked, else empty."""
+        return cost_note(self.cost, self.paid_calls, self.cached_calls) if self.model else ""
 
 
 @dataclass
@@ -561,37 +625,36 @@ def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str
 
 def classify_questions(
     ws: Workspace,
+    options: ClassifyOptions | None = None,
+    llm: LLMSettings | None = None,
     *,
-    method: Method = "lexical",
-    subtype: str | None = None,
-    status: str | None = None,
-    limit: int | None = None,
-    tagger: TaggerChoice = "auto",
-    structural: Sequence[str] = STRUCTURAL_WORDS,
-    settings: LLMSettings | None = None,
-    serialization: str = "markdown",
-    seed: int = 0,
-    on_progress: Callable[[int, ClassifySummary], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> ClassifySummary:
-    """Type stored questions as extraction or reasoning with ``method`` and store the result.
+    """Type stored questions as extraction or reasoning and store the result; the CLI's
+    ``questions classify``::
 
-    Questions are selected by ``subtype`` and ``status`` (default: every status but rejected),
-    oldest first, at most ``limit``; questions a person typed are skipped. Each gets
+        summary = classify_questions(ws, ClassifyOptions(method="combined", subtype="Counting"), llm)
+        for line in summary.lines():
+            print(line)
+
+    Questions are selected by ``options`` (:class:`ClassifyOptions`; default: every question
+    but the rejected, lexically); questions a person typed are skipped. Each gets
     ``question_type`` (None when undecided) and ``meta["typing"]``: the method, the type, the
     decision in words, the answers used, the lexical and model evidence and the structural words
-    found. ``llm`` and ``combined`` need ``settings``; model replies are LLMCall records, so a
+    found. ``llm`` and ``combined`` need ``llm`` settings; model replies are LLMCall records, so a
     second run pays nothing. An invalid reply (after one repair) leaves that question as it was
     and is counted; BudgetExceeded and other LLMErrors are raised after the finished questions
-    are stored. ``on_progress(n_done, summary)`` is called as questions finish.
+    are stored. ``on_progress`` (:class:`~tqaforge.progress.Progress`) is called as questions are
+    stored, with the questions done, the questions selected and a note of the running cost.
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown typing method {method!r}", hint="lexical, llm or combined")
-    if method != "lexical" and settings is None:
+    options = options if options is not None else ClassifyOptions()
+    method = options.method
+    if method != "lexical" and llm is None:
         raise ConfigError(f"method {method!r} needs a model", hint="pass --model or set [llm] model in tqaforge.toml")
-    finder = cue_finder(tagger) if method != "llm" else None
+    finder = cue_finder(options.tagger) if method != "llm" else None
     summary = ClassifySummary(method=method, tagger=finder.name if finder else None,
-                              model=settings.model if settings and method != "lexical" else None)
-    work, summary.human = _load(ws, subtype, status, limit)
+                              model=llm.model if llm and method != "lexical" else None)
+    work, summary.human = _load(ws, options.subtype, options.status, options.limit)
     summary.total = len(work)
     done = 0
 
@@ -601,7 +664,7 @@ def classify_questions(
             results = []
             for w in work[start : start + _BATCH]:
                 verdict = lexical_type(w.table, w.text, w.answers, cues=finder)
-                words = structural_words(w.text, structural)
+                words = structural_words(w.text, options.structural)
                 summary.no_answer += verdict.rule == "no_answer"
                 summary.add(verdict.question_type, verdict.rule, words)
                 decision = f"lexical rule: {verdict.rule}"
@@ -610,30 +673,28 @@ def classify_questions(
             summary.changed += _write(ws, results)
             done += len(results)
             if on_progress:
-                on_progress(done, summary)
+                on_progress(done, summary.total, summary.progress_note())
         return summary
 
-    assert settings is not None
-    run(_classify_with_model(ws, work, method, finder, structural, settings, serialization, seed, summary, on_progress))
+    assert llm is not None
+    run(_classify_with_model(ws, work, options, finder, llm, summary, on_progress))
     return summary
 
 
 async def _classify_with_model(
     ws: Workspace,
     work: list[_Work],
-    method: str,
+    options: ClassifyOptions,
     finder: CueFinder | None,
-    structural: Sequence[str],
     settings: LLMSettings,
-    serialization: str,
-    seed: int,
     summary: ClassifySummary,
-    on_progress: Callable[[int, ClassifySummary], None] | None,
+    on_progress: Progress | None,
 ) -> None:
     """Type ``work`` through the runner: questions in flight together, typed and written in
     order, in transactions of ``_LLM_CHUNK``; an LLMError other than an invalid reply is
     raised once the questions typed before it are stored."""
     loop = asyncio.get_running_loop()
+    method, structural, serialization, seed = options.method, options.structural, options.serialization, options.seed
     batch: list[tuple[str, QuestionType | None, dict[str, Any]]] = []  # typed, not yet written
     counted = 0  # results since the last write (invalid replies too)
     done = 0
@@ -652,7 +713,7 @@ async def _classify_with_model(
         summary.changed += await loop.run_in_executor(None, _write, ws, results)
         done += typed
         if on_progress:
-            on_progress(done, summary)
+            on_progress(done, summary.total, summary.progress_note())
 
     def on_result(
         job: Job[Any], outcome: tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]

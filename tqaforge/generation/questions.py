@@ -40,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
 
 from sqlalchemy import func
 from sqlmodel import col, select
@@ -52,12 +52,14 @@ from tqaforge.errors import (
     TaxonomyError,
     TqaforgeError,
 )
+from tqaforge.generation._costs import cost_line, cost_note
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
 from tqaforge.labels import record_question_review
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered, settle
+from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import Origin, QuestionStatus, StepStatus
@@ -125,18 +127,6 @@ def load_generation_options(ws: Workspace, **overrides: Any) -> GenerationOption
     return GenerationOptions(**values)
 
 
-@dataclass(frozen=True)
-class GenerationProgress:
-    """What a progress display needs; passed to ``on_progress`` after every step and call."""
-
-    steps_done: int
-    steps_total: int
-    questions_new: int
-    cost: float
-    paid_calls: int
-    cached_calls: int
-
-
 _ADVICE = {
     StopReason.BUDGET: "finished steps are stored; run the command again with a larger --max-cost to resume",
     StopReason.AUTH: "finished steps are stored; set the API key (OPENAI_API_KEY or the variable named by "
@@ -196,6 +186,36 @@ class GenerationSummary:
                     "model or check the endpoint, then run the command again with --retry-failed")
         return None
 
+    def lines(self) -> list[str]:
+        """What the CLI prints on stdout after the run: steps and questions, routing (when any), cost.
+
+        What went wrong (:attr:`stopped`, :attr:`advice`) is for stderr and not among these lines.
+        """
+        lines = [
+            f"rounds {', '.join(map(str, self.rounds)) or '-'}: {self.steps_done} steps done, {self.steps_present} "
+            f"already done, {self.steps_failed} with an invalid reply; {self.questions_new} new questions, duplicates "
+            f"dropped: {self.duplicates_exact} exact, {self.duplicates_rouge} ROUGE-L"
+        ]
+        if self.routed_human or self.routed_agent:
+            lines.append(
+                f"past the target: {self.routed_human} to people, {self.routed_agent} to the verification agent "
+                f"({self.verified_accepted} accepted, {self.verified_rejected} rejected, "
+                f"{self.verification_failed} unjudged)"
+            )
+        lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters, the stop and the verdict (``failed``, ``advice``) as JSON-able data."""
+        data = asdict(self)
+        data["stop_reason"] = self.stop_reason.value if self.stop_reason is not None else None
+        data.update(all_invalid=self.all_invalid, failed=self.failed, advice=self.advice)
+        return data
+
+    def progress_note(self) -> str:
+        """The note passed to ``on_progress``: running cost, calls and new questions."""
+        return cost_note(self.cost, self.paid_calls, self.cached_calls, f"{self.questions_new} new questions")
+
 
 @dataclass(frozen=True)
 class _Pair:
@@ -247,14 +267,17 @@ def generate_questions(
     options: GenerationOptions,
     llm: LLMSettings,
     *,
-    on_progress: Callable[[GenerationProgress], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> GenerationSummary:
     """Run generation rounds (see the module docs); the CLI's ``generate questions``.
 
     Stops cleanly -- everything finished is stored, ``summary.stopped`` says what and
     ``summary.stop_reason`` which kind -- when the budget (``llm.max_cost``) would be exceeded,
     the key is missing or refused, the endpoint reports impossible usage, or it fails after its
-    retries. ``summary.failed`` tells the CLI to exit non-zero, ``summary.advice`` what to say.
+    retries. ``summary.failed`` tells the CLI to exit non-zero, ``summary.advice`` what to say,
+    ``summary.lines()`` what to print. ``on_progress`` (:class:`~tqaforge.progress.Progress`) is
+    called after every model call and step with the steps committed, the steps to run and a note
+    of the running cost, calls and new questions.
     """
     return run(generate_questions_async(ws, options, llm, on_progress=on_progress))
 
@@ -264,7 +287,7 @@ async def generate_questions_async(
     options: GenerationOptions,
     llm: LLMSettings,
     *,
-    on_progress: Callable[[GenerationProgress], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> GenerationSummary:
     """:func:`generate_questions` for callers that already run an event loop."""
     generator = _Generator(ws, options, llm, on_progress)
@@ -279,7 +302,7 @@ class _Generator:
         ws: Workspace,
         options: GenerationOptions,
         llm: LLMSettings,
-        on_progress: Callable[[GenerationProgress], None] | None,
+        on_progress: Progress | None,
     ) -> None:
         self.ws = ws
         self.options = options
@@ -661,7 +684,7 @@ class _Generator:
         self._sync_costs()
         if self.on_progress is not None:
             s = self.summary
-            self.on_progress(GenerationProgress(s.steps_done, s.steps_total, s.questions_new, s.cost, s.paid_calls, s.cached_calls))
+            self.on_progress(s.steps_done, s.steps_total, s.progress_note())
 
 
 def parse_question_list(value: Any, limit: int) -> list[str]:
@@ -730,7 +753,7 @@ def _promoted_sources(ws: Workspace, subtype: str) -> dict[str, str]:
 
 
 __all__ = [
-    "GenerationError", "GenerationOptions", "GenerationProgress", "GenerationSummary",
+    "GenerationError", "GenerationOptions", "GenerationSummary",
     "generate_questions", "generate_questions_async", "load_generation_options",
     "parse_question_list", "parse_verdict", "round_id", "step_id",
 ]

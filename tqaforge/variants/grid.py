@@ -28,14 +28,15 @@ from tqaforge.errors import TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
 from tqaforge.generation.classify import structural_words
 from tqaforge.ids import variant_id
+from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
 from tqaforge.schemas.records import Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
-from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, PerturbationSkipped, perturb
+from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
-from tqaforge.tables.serialize import SERIALIZATIONS, serialize
+from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS, serialize
 from tqaforge.tables.table import Table
 
 #: Perturbations whose result does not depend on the seed: built once, with seed 0.
@@ -142,12 +143,42 @@ class Item:
 
 @dataclass(slots=True)
 class GridSummary:
+    """What one build of the grid did; :meth:`lines` is what ``tqaforge variants build`` prints."""
+
     items: int = 0
     variants_new: int = 0
     variants_present: int = 0
     prompts: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # perturbation -> count
     skip_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count
+    #: The prompts file written (as it was asked for, not resolved); None when none was written.
+    prompts_path: Path | None = None
+
+    def lines(self, *, max_reasons: int = 10) -> list[str]:
+        """The report: counts (and the prompts file), skips per perturbation, the commonest skip reasons."""
+        head = (
+            f"{self.items} items: {self.variants_new} new variants, {self.variants_present} already present, "
+            f"{sum(self.skipped.values())} skipped"
+        )
+        if self.prompts_path is not None:
+            head += f"; {self.prompts} prompts -> {self.prompts_path}"
+        lines = [head]
+        lines += [f"  skipped {name}: {n}" for name, n in sorted(self.skipped.items())]
+        reasons = sorted(self.skip_reasons.items(), key=lambda kv: -kv[1])[:max_reasons]
+        lines += [f"    {n} x {reason}" for reason, n in reasons]
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as JSON-able data."""
+        return {
+            "items": self.items,
+            "variants_new": self.variants_new,
+            "variants_present": self.variants_present,
+            "prompts": self.prompts,
+            "skipped": dict(self.skipped),
+            "skip_reasons": dict(self.skip_reasons),
+            "prompts_path": str(self.prompts_path) if self.prompts_path is not None else None,
+        }
 
 
 def item_context(question: Question, answers: Sequence[str]) -> ItemContext:
@@ -261,12 +292,16 @@ def build_variants(
     spec: GridSpec,
     *,
     prompts: TextIO | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> GridSummary:
     """Build and store the grid for ``items``; stream one prompt line per configuration to
     ``prompts`` (JSONL). Already stored variants are reused, never rebuilt or duplicated, and a
-    second build running at the same time stores nothing twice (the inserts skip existing ids)."""
+    second build running at the same time stores nothing twice (the inserts skip existing ids).
+    ``on_progress(done, len(items))`` is called before the first item and after each one."""
     summary = GridSummary(items=len(items))
+    done = 0
+    if on_progress:
+        on_progress(0, len(items))
     for start in range(0, len(items), _BATCH):
         batch = items[start : start + _BATCH]
         ids = [variant_id(it.question_id, n, s) for it in batch for n in spec.perturbations for s in spec.seeds_for(n)]
@@ -292,8 +327,9 @@ def build_variants(
                         summary.skip_reasons[row["skip_reason"]] = summary.skip_reasons.get(row["skip_reason"], 0) + 1
                     elif prompts is not None:
                         summary.prompts += _write_prompts(prompts, item, row, spec)
+            done += 1
             if on_progress:
-                on_progress(1)
+                on_progress(done, len(items))
         if new_rows:
             inserted = insert_new_variants(ws, new_rows)
             summary.variants_new += inserted
@@ -500,4 +536,62 @@ def write_prompts(
             replace_durably(tmp, resolved)
     finally:
         tmp.unlink(missing_ok=True)
+    return summary
+
+
+# --- the step: options in, summary out (what the CLI and the app call) -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GridOptions:
+    """Everything ``tqaforge variants build`` takes. ``None`` grids mean ToRR's (seven
+    serializations; none + four perturbations); ``out=None`` means WORKSPACE/prompts/variants.jsonl."""
+
+    serializations: tuple[str, ...] | None = None
+    perturbations: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] = (0,)
+    subtype: str | None = None
+    status: str | None = "accepted"  # None: questions of every status
+    limit: int | None = None
+    out: Path | None = None
+    overwrite: bool = False  # replace a prompts file made with other options
+    write_prompts: bool = True  # False: store the variants only
+    skip_structural: bool = True  # FREB-TQA's filter for questions that name positions
+
+    def spec(self) -> GridSpec:
+        """The grid these options ask for (checked: :class:`GridError` on unknown names or bad seeds)."""
+        return GridSpec(
+            self.serializations if self.serializations is not None else tuple(TORR_SERIALIZATIONS),
+            self.perturbations if self.perturbations is not None else ("none", *TORR_PERTURBATIONS),
+            self.seeds, skip_structural=self.skip_structural,
+        )
+
+    def prompts_options(self) -> PromptsOptions:
+        """What decides the content of the prompts file (recorded in its sidecar)."""
+        return PromptsOptions(self.spec(), subtype=self.subtype, status=self.status, limit=self.limit)
+
+
+def build_variant_grid(ws: Workspace, options: GridOptions, *, on_progress: Progress | None = None) -> GridSummary:
+    """Build and store the variant grid and (unless ``options.write_prompts`` is False) write its
+    prompts file with the sidecar, in one call.
+
+    Every option is checked, and so is the prompts file, before anything is stored: a prompts
+    file made with other options is never replaced without ``overwrite``.
+
+        summary = build_variant_grid(ws, GridOptions(perturbations=("none", "transpose"), seeds=(0, 1)))
+        print("\n".join(summary.lines()))
+    """
+    prompts_options = options.prompts_options()
+    spec = prompts_options.spec
+    target = options.out or default_prompts_path(ws)
+    if options.write_prompts:
+        check_prompts_target(target, prompts_options, overwrite=options.overwrite)
+    items = load_items(ws, subtype=options.subtype, status=options.status, limit=options.limit)
+    if not options.write_prompts:
+        return build_variants(ws, items, spec, on_progress=on_progress)
+    summary = write_prompts(
+        ws, target, prompts_options, lambda fh: build_variants(ws, items, spec, prompts=fh, on_progress=on_progress),
+        overwrite=options.overwrite,
+    )
+    summary.prompts_path = target
     return summary
