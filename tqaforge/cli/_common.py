@@ -122,6 +122,18 @@ def progress_reporter(
         bar.stop()
 
 
+@contextlib.contextmanager
+def noted_progress(description: str) -> Iterator["ProgressFn"]:
+    """A progress bar whose extra column shows each report's note (cost, paid and cached calls)."""
+    with progress_bar(field_column("note")) as bar:
+        task = bar.add_task(description, total=None, note="")
+
+        def report(done: int, total: int | None, note: str = "") -> None:
+            bar.update(task, completed=done, total=total, note=note)
+
+        yield report
+
+
 def field_column(name: str) -> "ProgressColumn":
     """A progress column showing ``task.fields[name]`` as plain text."""
     from rich.progress import TextColumn

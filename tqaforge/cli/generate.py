@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, err, field_column, friendly_errors, names, open_ws, out, progress_bar, styled
+from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, names, noted_progress, open_ws, out, styled
 
 generate_app = typer.Typer(help="Generate with an LLM (question generation rounds).", no_args_is_help=True, rich_markup_mode=None)
 
@@ -41,12 +41,7 @@ def generate_questions_cmd(
         serialization=serialization, retry_failed=retry_failed,
     )
     llm = load_llm_settings(ws, model=model, max_cost=max_cost)
-    with progress_bar(field_column("cost")) as progress:
-        task = progress.add_task(f"generating ({llm.model})", total=None, cost="$0.0000")
-
-        def on_progress(done: int, total: int | None, note: str = "") -> None:
-            progress.update(task, completed=done, total=total, cost=note)
-
+    with noted_progress(f"generating ({llm.model})") as on_progress:
         # One generation per workspace at a time: two would send the same requests and pay twice
         # before either could store the reply the other would have read from the cache.
         with ws.lock("generate", wait=False):

@@ -14,13 +14,12 @@ from tqaforge.cli._common import (
     Shown,
     check_choice,
     err,
-    field_column,
     friendly_errors,
+    noted_progress,
     open_ws,
     out,
     plain_table,
     print_count,
-    progress_bar,
 )
 
 questions_app = typer.Typer(help="Inspect, type and review questions.", no_args_is_help=True, rich_markup_mode=None)
@@ -71,12 +70,7 @@ def questions_classify(
     ws = open_ws(ctx, workspace)
     options = ClassifyOptions(method=method, subtype=subtype, status=status, limit=limit, tagger=tagger)  # type: ignore[arg-type]
     llm = load_llm_settings(ws, model=model, max_cost=max_cost) if method != "lexical" else None
-    with progress_bar(field_column("cost")) as progress:
-        task = progress.add_task(f"typing ({method})", total=None, cost="")
-
-        def on_progress(done: int, total: int | None, note: str = "") -> None:
-            progress.update(task, completed=done, total=total, cost=note)
-
+    with noted_progress(f"typing ({method})") as on_progress:
         with ws.lock("classify", wait=False):
             summary = classify_questions(ws, options, llm, on_progress=on_progress)
     for line in summary.lines():
