@@ -15,6 +15,7 @@ def test_every_key_keeps_its_value():
     assert ids.question_id("t1", " Which  one? ", "Counting") == "432474812a879acf7d37fa2c2aaf7a93"
     assert ids.question_id("t1", "Which", None, "s1") == "cbe7c42abb47771a094f46bcb1707244"
     assert ids.answer_id("q1", "import", ["1", "2"]) == "dad122f16ed7ec143b4e23b1252ed3af"
+    assert ids.candidate_id("q1", "PoT", 0, "m") == ids.content_hash({"question": "q1", "method": "PoT", "sample": 0, "model": "m"})
     assert ids.variant_id("q1", "shuffle_rows", 3) == "7508db2b1222538c258c6e23e7bb1a00"
     assert ids.round_id("Counting", 2) == "58506d745391a93d9a972aa02ed0cfee"
     assert ids.step_id("Counting", 2, "t1") == "6f4584f05725c4fd4a59345653fd980b"

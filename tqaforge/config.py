@@ -375,16 +375,40 @@ class LabelStudioSection(Section):
 
 @dataclass(frozen=True)
 class SandboxSection(Section):
-    """``[sandbox]``: reserved for the sandbox that runs model-written code (no keys yet)."""
+    """``[sandbox]``: limits of the sandbox that runs model-written code (PoT answers, charts).
+
+    The key names are the fields of ``tqaforge.sandbox.Limits`` plus ``workers`` (a test keeps the
+    lists equal); ``Limits`` checks the ranges.
+    """
 
     NAME: ClassVar[str] = "sandbox"
+    workers: int | None = _key(_INTEGER, "warm worker processes; default 2")
+    cpu_seconds: float | None = _key(_NUMBER, "CPU seconds a program may use")
+    wall_seconds: float | None = _key(_NUMBER, "seconds a program may take")
+    memory_mb: int | None = _key(_INTEGER, "memory a program may add, MiB")
+    file_mb: int | None = _key(_INTEGER, "largest file a program may write, MiB")
+    open_files: int | None = _key(_INTEGER, "files a program may hold open")
+    processes: int | None = _key(_INTEGER, "processes a program may run at once")
+    output_bytes: int | None = _key(_INTEGER, "bytes of stdout (and of stderr) kept; more ends the program")
 
 
 @dataclass(frozen=True)
 class AnswersSection(Section):
-    """``[answers]``: reserved for the answer agents (no keys yet)."""
+    """``[answers]``: defaults of answer annotation (``generate answers`` options win).
+
+    The key names are the fields of ``AnswerOptions`` that a file may set (a test keeps them
+    equal); :func:`tqaforge.answers.annotate.load_answer_options` checks the values.
+    """
 
     NAME: ClassVar[str] = "answers"
+    methods: str | None = _key(_STRING, 'comma-separated reasoning methods; default "TCoT,SCoT,PoT"')
+    samples: int | None = _key(_INTEGER, "replies per method and question")
+    vote: str | None = _key(_STRING, '"unanimous" or "majority"')
+    manual_share: float | None = _key(_NUMBER, "share of inconsistent answers routed to manual annotation")
+    seed: int | None = _key(_INTEGER, "seed of the routing draw and of the requests")
+    serialization: str | None = _key(_STRING, "table serialization in prompts")
+    temperature: float | None = _key(_NUMBER, "sampling temperature")
+    max_tokens: int | None = _key(_INTEGER, "reply length limit")
 
 
 @dataclass(frozen=True)

@@ -134,3 +134,12 @@ class ImpossibleUsage(LLMError):
 class ReplyTooLarge(InvalidReply):
     """A model reply was larger than any honest reply to its request can be; it was cut off
     at the limit, recorded with a truncated body, and never sent back to the model."""
+
+
+class SandboxError(TqaforgeError):
+    """The sandbox cannot run code as asked: limits out of range, or no worker process could start.
+
+    What a program does inside the sandbox (loop, crash, exceed a limit) is never this error: it is
+    the ``outcome`` of the run."""
+
+    hint = "check the sandbox limits you passed (see tqaforge.sandbox.Limits) or the worker log named in the message"

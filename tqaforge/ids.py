@@ -64,6 +64,12 @@ def answer_id(question_id: str, origin: str, values: Sequence[str]) -> str:
     return content_hash({"question": question_id, "origin": origin, "values": list(values)})
 
 
+def candidate_id(question_id: str, method: str, sample: int, model: str) -> str:
+    """The id of one agent's answer: its question, reasoning method (DP, TCoT, SCoT, PoT), sample
+    index and model (a re-run with another model makes new candidates, never overwrites)."""
+    return content_hash({"question": question_id, "method": method, "sample": sample, "model": model})
+
+
 def variant_id(question_id: str, perturbation: str, seed: int) -> str:
     """The id of the variant of a question under one perturbation and seed."""
     return content_hash({"question": question_id, "perturbation": perturbation, "seed": seed})

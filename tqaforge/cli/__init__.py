@@ -15,8 +15,10 @@ import typer
 from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
+from tqaforge.cli.answers import answers_app
 from tqaforge.cli.generate import generate_app
 from tqaforge.cli.questions import questions_app
+from tqaforge.cli.sandbox import sandbox_app
 from tqaforge.cli.seeds import seeds_app
 from tqaforge.cli.tables import tables_app
 from tqaforge.cli.variants import variants_app
@@ -47,6 +49,8 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(generate_app, name="generate")
 app.add_typer(agreement_app, name="agreement")
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(answers_app, name="answers")
 _serve.register(app)
 
 __all__ = ["app"]

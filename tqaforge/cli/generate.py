@@ -1,4 +1,4 @@
-"""``tqaforge generate questions``: self-inspired question generation rounds."""
+"""``tqaforge generate questions`` (self-inspired question rounds) and ``generate answers`` (self-consistency answers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, names, noted_progress, open_ws, out, styled
 
-generate_app = typer.Typer(help="Generate with an LLM (question generation rounds).", no_args_is_help=True, rich_markup_mode=None)
+generate_app = typer.Typer(help="Generate with an LLM (question rounds, answers by self-consistency).", no_args_is_help=True, rich_markup_mode=None)
 
 
 @generate_app.command("questions")
@@ -48,6 +48,53 @@ def generate_questions_cmd(
             summary = generate_questions(ws, options, llm, on_progress=on_progress)
     for line in summary.lines():
         out.print(line)
+    if summary.stopped:
+        err.print(styled(("stopped: ", "bold red"), summary.stopped))
+    if summary.failed:
+        err.print(summary.advice)
+        raise typer.Exit(1)
+
+
+@generate_app.command("answers")
+@friendly_errors
+def generate_answers_cmd(
+    ctx: typer.Context,
+    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated reasoning methods: dp, tcot, scot, pot (default tcot,scot,pot)."),
+    samples: Optional[int] = typer.Option(None, "--samples", min=1, help="Replies per method and question (default 1)."),
+    vote: Optional[str] = typer.Option(None, "--vote", help="unanimous (TableBench, default) or majority."),
+    questions: list[str] = typer.Option(["accepted"], "--questions", help="accepted (default), all, or question ids / prefixes (repeat or comma-separate)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (default: model in the llm section of tqaforge.toml or TQAFORGE_LLM_MODEL)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
+    manual_share: Optional[float] = typer.Option(None, "--manual-share", min=0.0, max=1.0, help="Share of inconsistent answers routed to manual annotation (default 0.3)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed of the routing draw and the requests (stored)."),
+    serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Answer questions with TCoT / SCoT / PoT agents (PoT runs in the sandbox), vote, and route: consistent
+    answers to people for verification, a seeded share of the inconsistent ones to manual annotation.
+    Re-running answers only questions without a vote and never pays twice."""
+    import json
+
+    from tqaforge.answers.annotate import generate_answers, load_answer_options
+    from tqaforge.llm import load_llm_settings
+
+    ws = open_ws(ctx, workspace)
+    selection = tuple(n for q in questions for n in names(q))
+    options = load_answer_options(
+        ws, methods=names(methods) if methods else None, samples=samples, vote=vote, questions=selection,
+        manual_share=manual_share, seed=seed, serialization=serialization,
+    )
+    llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    with noted_progress(f"answering ({llm.model})") as on_progress:
+        # One answering run per workspace at a time: two would pay for the same requests.
+        with ws.lock("generate-answers", wait=False):
+            summary = generate_answers(ws, options, llm, on_progress=on_progress)
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        for line in summary.lines():
+            out.print(line)
     if summary.stopped:
         err.print(styled(("stopped: ", "bold red"), summary.stopped))
     if summary.failed:

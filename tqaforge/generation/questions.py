@@ -52,7 +52,7 @@ from tqaforge.errors import (
     TaxonomyError,
     TqaforgeError,
 )
-from tqaforge.generation._costs import cost_line, cost_note
+from tqaforge.generation._costs import cost_line, cost_note, stop_advice
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
@@ -127,15 +127,6 @@ def load_generation_options(ws: Workspace, **overrides: Any) -> GenerationOption
     return GenerationOptions(**values)
 
 
-_ADVICE = {
-    StopReason.BUDGET: "finished steps are stored; run the command again with a larger --max-cost to resume",
-    StopReason.AUTH: "finished steps are stored; set the API key (OPENAI_API_KEY or the variable named by "
-                     "[llm] api_key_env) and run the command again to resume",
-    StopReason.IMPOSSIBLE_USAGE: "finished steps are stored; the endpoint's token counts cannot be trusted: "
-                                 "check OPENAI_BASE_URL / [llm] base_url before running the command again",
-    StopReason.ENDPOINT: "finished steps are stored; fix the problem above (is the endpoint up, is --model "
-                         "right?) and run the command again to resume",
-}
 
 
 @dataclass
@@ -180,7 +171,7 @@ class GenerationSummary:
     def advice(self) -> str | None:
         """What to do next, for a run that failed; None for one that did not."""
         if self.stop_reason is not None:
-            return _ADVICE[self.stop_reason]
+            return stop_advice(self.stop_reason, "steps")
         if self.all_invalid:
             return ("every step got an invalid model reply (see the step errors and the LLM calls); try a larger "
                     "model or check the endpoint, then run the command again with --retry-failed")

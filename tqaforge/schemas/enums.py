@@ -42,9 +42,11 @@ class AnswerMethod(StrEnum):
 
 
 class CandidateStatus(StrEnum):
+    """How one agent's reply ended: an answer, no parseable answer, or code that did not run."""
+
     OK = "ok"
-    PARSE_ERROR = "parse_error"
-    EXEC_ERROR = "exec_error"
+    UNPARSED = "unparsed"  # no final-answer line / no single code block; ``error`` says which
+    EXEC_ERROR = "exec_error"  # PoT or chart code ran in the sandbox and failed (outcome in ``details``)
 
 
 class AnswerStatus(StrEnum):
@@ -54,6 +56,16 @@ class AnswerStatus(StrEnum):
     VERIFIED = "verified"  # confirmed by people
     CORRECTED = "corrected"  # fixed by people
     REJECTED = "rejected"
+
+
+class AnswerRoute(StrEnum):
+    """Where a voted answer goes next (TableBench: consistent answers to people for verification,
+    a random share of the inconsistent ones to manual annotation, the rest set aside)."""
+
+    VERIFY = "verify"  # consistent: people verify it
+    MANUAL = "manual"  # inconsistent, drawn for manual annotation
+    SET_ASIDE = "set_aside"  # inconsistent, not drawn: kept with its candidates, no one's work
+    KEEP_GOLD = "keep_gold"  # the question came with a gold answer, which stays the answer
 
 
 class VariantStatus(StrEnum):

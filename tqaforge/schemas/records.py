@@ -29,6 +29,7 @@ from tqaforge.schemas.enums import (
     AdjudicationStatus,
     AnswerEffect,
     AnswerMethod,
+    AnswerRoute,
     AnswerStatus,
     CallStatus,
     CandidateStatus,
@@ -107,7 +108,12 @@ class Question(SQLModel, table=True):
 
 
 class AnswerCandidate(SQLModel, table=True):
-    """One agent's answer to a question (DP, TCoT, SCoT or PoT), parsed from its reply."""
+    """One agent's answer to a question (DP, TCoT, SCoT or PoT), parsed from its reply.
+
+    ``values`` are the answer items (for a chart: the drawn y values, rounded and sorted, as
+    TableBench compares them); ``value`` their display form. ``details`` (shapes.CandidateDetails)
+    holds SCoT's steps and, for code, the sandbox's outcome.
+    """
 
     __tablename__ = "answer_candidates"
 
@@ -118,11 +124,16 @@ class AnswerCandidate(SQLModel, table=True):
     raw: str = Field(default="", sa_column=Column(Text, nullable=False))
     code: Optional[str] = Field(default=None, sa_column=Column(Text))
     value: Optional[str] = Field(default=None, sa_column=Column(Text))
+    values: Optional[list[str]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     status: CandidateStatus = Field(default=CandidateStatus.OK, sa_type=StoredEnum(CandidateStatus))
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    # shapes.CandidateDetails
+    details: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     llm_call_id: Optional[str] = Field(default=None, foreign_key="llm_calls.id", max_length=64)
     model: Optional[str] = None
     created_at: datetime = Field(default_factory=utcnow)
+
+    make_id = staticmethod(ids.candidate_id)
 
 
 class Answer(SQLModel, table=True):
@@ -137,7 +148,9 @@ class Answer(SQLModel, table=True):
     status: AnswerStatus = Field(default=AnswerStatus.GOLD, index=True, sa_type=StoredEnum(AnswerStatus))
     origin: Origin = Field(default=Origin.IMPORT, sa_type=StoredEnum(Origin))
     method: Optional[str] = None  # "import", "vote", "human", ...
+    # shapes.AnswerVotes (a vote's candidates, groups, rule, routing draw)
     votes: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    route: Optional[AnswerRoute] = Field(default=None, index=True, sa_type=StoredEnum(AnswerRoute))
     created_by: str = "tqaforge"
     created_at: datetime = Field(default_factory=utcnow)
 

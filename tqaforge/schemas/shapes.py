@@ -98,3 +98,40 @@ class VariantChanges(TypedDict):
     transposed: bool
     duplicated_from: dict[str, int]  # new row -> original row (keys are strings in JSON)
     note: str
+
+
+class CandidateExecution(TypedDict, total=False):
+    """``CandidateDetails["execution"]``: how the sandbox ran a PoT or chart program (answers.agents)."""
+
+    outcome: str  # tqaforge.sandbox.Outcome: ok, exception, timeout, memory, output_limit, killed, crashed
+    exit_status: int | None
+    error: str | None
+    stdout: str  # the head of it
+    stderr: str  # the head of it
+    isolation: list[str]  # the layers in force
+    missing: list[str]  # layers asked for but not available on that machine
+    seconds: float
+    chart: dict[str, Any] | None  # ChartReading.to_dict(): the drawn y data, or why none
+
+
+class CandidateDetails(TypedDict, total=False):
+    """``AnswerCandidate.details``: what an agent's reply held beyond its answer (answers.agents)."""
+
+    steps: list[dict[str, str]]  # SCoT: {"thought", "action", "result"}
+    execution: CandidateExecution  # PoT and chart code
+    chart_type: str  # the chart type the code was read as
+
+
+class AnswerVotes(TypedDict, total=False):
+    """``Answer.votes`` of a voted answer (answers.annotate): who said what, and the routing draw."""
+
+    rule: str  # "unanimous" | "majority"
+    methods: list[str]
+    samples: int
+    candidates: list[dict[str, Any]]  # {"id", "method", "sample", "values", "status"}
+    groups: list[list[str]]  # candidate ids of each group of equal answers, the largest first
+    reason: str  # why it is inconsistent / why it went where it went
+    draw: float  # the seeded number in [0, 1) that routed an inconsistent answer
+    manual_share: float
+    seed: int
+    model: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from decimal import Decimal, InvalidOperation
 
 # A number as tables write it: optional sign or accounting parentheses, currency, thousands
 # separators, decimals, an optional percent or scale suffix. "$ 1,305", "(5,906)", "65.7%", "-0.3".
@@ -30,8 +31,12 @@ def is_numeric(text: str) -> bool:
     return bool(_NUMBER.match(text))
 
 
-def parse_number(text: str) -> float | None:
-    """The value of a numeric cell, or None. ``(5,906)`` is -5906; ``65.7%`` is 65.7."""
+def parse_decimal(text: str) -> Decimal | None:
+    """The exact value of a numeric cell as written, or None; :func:`parse_number` is its float.
+
+    ``"1,234.50"`` is ``Decimal("1234.50")`` (the written decimals kept, which answer matching uses
+    as the precision of the number); ``(5,906)`` is -5906; a percent sign or scale word is dropped.
+    """
     if not is_numeric(text):
         return None
     t = text.strip()
@@ -39,10 +44,18 @@ def parse_number(text: str) -> float | None:
     t = re.sub(r"[()$€£¥,%\s]", "", t).replace("\u2212", "-")
     t = re.sub(r"(?i)(k|m|bn|million|billion)$", "", t)
     try:
-        value = float(t)
-    except ValueError:
+        value = Decimal(t)
+    except InvalidOperation:
+        return None
+    if not value.is_finite():
         return None
     return -value if negative else value
+
+
+def parse_number(text: str) -> float | None:
+    """The value of a numeric cell, or None. ``(5,906)`` is -5906; ``65.7%`` is 65.7."""
+    value = parse_decimal(text)
+    return None if value is None else float(value)
 
 
 # The one rule for control characters in stored text (cells, headers, captions, questions,

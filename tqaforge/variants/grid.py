@@ -24,19 +24,19 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
 
 from sqlmodel import Session, col, select
 
+from tqaforge.answers.agents import AGENTS
 from tqaforge.errors import TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
 from tqaforge.generation.classify import structural_words
 from tqaforge.ids import variant_id
 from tqaforge.progress import Progress
-from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
-from tqaforge.schemas.enums import AnswerEffect, Origin, VariantStatus
+from tqaforge.schemas.enums import AnswerEffect, AnswerMethod, Origin, VariantStatus
 from tqaforge.schemas.records import Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
-from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS, serialize
+from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 from tqaforge.tables.table import Table
 
 #: Perturbations whose result does not depend on the seed: built once, with seed 0.
@@ -134,6 +134,7 @@ class Item:
     table_id: str
     table: Table
     context: ItemContext
+    subtype: str | None = None  # picks the answer-format rules of the prompt
 
     @property
     def structural_words(self) -> tuple[str, ...]:
@@ -218,7 +219,8 @@ def load_items(
         gold = trusted_answers(s, [x.id for x in questions])
         tables = tables_by_id(s, [x.table_id for x in questions])
     return [
-        Item(x.id, x.text, x.table_id, tables[x.table_id], item_context(x, gold[x.id].values if x.id in gold else []))
+        Item(x.id, x.text, x.table_id, tables[x.table_id], item_context(x, gold[x.id].values if x.id in gold else []),
+             x.subtype)
         for x in questions
     ]
 
@@ -235,9 +237,9 @@ def perturb_item(item: Item, perturbation: str, seed: int, *, skip_structural: b
         return skipped
 
 
-def render_prompt(table: Table, question: str, serialization: str) -> str:
-    """The answering prompt for one configuration (template ``answer_dp``)."""
-    return render("answer_dp", serialization=serialization, table=serialize(table, serialization), question=question)
+def render_prompt(table: Table, question: str, serialization: str, subtype: str | None = None) -> str:
+    """The answering prompt for one configuration: the direct-prompting agent's (template ``answer_dp``)."""
+    return AGENTS[AnswerMethod.DP].prompt(table, question, subtype, serialization)
 
 
 def iter_grid(items: Iterable[Item], spec: GridSpec) -> Iterator[tuple[Item, str, int, Perturbed | PerturbationSkipped]]:
@@ -353,7 +355,7 @@ def _write_prompts(out: TextIO, item: Item, row: dict[str, Any], spec: GridSpec)
             "perturbation": row["perturbation"],
             "seed": row["seed"],
             "serialization": serialization,
-            "prompt": render_prompt(table, item.question, serialization),
+            "prompt": render_prompt(table, item.question, serialization, item.subtype),
             "answers": row["answers"],
             "answer_effect": row["answer_effect"],
         }

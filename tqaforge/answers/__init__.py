@@ -1,0 +1,1 @@
+"""Answer annotation: agents, parsing, voting."""

@@ -1,0 +1,402 @@
+"""Self-consistency answer annotation (TableBench, "Answer Annotation"): the CLI's ``generate answers``.
+
+For every selected question that has no voted answer yet, each method asked for (default TCoT,
+SCoT and PoT) answers ``samples`` times (:mod:`tqaforge.answers.agents`; PoT and chart code run
+in the sandbox), then the candidates vote (:mod:`tqaforge.answers.vote`):
+
+- **consistent** (the agents agree): an :class:`Answer` with status ``consistent`` and route
+  ``verify``: it waits for people to verify it before anything trusts it as gold.
+- **inconsistent**: every candidate is kept; a seeded draw (a hash of the run's seed and the
+  question id, uniform in [0, 1)) below ``manual_share`` (default 0.3, TableBench's 30%) routes it
+  to ``manual`` annotation, the rest are ``set_aside`` with the reason (no answer from PoT, three
+  different answers, ...). The draw is stored, so the routing can be checked and repeated.
+- A question that came with a gold answer (TableBench, FREB-TQA) keeps it: its vote is stored
+  (status consistent or inconsistent, route ``keep_gold``) to measure the agents against the gold
+  (``tqaforge answers report``), and no one is asked to look at it.
+
+Resumable and idempotent like question generation: the agents' calls run through the ordered,
+budgeted runner (:func:`tqaforge.llm.runner.run_ordered`), each question's candidates and vote
+are committed in one transaction in question order, and every model call is an LLMCall record,
+so a second run sends nothing and a killed run, run again, gets its finished calls from the
+store and pays only for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlmodel import col, select
+
+from tqaforge.answers.agents import (
+    AGENTS,
+    CHART_SUBTYPE,
+    AnswerItem,
+    Candidate,
+    answer_once,
+    chart_answer_text,
+    chart_type_for,
+    parse_methods,
+)
+from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
+from tqaforge.errors import ConfigError, LLMError, NotFound, TqaforgeError
+from tqaforge.generation._costs import cost_line, cost_note, stop_advice
+from tqaforge.ids import candidate_id, content_hash
+from tqaforge.llm import Gateway, LLMSettings, run
+from tqaforge.llm.runner import Job, StopReason, run_ordered
+from tqaforge.progress import Progress
+from tqaforge.queries import get_by_prefix
+from tqaforge.sandbox import Limits, Sandbox
+from tqaforge.schemas.enums import AnswerMethod, AnswerRoute, AnswerStatus, CandidateStatus, Origin, QuestionStatus
+from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord
+from tqaforge.schemas.shapes import AnswerVotes
+from tqaforge.store import Workspace
+from tqaforge.tables.matching import answer_rule
+from tqaforge.tables.serialize import SERIALIZATIONS
+from tqaforge.tables.writers import write_csv
+
+VOTE_METHOD = "vote"  # Answer.method of a voted answer
+#: Question selections besides explicit ids.
+SELECTIONS = ("accepted", "all")
+#: Answer statuses that mean "this question already has its gold" (people's word or a benchmark's).
+GOLD_STATUSES = (AnswerStatus.GOLD, AnswerStatus.VERIFIED, AnswerStatus.CORRECTED)
+
+
+class AnswerOptionsError(TqaforgeError):
+    """The answering options cannot be used (unknown method or vote rule, bad numbers)."""
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """What to answer and how. Defaults come from ``[answers]`` in ``tqaforge.toml``.
+
+    ``questions``: ``("accepted",)`` (accepted and seed questions), ``("all",)`` (every question
+    that is not rejected) or question ids / unique prefixes.
+    """
+
+    methods: tuple[AnswerMethod, ...] = (AnswerMethod.TCOT, AnswerMethod.SCOT, AnswerMethod.POT)
+    samples: int = 1
+    vote: str = "unanimous"
+    questions: tuple[str, ...] = ("accepted",)
+    manual_share: float = 0.3
+    seed: int = 0
+    serialization: str = "markdown"
+    temperature: float = 0.0
+    max_tokens: int = 2048
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", parse_methods(list(self.methods)))
+        if self.samples < 1:
+            raise AnswerOptionsError(f"samples must be at least 1, got {self.samples}")
+        if self.max_tokens < 1:
+            raise AnswerOptionsError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.vote not in VOTE_RULES:
+            raise AnswerOptionsError(f"unknown vote rule {self.vote!r}", hint="one of " + ", ".join(VOTE_RULES))
+        if not 0.0 <= self.manual_share <= 1.0:
+            raise AnswerOptionsError(f"manual_share must be between 0 and 1, got {self.manual_share}")
+        if self.serialization not in SERIALIZATIONS:
+            raise AnswerOptionsError(f"unknown serialization {self.serialization!r}", hint="one of " + ", ".join(SERIALIZATIONS))
+        if not self.questions:
+            raise AnswerOptionsError("no questions selected", hint="--questions accepted, --questions all, or question ids")
+
+    def params(self) -> dict[str, Any]:
+        """The options as stored with each vote (what made it)."""
+        data = asdict(self)
+        data["methods"] = [m.value for m in self.methods]
+        data["questions"] = list(self.questions)
+        return data
+
+
+def load_answer_options(ws: Workspace, **overrides: Any) -> AnswerOptions:
+    """``[answers]`` of the workspace config, then ``overrides`` (None values ignored)."""
+    values: dict[str, Any] = ws.config.answers.values()
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if isinstance(values.get("methods"), str):
+        values["methods"] = parse_methods(values["methods"])
+    return AnswerOptions(**values)
+
+
+def sandbox_for(ws: Workspace) -> Sandbox:
+    """A sandbox with the workspace's ``[sandbox]`` limits (defaults for keys it does not set)."""
+    values = ws.config.sandbox.values()
+    workers = values.pop("workers", 2)
+    try:
+        return Sandbox(workers=workers, limits=Limits(**values))
+    except ValueError as exc:
+        raise ConfigError(f"[sandbox] in {ws.paths.config}: {exc}") from None
+
+
+@dataclass
+class AnswerSummary:
+    """What one ``generate answers`` run did; ``lines()`` for the CLI, ``as_dict()`` for --json."""
+
+    questions_total: int = 0  # selected questions without a vote, to answer in this run
+    questions_done: int = 0  # voted and committed by this run
+    questions_present: int = 0  # selected, already voted before this run
+    candidates: int = 0
+    unparsed: int = 0
+    exec_errors: int = 0
+    consistent: int = 0
+    inconsistent: int = 0
+    routed_verify: int = 0
+    routed_manual: int = 0
+    set_aside: int = 0
+    kept_gold: int = 0
+    isolation_missing: list[str] = field(default_factory=list)
+    cost: float = 0.0
+    paid_calls: int = 0
+    cached_calls: int = 0
+    stopped: str | None = None
+    stop_reason: StopReason | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the run stopped early (the CLI exits non-zero)."""
+        return self.stopped is not None
+
+    @property
+    def advice(self) -> str | None:
+        """What to do next after a stop; None when the run was not stopped."""
+        return stop_advice(self.stop_reason, "questions") if self.stop_reason is not None else None
+
+    def lines(self) -> list[str]:
+        """The run in a few lines (stderr gets :attr:`stopped` and :attr:`advice`)."""
+        lines = [
+            f"{self.questions_done} questions voted, {self.questions_present} already voted; "
+            f"{self.candidates} candidates ({self.unparsed} unparsed, {self.exec_errors} code failures)",
+            f"consistent {self.consistent} (to people for verification: {self.routed_verify}); inconsistent "
+            f"{self.inconsistent} (manual annotation: {self.routed_manual}, set aside: {self.set_aside}); "
+            f"gold kept: {self.kept_gold}",
+        ]
+        if self.isolation_missing:
+            lines.append("sandbox isolation not available here: " + ", ".join(self.isolation_missing))
+        lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stop_reason"] = self.stop_reason.value if self.stop_reason is not None else None
+        data.update(failed=self.failed, advice=self.advice)
+        return data
+
+
+def routing_draw(seed: int, question_id: str) -> float:
+    """The seeded number in [0, 1) that routes an inconsistent answer (below the share: manual)."""
+    return int(content_hash({"seed": seed, "question": question_id, "purpose": "manual_share"})[:13], 16) / 16**13
+
+
+def select_questions(ws: Workspace, selection: tuple[str, ...]) -> list[Question]:
+    """The questions a selection names, in id order (module docs of :class:`AnswerOptions`)."""
+    with ws.session() as s:
+        if selection == ("accepted",):
+            statuses = [QuestionStatus.ACCEPTED.value, QuestionStatus.SEED.value]
+            rows = s.exec(select(Question).where(col(Question.status).in_(statuses)).order_by(Question.id)).all()
+        elif selection == ("all",):
+            rows = s.exec(
+                select(Question).where(Question.status != QuestionStatus.REJECTED.value).order_by(Question.id)
+            ).all()
+        else:
+            if any(name in SELECTIONS for name in selection):
+                raise AnswerOptionsError(
+                    "give either 'accepted', 'all' or question ids, not a mix", hint="e.g. --questions accepted"
+                )
+            found = {q.id: q for q in (get_by_prefix(s, Question, p) for p in selection)}
+            rows = [found[k] for k in sorted(found)]
+        return list(rows)
+
+
+def generate_answers(
+    ws: Workspace,
+    options: AnswerOptions,
+    llm: LLMSettings,
+    *,
+    sandbox: Sandbox | None = None,
+    on_progress: Progress | None = None,
+) -> AnswerSummary:
+    """Answer, vote and route (module docs). ``sandbox``: a running pool to use (else one is started
+    from ``[sandbox]`` when PoT or a chart question needs it, and closed at the end).
+
+    Stops cleanly, with everything finished stored, when the budget would be passed, the key is
+    refused or the endpoint fails (``summary.stopped``, ``summary.stop_reason``, ``summary.advice``).
+    """
+    return run(_Annotator(ws, options, llm, sandbox, on_progress).run())
+
+
+class _Annotator:
+    def __init__(
+        self, ws: Workspace, options: AnswerOptions, llm: LLMSettings, sandbox: Sandbox | None, on_progress: Progress | None
+    ) -> None:
+        self.ws = ws
+        self.options = options
+        self.llm = llm
+        self.sandbox = sandbox
+        self.own_sandbox = False
+        self.on_progress = on_progress
+        self.summary = AnswerSummary()
+        self.gateway: Gateway | None = None
+
+    def _todo(self) -> list[AnswerItem]:
+        questions = select_questions(self.ws, self.options.questions)
+        if not questions:
+            raise NotFound(
+                f"no questions to answer (selection: {' '.join(self.options.questions)})",
+                hint="accept questions first (tqaforge questions review), or pass --questions all",
+            )
+        ids = [q.id for q in questions]
+        with self.ws.session() as s:
+            voted: set[str] = set()
+            for start in range(0, len(ids), 500):
+                voted.update(s.exec(
+                    select(Answer.question_id).where(col(Answer.question_id).in_(ids[start:start + 500]),
+                                                     Answer.method == VOTE_METHOD)
+                ).all())
+            tables: dict[str, Any] = {}
+            items = []
+            for q in questions:
+                if q.id in voted:
+                    self.summary.questions_present += 1
+                    continue
+                if q.table_id not in tables:
+                    record = s.get(TableRecord, q.table_id)
+                    assert record is not None
+                    tables[q.table_id] = record.to_table()
+                chart = chart_type_for(q.text, q.meta) if q.subtype == CHART_SUBTYPE else None
+                items.append(AnswerItem(q.id, q.text, q.subtype, tables[q.table_id], chart))
+        self.summary.questions_total = len(items)
+        return items
+
+    async def run(self) -> AnswerSummary:
+        items = self._todo()
+        if not items:
+            return self.summary
+        needs_code = AnswerMethod.POT in self.options.methods or any(item.is_chart for item in items)
+        if needs_code and self.sandbox is None:
+            self.sandbox = sandbox_for(self.ws)
+            self.own_sandbox = True
+        self.gateway = Gateway(self.ws, self.llm)
+        csv_cache: dict[str, str] = {}
+        items_by_id = {item.question_id: item for item in items}
+        jobs = [Job(item.question_id, functools.partial(self._answer, item=item, csv_cache=csv_cache)) for item in items]
+        try:
+            outcome = await run_ordered(
+                self.gateway, jobs, window=max(4, 2 * self.llm.concurrency),
+                on_result=lambda job, candidates: self._commit(items_by_id[job.key], candidates),
+                on_progress=lambda _p: self._report(),
+            )
+            if outcome.error is not None:
+                self._stop(outcome.error)
+        finally:
+            self._sync_costs()
+            await self.gateway.aclose()
+            if self.own_sandbox and self.sandbox is not None:
+                self.sandbox.close()
+        return self.summary
+
+    async def _answer(self, gateway: Gateway, item: AnswerItem, csv_cache: dict[str, str]) -> list[Candidate]:
+        table_csv = csv_cache.get(item.table.id)
+        if table_csv is None:
+            table_csv = csv_cache[item.table.id] = write_csv(item.table)
+        o = self.options
+        tasks = [
+            asyncio.ensure_future(answer_once(
+                gateway, self.sandbox, AGENTS[method], item, sample=sample, serialization=o.serialization,
+                temperature=o.temperature, max_tokens=o.max_tokens, seed=o.seed, table_csv=table_csv,
+            ))
+            for method in o.methods for sample in range(o.samples)
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def _commit(self, item: AnswerItem, candidates: list[Candidate]) -> None:
+        """One question's candidates and its vote, in one transaction."""
+        model = self.llm.model
+        options = self.options
+        keyed = [(candidate_id(item.question_id, c.method.value, c.sample, model), c) for c in candidates]
+        result = vote([Ballot(key, c.method.value, c.values if c.ok else None) for key, c in keyed],
+                      answer_rule(item.subtype), options.vote)  # type: ignore[arg-type]
+        with self.ws.session() as s:
+            has_gold = s.exec(
+                select(Answer.id).where(Answer.question_id == item.question_id,
+                                        col(Answer.status).in_([st.value for st in GOLD_STATUSES])).limit(1)
+            ).first() is not None
+            for key, c in keyed:
+                row = s.get(AnswerCandidate, key) or AnswerCandidate(id=key, question_id=item.question_id, method=c.method)
+                row.sample, row.raw, row.code, row.status, row.error = c.sample, c.raw, c.code, c.status, c.error
+                row.values = list(c.values) if c.ok else None
+                row.value = ", ".join(c.values) if c.ok else None
+                row.details = dict(c.details) or None
+                row.llm_call_id, row.model = c.call_id, model
+                s.add(row)
+            votes = AnswerVotes(
+                rule=options.vote, methods=[m.value for m in options.methods], samples=options.samples,
+                candidates=[{"id": key, "method": c.method.value, "sample": c.sample, "status": c.status.value,
+                             "values": list(c.values) if c.ok else None, "error": c.error} for key, c in keyed],
+                groups=[list(g) for g in result.groups], reason=result.reason, seed=options.seed, model=model,
+            )
+            if has_gold:
+                route = AnswerRoute.KEEP_GOLD
+            elif result.consistent:
+                route = AnswerRoute.VERIFY
+            else:
+                draw = routing_draw(options.seed, item.question_id)
+                votes["draw"] = draw
+                votes["manual_share"] = options.manual_share
+                route = AnswerRoute.MANUAL if draw < options.manual_share else AnswerRoute.SET_ASIDE
+            values = list(result.values)
+            value = ", ".join(values)
+            if item.is_chart and result.consistent:
+                winner = dict(keyed)[result.winner or ""]
+                value = chart_answer_text(winner.chart_y or [])
+                values = [value]
+            s.add(Answer(
+                id=Answer.make_id(item.question_id, Origin.RULE, values if result.consistent else []),
+                question_id=item.question_id, value=value, values=values,
+                status=AnswerStatus.CONSISTENT if result.consistent else AnswerStatus.INCONSISTENT,
+                origin=Origin.RULE, method=VOTE_METHOD, votes=dict(votes), route=route, created_by=f"vote:{model}",
+            ))
+        summary = self.summary
+        summary.questions_done += 1
+        summary.candidates += len(candidates)
+        summary.unparsed += sum(c.status == CandidateStatus.UNPARSED for c in candidates)
+        summary.exec_errors += sum(c.status == CandidateStatus.EXEC_ERROR for c in candidates)
+        summary.consistent += result.consistent
+        summary.inconsistent += not result.consistent
+        summary.routed_verify += route == AnswerRoute.VERIFY
+        summary.routed_manual += route == AnswerRoute.MANUAL
+        summary.set_aside += route == AnswerRoute.SET_ASIDE
+        summary.kept_gold += route == AnswerRoute.KEEP_GOLD
+        for c in candidates:
+            for layer in c.details.get("execution", {}).get("missing", []):
+                if layer not in summary.isolation_missing:
+                    summary.isolation_missing.append(layer)
+
+    def _stop(self, exc: LLMError) -> None:
+        if self.summary.stopped is None:
+            self.summary.stopped = str(exc)
+            self.summary.stop_reason = StopReason.of(exc)
+
+    def _sync_costs(self) -> None:
+        if self.gateway is not None:
+            self.summary.cost = self.gateway.spent
+            self.summary.paid_calls = self.gateway.paid_calls
+            self.summary.cached_calls = self.gateway.cached_calls
+
+    def _report(self) -> None:
+        self._sync_costs()
+        if self.on_progress is not None:
+            s = self.summary
+            self.on_progress(s.questions_done, s.questions_total,
+                             cost_note(s.cost, s.paid_calls, s.cached_calls, f"{s.consistent} consistent"))
+
+
+__all__ = [
+    "AnswerOptions", "AnswerOptionsError", "AnswerSummary", "SELECTIONS", "VOTE_METHOD",
+    "generate_answers", "load_answer_options", "routing_draw", "sandbox_for", "select_questions",
+]

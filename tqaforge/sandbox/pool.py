@@ -1,0 +1,309 @@
+"""The host side: :class:`Sandbox`, a thread-safe pool of warm worker processes.
+
+    with Sandbox(workers=2) as box:
+        result = box.run(code, table_csv)          # RunResult; never raises for what the code does
+        if result.outcome is Outcome.OK: ...
+
+Each worker (:mod:`tqaforge.sandbox.worker`) is ``python -I -m tqaforge.sandbox.worker`` started with an
+empty environment in its own session; it forks one isolated child per program. A worker that dies
+(or stops answering) is replaced, and the call that was running gets ``crashed`` or ``killed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import asdict
+from typing import Any
+
+from tqaforge.errors import SandboxError
+from tqaforge.sandbox.charts import ChartReading
+from tqaforge.sandbox.results import Limits, Outcome, RunResult, check_limits
+from tqaforge.sandbox.worker import read_frame, write_frame
+
+__all__ = ["Sandbox"]
+
+log = logging.getLogger("tqaforge.sandbox")
+
+_STARTUP_SECONDS = 120.0  # a worker imports pandas, numpy and matplotlib before it says hello
+_GRACE_SECONDS = 10.0  # beyond the wall-clock limit, how long the host waits for a worker's answer
+_UID_BASE = 2_000_000_000  # sandbox uids (root only): high, not in /etc/passwd, one per worker
+_warned = False
+_warn_lock = threading.Lock()
+_uid_counter = 0
+
+
+def _warn_once(missing: dict[str, str]) -> None:
+    global _warned
+    with _warn_lock:
+        if _warned or not missing:
+            return
+        _warned = True
+    reasons = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+    log.warning("sandbox isolation is weaker than asked on this machine (missing %s). Runs record this in "
+                "RunResult.missing. Reasons: %s", ", ".join(missing), reasons)
+
+
+def _next_uid() -> int:
+    global _uid_counter
+    with _warn_lock:
+        _uid_counter += 1
+        return _UID_BASE + (os.getpid() % 1_000_000) * 64 + _uid_counter % 64
+
+
+class _WorkerDied(Exception):
+    pass
+
+
+class _Worker:
+    """One worker process and its pipes. Used by one thread at a time (the pool hands it out)."""
+
+    def __init__(self, base_dir: str, index: int, skip_layers: tuple[str, ...]) -> None:
+        self.dir = tempfile.mkdtemp(prefix=f"w{index}-", dir=base_dir)
+        os.chmod(self.dir, 0o711)  # the sandbox uid must reach its scratch directory inside
+        mpl = os.path.join(self.dir, "mpl")
+        os.mkdir(mpl, 0o700)
+        self.uid = _next_uid() if os.geteuid() == 0 else None
+        self.log_path = os.path.join(self.dir, "worker.log")
+        import tqaforge
+
+        source_root = os.path.dirname(os.path.dirname(os.path.abspath(tqaforge.__file__)))
+        # -I: no environment variables, no user site, no current directory on sys.path. The directory
+        # holding tqaforge goes at the *end* of sys.path, for source checkouts that are not installed.
+        boot = (f"import sys; sys.path.append({source_root!r}); "
+                "from tqaforge.sandbox.worker import main; main()")
+        with open(self.log_path, "wb") as log_file:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-X", "utf8", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log_file, env={}, cwd=self.dir, close_fds=True, start_new_session=True,
+            )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        config = {"base_dir": self.dir, "mplconfigdir": mpl, "uid": self.uid, "gid": self.uid, "skip_layers": list(skip_layers)}
+        self.isolation: tuple[str, ...] = ()
+        self.missing: dict[str, str] = {}
+        try:
+            write_frame(self.wfd, config)
+        except OSError:
+            pass
+
+    def handshake(self) -> None:
+        hello = self._read(_STARTUP_SECONDS)
+        if not isinstance(hello, dict) or not hello.get("hello"):
+            self.kill()
+            raise SandboxError(
+                f"sandbox: the worker process did not start (see {self.log_path}): {self._log_tail()}",
+                hint="check that pandas, numpy and matplotlib import in this Python; the log shows the worker's error",
+            )
+        self.isolation = tuple(hello["isolation"])
+        self.missing = dict(hello["missing"])
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                text = fh.read()[-2000:].decode("utf-8", "replace").strip()
+        except OSError:
+            return "(no log)"
+        return text.splitlines()[-1] if text else "(empty log)"
+
+    def _read(self, timeout: float) -> Any:
+        ready, _, _ = select.select([self.rfd], [], [], timeout)
+        if not ready:
+            raise _WorkerDied("no answer in time")
+        try:
+            return read_frame(self.rfd)
+        except (OSError, ValueError) as exc:
+            raise _WorkerDied(str(exc)) from None
+
+    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            write_frame(self.wfd, request)
+        except OSError as exc:
+            raise _WorkerDied(f"cannot send: {exc}") from None
+        reply = self._read(timeout)
+        if not isinstance(reply, dict):
+            raise _WorkerDied("the worker closed its pipe")
+        return reply
+
+    def kill(self) -> int | None:
+        """Kill the worker and everything its programs left; its exit status (-signal when signalled)."""
+        for fn in (os.killpg, os.kill):
+            try:
+                fn(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        status = self.proc.wait()
+        if self.uid is not None:
+            # Programs of this worker run as its own uid: one kill(-1) as that uid ends them all.
+            # (The shell's kill, not Python: the interpreter may sit under a directory that uid cannot enter.)
+            try:
+                subprocess.run(["/bin/sh", "-c", "kill -9 -1"], user=self.uid, group=self.uid, extra_groups=[], env={},
+                               cwd="/", check=False, capture_output=True, timeout=10)
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("sandbox: could not sweep the processes of uid %s after its worker died: %s", self.uid, exc)
+        return status
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Sandbox:
+    """A pool of ``workers`` warm sandbox workers; thread-safe; a context manager.
+
+    :meth:`run` blocks until a worker is free. Limits are checked here (SandboxError when out of
+    range); starting fails with SandboxError when no worker can start at all.
+    """
+
+    def __init__(self, workers: int = 2, limits: Limits = Limits(), *, skip_layers: tuple[str, ...] = ()) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+            raise SandboxError(f"sandbox: workers must be an integer from 1 to 64, got {workers!r}",
+                               hint="one worker per CPU core is plenty")
+        self.limits = check_limits(limits)
+        self._skip = tuple(skip_layers)  # for tests of the weaker layers only: Sandbox(skip_layers=("landlock-fs",))
+        self._base = tempfile.mkdtemp(prefix="tqaforge-sandbox-")
+        os.chmod(self._base, 0o711)
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._index = 0
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base)
+        try:
+            started = [self._spawn() for _ in range(workers)]
+            for worker in started:
+                worker.handshake()
+        except BaseException:
+            self.close()
+            raise
+        for worker in started:
+            self._idle.put(worker)
+        self.isolation = started[0].isolation
+        self.missing = tuple(started[0].missing)
+        _warn_once(started[0].missing)
+
+    def _spawn(self) -> _Worker:
+        with self._lock:
+            self._index += 1
+            worker = _Worker(self._base, self._index, self._skip)
+            self._all.append(worker)
+        return worker
+
+    def _replace(self, dead: _Worker) -> _Worker | None:
+        with self._lock:
+            if dead in self._all:
+                self._all.remove(dead)
+        shutil.rmtree(dead.dir, ignore_errors=True)
+        if self._closed:
+            return None
+        worker = self._spawn()
+        try:
+            worker.handshake()
+        except SandboxError:
+            with self._lock:
+                self._all.remove(worker)
+            return None
+        return worker
+
+    def run(self, code: str, table_csv: str, *, chart_type: str | None = None, limits: Limits | None = None) -> RunResult:
+        """Run ``code`` as a script in a fresh scratch directory holding ``table_csv`` as ``table.csv``."""
+        limits = check_limits(limits if limits is not None else self.limits)
+        if not isinstance(code, str) or not isinstance(table_csv, str):
+            raise SandboxError("sandbox: code and table_csv must be strings")
+        if chart_type is not None and not isinstance(chart_type, str):
+            raise SandboxError(f"sandbox: chart_type must be a string or None, got {type(chart_type).__name__}")
+        if self._closed:
+            raise SandboxError("sandbox: run() after close()", hint="create a new Sandbox")
+        worker = self._idle.get()
+        if worker is None:  # a slot whose worker could not be restarted: try once more
+            worker = self._spawn()
+            try:
+                worker.handshake()
+            except SandboxError:
+                with self._lock:
+                    self._all.remove(worker)
+                self._idle.put(None)
+                raise
+        start = time.perf_counter()
+        request = {"code": code, "table_csv": table_csv, "chart_type": chart_type, "limits": asdict(limits)}
+        try:
+            reply = worker.call(request, limits.wall_seconds + _GRACE_SECONDS)
+        except _WorkerDied as exc:
+            status = worker.kill()
+            seconds = time.perf_counter() - start
+            killed = status is not None and status < 0 and status != -signal.SIGSEGV and status != -signal.SIGABRT
+            result = RunResult(
+                outcome=Outcome.KILLED if killed else Outcome.CRASHED, stdout="", stderr="", exit_status=None,
+                error=f"the sandbox worker died or stopped answering ({exc}); it was replaced",
+                isolation=worker.isolation, missing=tuple(worker.missing), chart=None, seconds=seconds,
+            )
+            self._idle.put(self._replace(worker))
+            return result
+        except BaseException:
+            # Interrupted while the worker runs a program: its answer can no longer be matched to a call.
+            worker.kill()
+            self._idle.put(self._replace(worker))
+            raise
+        self._idle.put(worker)
+        return _result(reply, worker, time.perf_counter() - start)
+
+    async def arun(self, code: str, table_csv: str, *, chart_type: str | None = None, limits: Limits | None = None) -> RunResult:
+        """:meth:`run` in a thread, for asyncio callers."""
+        return await asyncio.to_thread(self.run, code, table_csv, chart_type=chart_type, limits=limits)
+
+    def close(self) -> None:
+        """Stop every worker and remove their directories. Idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cleanup(workers: list[_Worker], base: str) -> None:
+    for worker in list(workers):
+        worker.close()
+    workers.clear()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _result(reply: dict[str, Any], worker: _Worker, seconds: float) -> RunResult:
+    chart: ChartReading | None = None
+    error = reply.get("error")
+    if reply.get("chart") is not None:
+        try:
+            chart = ChartReading.from_dict(reply["chart"])
+        except ValueError as exc:
+            error = f"{error}; " if error else ""
+            error += f"unreadable chart reading: {exc}"
+    try:
+        outcome = Outcome(reply.get("outcome"))
+    except ValueError:
+        outcome = Outcome.CRASHED
+    return RunResult(
+        outcome=outcome, stdout=str(reply.get("stdout", "")), stderr=str(reply.get("stderr", "")),
+        exit_status=reply.get("exit_status"), error=error, isolation=worker.isolation, missing=tuple(worker.missing),
+        chart=chart, seconds=seconds,
+    )

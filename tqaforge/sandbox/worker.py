@@ -1,0 +1,478 @@
+"""A warm sandbox worker: ``python -I -m tqaforge.sandbox.worker``, started by :class:`tqaforge.sandbox.Sandbox`.
+
+Once, at start (empty environment, single-threaded): enter a new network namespace, become a child
+subreaper, import pandas, numpy and matplotlib (Agg) and draw one figure so fonts are loaded. Then,
+per program, fork a child that isolates itself (:func:`_child`) and runs the program; the worker
+reads its output with a cap, enforces the wall-clock limit, kills every descendant, removes the
+scratch directory and answers the host.
+
+Protocol on the worker's original stdin/stdout: frames of an 8-byte big-endian length and JSON.
+First the host sends the configuration, the worker answers ``hello``; then one request, one reply.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+from typing import Any
+
+from tqaforge.sandbox import isolation
+
+_MAX_STATUS = 16 * 1024 * 1024  # bytes of status (exception, chart reading) accepted from a child
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGSYS, signal.SIGTRAP}
+
+
+def read_frame(fd: int) -> Any:
+    head = _read_exact(fd, 8)
+    if head is None:
+        return None
+    (n,) = struct.unpack(">Q", head)
+    body = _read_exact(fd, n)
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = os.read(fd, min(n - len(chunks), 1 << 20))
+        if not chunk:
+            return None
+        chunks += chunk
+    return bytes(chunks)
+
+
+def write_frame(fd: int, obj: Any) -> None:
+    body = json.dumps(obj).encode()
+    data = memoryview(struct.pack(">Q", len(body)) + body)
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.base = config["base_dir"]
+        self.uid: int | None = config.get("uid")
+        self.gid: int | None = config.get("gid")
+        skip = set(config.get("skip_layers", ()))
+        self.missing: dict[str, str] = {}
+        self.isolation = ["process", "empty-env", "scratch-dir", "rlimits"]
+        why = "skipped on request" if "netns" in skip else isolation.enter_network_namespace()
+        self._record("netns", why)
+        why = "skipped on request" if "subreaper" in skip else isolation.become_subreaper()
+        self._record("subreaper", why)
+        isolation.die_with_parent()
+        self.read_dirs = isolation.read_only_dirs()
+        if self.uid is None or self.gid is None or "uid" in skip:
+            self.uid = self.gid = None
+            self._record("uid", "skipped on request" if "uid" in skip else "not running as root: the program keeps your uid")
+        else:
+            why = isolation.make_reachable(self.read_dirs + [self.base + "/."], self.uid, self.gid)
+            if why is not None:
+                self.uid = self.gid = None
+                why = f"the interpreter is not reachable by an unprivileged uid ({why})"
+            self._record("uid", why)
+        self.landlock_abi = 0 if skip & {"landlock-fs", "landlock-net", "landlock-scope"} else isolation.landlock_abi()
+        for layer, why in isolation.landlock_layers(self.landlock_abi).items():
+            self._record(layer, "skipped on request (Landlock is applied whole or not at all)" if self.landlock_abi == 0 and skip & {
+                "landlock-fs", "landlock-net", "landlock-scope"} else why)
+        if not self.landlock_abi:
+            self.landlock_abi = 0
+        self.audit = bool(self.missing.keys() & {"landlock-fs", "landlock-net", "landlock-scope"})
+        if self.audit:
+            self.isolation.append("audit-hook")
+        self.counter = 0
+
+    def _record(self, layer: str, why: str | None) -> None:
+        if why is None:
+            self.isolation.append(layer)
+        else:
+            self.missing[layer] = why
+
+    def warm_up(self, mplconfigdir: str) -> None:
+        # One thread per library: a forked child has one thread anyway, and the threads of the
+        # sandbox uid count against RLIMIT_NPROC.
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+            os.environ[var] = "1"
+        os.environ["MPLBACKEND"] = "Agg"
+        os.environ["MPLCONFIGDIR"] = mplconfigdir
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+        import pandas as pd
+
+        frame = pd.read_csv(io.StringIO("a,b\nx,1\ny,2\nx,3\n"))
+        frame.groupby("a")["b"].sum().sort_values()
+        frame[frame["b"] > 1].describe()
+        np.mean(frame["b"].to_numpy())
+        fig = plt.figure()
+        frame.plot(kind="bar", x="a", y="b", ax=fig.gca(), title="warm")
+        plt.pie([1, 2])
+        fig.canvas.draw()
+        plt.close("all")
+        try:
+            import tqaforge.sandbox.charts  # noqa: F401  (the child reads charts with it)
+        except ImportError:
+            pass
+        gc.collect()
+        gc.freeze()  # keep the warm heap's pages shared with the children (no refcount copy-on-write by gc)
+
+    # --- one program ------------------------------------------------------------------------------
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.counter += 1
+        scratch = os.path.join(self.base, f"run-{self.counter}")
+        os.mkdir(scratch, 0o700)
+        table = os.path.join(scratch, "table.csv")
+        with open(table, "w", encoding="utf-8", newline="") as fh:
+            fh.write(req["table_csv"])
+        if self.uid is not None and self.gid is not None:
+            os.chown(table, self.uid, self.gid)
+            os.chown(scratch, self.uid, self.gid)
+        try:
+            return self._run_in_child(req, scratch)
+        finally:
+            _remove_tree(scratch)
+
+    def _run_in_child(self, req: dict[str, Any], scratch: str) -> dict[str, Any]:
+        limits = req["limits"]
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        st_r, st_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                os.close(out_r)
+                os.close(err_r)
+                os.close(st_r)
+                self._child(req, scratch, out_w, err_w, st_w)
+            except BaseException as exc:  # the isolation could not be set up: never run the program then
+                try:
+                    os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+                finally:
+                    os._exit(70)
+            finally:
+                os._exit(70)
+        for fd in (out_w, err_w, st_w):
+            os.close(fd)
+        start = time.monotonic()
+        deadline = start + float(limits["wall_seconds"])
+        cap = int(limits["output_bytes"])
+        bufs = {out_r: bytearray(), err_r: bytearray(), st_r: bytearray()}
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        for fd in (out_r, err_r, st_r, pidfd):
+            poller.register(fd, select.POLLIN)
+        open_fds = {out_r, err_r, st_r}
+        reason: str | None = None  # why we killed it: "timeout" / "output_limit"
+        exited = False
+        try:
+            while open_fds or not exited:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    reason = "timeout"
+                    break
+                for fd, _ in poller.poll(left * 1000):
+                    if fd == pidfd:
+                        exited = True
+                        poller.unregister(pidfd)
+                        continue
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        poller.unregister(fd)
+                        open_fds.discard(fd)
+                        continue
+                    bufs[fd] += chunk
+                    if fd == st_r:
+                        if len(bufs[st_r]) > _MAX_STATUS:
+                            reason = "output_limit"
+                    elif len(bufs[out_r]) + len(bufs[err_r]) > cap:
+                        reason = "output_limit"
+                if reason:
+                    break
+                if exited and open_fds:
+                    # The program is gone but something it started holds the pipes: that is killed
+                    # now, and its output up to here is kept.
+                    break
+            if reason:
+                _kill_group(pid)
+            _, status, usage = os.wait4(pid, 0)
+            elapsed = time.monotonic() - start
+            self._kill_descendants()
+            for fd in list(open_fds):
+                _drain(fd, bufs[fd], cap + 1)
+        finally:
+            for fd in (out_r, err_r, st_r, pidfd):
+                os.close(fd)
+        out, err = bytes(bufs[out_r]), bytes(bufs[err_r])
+        if len(out) + len(err) > cap:
+            reason = reason or "output_limit"
+            out = out[:cap]
+            err = err[: max(0, cap - len(out))]
+        child_status: dict[str, Any] = {}
+        if bufs[st_r] and reason is None:
+            try:
+                child_status = json.loads(bytes(bufs[st_r]).decode("utf-8"))
+                if not isinstance(child_status, dict):
+                    child_status = {}
+            except ValueError:
+                child_status = {}
+        outcome, exit_status, error = _classify(status, usage, reason, child_status, limits)
+        chart = child_status.get("chart") if outcome in ("ok", "exception") else None
+        return {
+            "outcome": outcome,
+            "stdout": out.decode("utf-8", "replace"),
+            "stderr": err.decode("utf-8", "replace"),
+            "exit_status": exit_status,
+            "error": error,
+            "chart": chart,
+            "child_seconds": elapsed,
+        }
+
+    def _kill_descendants(self) -> None:
+        """Kill every remaining descendant (orphans are re-parented to this subreaper) until none is left."""
+        used_uid = False
+        for round_ in range(10_000):
+            children = _children()
+            if not children:
+                try:
+                    while True:  # reap zombies; ECHILD: nobody left
+                        pid, _ = os.waitpid(-1, os.WNOHANG)
+                        if pid == 0:
+                            break
+                except ChildProcessError:
+                    return
+                children = _children()
+                if not children:
+                    time.sleep(0.0005)
+                    continue
+            for child in children:
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+            if self.uid is not None and self.gid is not None and not used_uid and round_ > 0:
+                isolation.kill_all_of_uid(self.uid, self.gid)
+                used_uid = True
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                return
+
+    # --- in the child -----------------------------------------------------------------------------
+
+    def _child(self, req: dict[str, Any], scratch: str, out_w: int, err_w: int, st_w: int) -> None:
+        limits = req["limits"]
+        os.setsid()
+        isolation.die_with_parent()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(st_w, 3)
+        os.closerange(4, 1 << 20)
+        os.chdir(scratch)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too large a file: OSError(EFBIG), not a silent death
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        isolation.set_rlimits(limits["cpu_seconds"], limits["memory_mb"], limits["file_mb"], limits["open_files"],
+                              limits["processes"])
+        if self.uid is not None and self.gid is not None:
+            isolation.drop_privileges(self.uid, self.gid)
+        isolation.no_new_privs()
+        if self.landlock_abi:
+            isolation.apply_landlock(self.landlock_abi, self.read_dirs, scratch)
+        if self.audit:
+            isolation.install_audit_hook(scratch, self.read_dirs, "landlock-fs" in self.missing,
+                                         "landlock-net" in self.missing, "landlock-scope" in self.missing)
+        _run_program(req["code"], scratch, req.get("chart_type"))
+
+
+def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
+    """Run ``code`` as the script ``program.py`` (its top-level names are module globals), then read
+    the chart, write the status to fd 3 and exit."""
+    import builtins
+    import linecache
+    import types
+
+    os.environ.clear()
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  write_through=True)
+    sys.argv = ["program.py"]
+    sys.path.insert(0, scratch)
+    filename = os.path.join(scratch, "program.py")
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=filename, __builtins__=builtins)
+    sys.modules["__main__"] = main
+    status: dict[str, Any] = {}
+    exit_code = 0
+    try:
+        exec(compile(code, filename, "exec"), main.__dict__)
+    except SystemExit as exc:
+        exit_code, message = _exit_code(exc.code)
+        if message is not None:
+            print(message, file=sys.stderr)
+        if exit_code:
+            status["error"] = f"SystemExit: {exc.code}"
+    except BaseException as exc:
+        exit_code = 1
+        status["error"] = f"{type(exc).__name__}: {exc}"[:4000]
+        status["types"] = [t.__name__ for t in type(exc).__mro__]
+        try:
+            import traceback
+
+            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+        except BaseException:
+            pass
+    if chart_type is not None:
+        try:
+            from tqaforge.sandbox.charts import read_chart
+
+            status["chart"] = read_chart(chart_type).to_dict()
+        except BaseException as exc:
+            status["chart_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    try:
+        data = json.dumps(status).encode()
+        while data:
+            data = data[os.write(3, data):]
+    except BaseException:
+        pass
+    os._exit(exit_code)
+
+
+def _exit_code(code: Any) -> tuple[int, str | None]:
+    """Python's own rule for SystemExit: None -> 0, an int -> itself, anything else printed -> 1."""
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code & 0xFF, None
+    return 1, str(code)
+
+
+def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any], limits: dict[str, Any]) -> tuple[str, int, str | None]:
+    if os.WIFSIGNALED(status):
+        exit_status = -os.WTERMSIG(status)
+    else:
+        exit_status = os.waitstatus_to_exitcode(status)
+    if reason == "timeout":
+        return "timeout", exit_status, f"wall-clock limit of {limits['wall_seconds']} s reached; the program was killed"
+    if reason == "output_limit":
+        return "output_limit", exit_status, f"output passed the limit of {limits['output_bytes']} bytes; the program was killed"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        cpu = usage.ru_utime + usage.ru_stime
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= max(1.0, float(limits["cpu_seconds"])) - 0.05):
+            return "timeout", exit_status, f"CPU-time limit of {limits['cpu_seconds']} s reached ({name})"
+        if sig in _CRASH_SIGNALS:
+            return "crashed", exit_status, f"the program crashed ({name})"
+        return "killed", exit_status, f"the program was killed by {name}"
+    if exit_status == 0:
+        return "ok", 0, None
+    types_ = child.get("types")
+    error = child.get("error") if isinstance(child.get("error"), str) else None
+    if isinstance(types_, list) and "MemoryError" in types_:
+        return "memory", exit_status, f"{error or 'MemoryError'} (memory limit {limits['memory_mb']} MB)"
+    return "exception", exit_status, error or f"exit status {exit_status}"
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    me = os.getpid()
+    try:
+        tasks = os.listdir(f"/proc/{me}/task")
+    except OSError:
+        tasks = [str(me)]
+    for tid in tasks:
+        try:
+            with open(f"/proc/{me}/task/{tid}/children") as fh:
+                pids += [int(p) for p in fh.read().split()]
+        except OSError:
+            continue
+    return pids
+
+
+def _kill_group(pid: int) -> None:
+    for fn, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            fn(target, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _drain(fd: int, buf: bytearray, cap: int) -> None:
+    os.set_blocking(fd, False)
+    while len(buf) <= cap:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        buf += chunk
+
+
+def _remove_tree(path: str) -> None:
+    def fix(func: Any, p: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+        except OSError:
+            pass
+        try:
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=fix)
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def main() -> None:
+    request_fd, reply_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.set_inheritable(request_fd, False)
+    os.set_inheritable(reply_fd, False)
+    config = read_frame(request_fd)
+    if not isinstance(config, dict):
+        return
+    worker = Worker(config)
+    worker.warm_up(config["mplconfigdir"])
+    write_frame(reply_fd, {"hello": True, "pid": os.getpid(), "isolation": worker.isolation, "missing": worker.missing})
+    while True:
+        req = read_frame(request_fd)
+        if req is None:
+            return
+        try:
+            reply = worker.run(req)
+        except Exception as exc:  # a bug of ours, not the program's: the host reports it as crashed
+            reply = {"outcome": "crashed", "stdout": "", "stderr": "", "exit_status": None,
+                     "error": f"sandbox worker error: {type(exc).__name__}: {exc}", "chart": None}
+        write_frame(reply_fd, reply)
+
+
+if __name__ == "__main__":
+    main()
