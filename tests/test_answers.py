@@ -414,3 +414,29 @@ def test_answers_config_block_keys_are_the_options(sqlite_workspace):
         assert options.methods == (AnswerMethod.DP, AnswerMethod.POT) and options.manual_share == 0.5
     finally:
         ws.close()
+
+
+def test_readme_answers_and_sandbox_blocks_are_the_defaults(sqlite_workspace):
+    """The [answers] and [sandbox] block of README.md loads, and equals the built-in defaults."""
+    import textwrap
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = textwrap.dedent(re.search(r"```toml\n( *\[answers\]\n.*?) *```", readme, re.DOTALL).group(1))
+    config = sqlite_workspace.root / "tqaforge.toml"
+    config.write_text(config.read_text() + "\n" + block)
+    ws = open_workspace(sqlite_workspace.root)
+    try:
+        assert load_answer_options(ws) == AnswerOptions()
+        values = ws.config.sandbox.values()
+        assert values.pop("workers") == 2
+        assert Limits(**values) == Limits()
+    finally:
+        ws.close()
+
+
+def test_sandbox_config_keys_are_the_limits():
+    from dataclasses import fields
+
+    from tqaforge.config import SandboxSection
+
+    assert {f.name for f in fields(SandboxSection)} == {f.name for f in fields(Limits)} | {"workers"}

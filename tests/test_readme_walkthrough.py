@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import OpenAIServer
+from test_answers import method_of, say
 from test_generation import model_reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +37,13 @@ def walkthrough_script() -> str:
 
 def scripted_model(body: dict) -> str:
     """Question generation and verification as tests/test_generation scripts them; question
-    typing answers "reasoning, count" (a valid reply for any question)."""
+    typing answers "reasoning, count" (a valid reply for any question); the answering agents
+    all say 3, each in its method's form (PoT as a program that prints it)."""
     prompt = body["messages"][0]["content"]
     if prompt.startswith("You sort the questions"):
         return json.dumps({"operations": ["count"], "type": "reasoning"})
+    if prompt.startswith("You are a careful table analyst"):
+        return say(method_of(prompt), "3")
     return model_reply(body)
 
 
