@@ -4,8 +4,8 @@
         result = box.run(code, table_csv)          # RunResult; never raises for what the code does
         if result.outcome is Outcome.OK: ...
 
-Each worker (:mod:`tqaforge.sandbox.worker`) is ``python -I -m tqaforge.sandbox.worker`` started with an
-empty environment in its own session; it forks one isolated child per program. A worker that dies
+Each worker (:mod:`tqaforge.sandbox.worker`) is ``python -I`` running ``tqaforge.sandbox.worker.main()``, started with
+an empty environment in its own session; it forks one isolated child per program. A worker that dies
 (or stops answering) is replaced, and the call that was running gets ``crashed`` or ``killed``.
 """
 
@@ -299,7 +299,7 @@ def _result(reply: dict[str, Any], worker: _Worker, seconds: float) -> RunResult
             error = f"{error}; " if error else ""
             error += f"unreadable chart reading: {exc}"
     try:
-        outcome = Outcome(reply.get("outcome"))
+        outcome = Outcome(str(reply.get("outcome")))
     except ValueError:
         outcome = Outcome.CRASHED
     return RunResult(

@@ -1,4 +1,4 @@
-"""A warm sandbox worker: ``python -I -m tqaforge.sandbox.worker``, started by :class:`tqaforge.sandbox.Sandbox`.
+"""A warm sandbox worker: ``python -I -c "...; tqaforge.sandbox.worker.main()"``, started by :class:`tqaforge.sandbox.Sandbox`.
 
 Once, at start (empty environment, single-threaded): enter a new network namespace, become a child
 subreaper, import pandas, numpy and matplotlib (Agg) and draw one figure so fonts are loaded. Then,
@@ -231,6 +231,9 @@ class Worker:
                 child_status = {}
         outcome, exit_status, error = _classify(status, usage, reason, child_status, limits)
         chart = child_status.get("chart") if outcome in ("ok", "exception") else None
+        if chart is None and isinstance(child_status.get("chart_error"), str) and req.get("chart_type") is not None:
+            error = f"{error}; " if error else ""
+            error += f"chart not read: {child_status['chart_error']}"
         return {
             "outcome": outcome,
             "stdout": out.decode("utf-8", "replace"),
