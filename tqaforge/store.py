@@ -152,16 +152,26 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 # The rule for control characters is tqaforge.tables.cells.clean_text, applied where text
 # enters (readers, importer, model replies). This is the net under them: PostgreSQL refuses a
 # NUL in text (DataError, and the rest of the command is lost) while SQLite stores it silently,
+# and neither driver can encode a lone surrogate (a model's reply may hold "\ud800"),
 # so a NUL that slipped through is cleaned here, with the same clean_text, and logged. We clean
 # rather than raise so both databases end up with the same row, as the entry points would
 # have written it. It works on the driver's parameters, so ORM flushes and Core inserts alike
 # are covered.
 
 
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: no database stores them
+_UNSAFE_ESCAPED = re.compile(r"\\u(0000|[dD][89a-fA-F])")  # the same, as json.dumps escapes them
+
+
+def _unsafe(value: Any) -> bool:
+    return isinstance(value, str) and _UNSAFE.search(value) is not None
+
+
 def _json_dumps(value: Any) -> str:
-    """JSON for JSON columns; strings holding NUL are cleaned (json escapes NUL as \\u0000)."""
+    """JSON for JSON columns; strings holding NUL or a lone surrogate are cleaned (json escapes
+    them as \\u0000 / \\ud800)."""
     text = json.dumps(value)
-    if "\\u0000" not in text:  # fast path: the walk below only runs when needed
+    if not _UNSAFE_ESCAPED.search(text):  # fast path: the walk below only runs when needed
         return text
     cleaned, count = _clean_json(value)
     if count:
@@ -171,7 +181,7 @@ def _json_dumps(value: Any) -> str:
 
 def _clean_json(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
-        return (clean_text(value), 1) if "\x00" in value else (value, 0)
+        return (clean_text(value), 1) if _unsafe(value) else (value, 0)
     if isinstance(value, list):
         pairs = [_clean_json(v) for v in value]
         return [v for v, _ in pairs], sum(n for _, n in pairs)
@@ -200,7 +210,7 @@ def _strip_nul_parameters(
         return statement, parameters
     cleaned = [_clean_row(row) for row in rows]
     log.warning(
-        "removed control characters from values holding NUL in: %s",
+        "removed control characters from values holding NUL or lone surrogates in: %s",
         " ".join(statement.split())[:80],
     )
     return statement, (cleaned if executemany else cleaned[0])
@@ -211,12 +221,12 @@ _WRITES = re.compile(r"\s*(INSERT|UPDATE|REPLACE|UPSERT)\b", re.IGNORECASE)
 
 def _has_nul(row: Any) -> bool:
     values = row.values() if isinstance(row, dict) else row if isinstance(row, (list, tuple)) else ()
-    return any(isinstance(v, str) and "\x00" in v for v in values)
+    return any(_unsafe(v) for v in values)
 
 
 def _clean_row(row: Any) -> Any:
     def fix(v: Any) -> Any:
-        return clean_text(v) if isinstance(v, str) and "\x00" in v else v
+        return clean_text(v) if _unsafe(v) else v
 
     if isinstance(row, dict):
         return {k: fix(v) for k, v in row.items()}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tqaforge.answers.parse import ParsedReply, answer_from_output, last_python_block, parse_reply
-from tqaforge.errors import ConfigError
+from tqaforge.errors import ConfigError, InvalidReply
 from tqaforge.llm import Gateway
 from tqaforge.prompts import format_rules, render
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
@@ -156,10 +156,16 @@ async def answer_once(
 ) -> Candidate:
     """One agent's candidate for one question (module docs). LLMError (budget, endpoint) propagates."""
     messages = [{"role": "user", "content": agent.prompt(item.table, item.question, item.subtype, serialization)}]
-    done = await gateway.complete(
-        messages, purpose=f"answer_{agent.method.value.lower()}", temperature=temperature,
-        max_tokens=max_tokens, seed=seed, sample=sample,
-    )
+    try:
+        done = await gateway.complete(
+            messages, purpose=f"answer_{agent.method.value.lower()}", temperature=temperature,
+            max_tokens=max_tokens, seed=seed, sample=sample,
+        )
+    except InvalidReply as exc:
+        # A reply the gateway could not use (over the size cap, malformed after the retries) is
+        # this agent's failure, not the run's: an unparsed candidate that names the call.
+        call_id = exc.call_ids[-1] if exc.call_ids else ""
+        return _unparsed(Candidate(agent.method, sample, call_id, "", CandidateStatus.UNPARSED), str(exc))
     parsed = agent.parse(done.text)
     candidate = Candidate(agent.method, sample, done.call_id, done.text, CandidateStatus.OK)
     if parsed.steps:

@@ -332,7 +332,7 @@ class _Annotator:
                 row.values = list(c.values) if c.ok else None
                 row.value = ", ".join(c.values) if c.ok else None
                 row.details = dict(c.details) or None
-                row.llm_call_id, row.model = c.call_id, model
+                row.llm_call_id, row.model = c.call_id or None, model
                 s.add(row)
             votes = AnswerVotes(
                 rule=options.vote, methods=[m.value for m in options.methods], samples=options.samples,
