@@ -42,7 +42,7 @@ from tqaforge.answers.agents import (
 )
 from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, LLMError, NotFound, TqaforgeError
-from tqaforge.generation._costs import cost_line, cost_note, stop_advice
+from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
 from tqaforge.ids import candidate_id, content_hash
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
@@ -378,15 +378,10 @@ class _Annotator:
                     summary.isolation_missing.append(layer)
 
     def _stop(self, exc: LLMError) -> None:
-        if self.summary.stopped is None:
-            self.summary.stopped = str(exc)
-            self.summary.stop_reason = StopReason.of(exc)
+        record_stop(self.summary, exc)
 
     def _sync_costs(self) -> None:
-        if self.gateway is not None:
-            self.summary.cost = self.gateway.spent
-            self.summary.paid_calls = self.gateway.paid_calls
-            self.summary.cached_calls = self.gateway.cached_calls
+        sync_costs(self.summary, self.gateway)
 
     def _report(self) -> None:
         self._sync_costs()

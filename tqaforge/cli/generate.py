@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -46,8 +47,16 @@ def generate_questions_cmd(
         # before either could store the reply the other would have read from the cache.
         with ws.lock("generate", wait=False):
             summary = generate_questions(ws, options, llm, on_progress=on_progress)
-    for line in summary.lines():
-        out.print(line)
+    _finish(summary)
+
+
+def _finish(summary: Any, json_out: bool = False) -> None:
+    """Print a run's summary (lines, or JSON), what stopped it and the advice; exit 1 when it failed."""
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        for line in summary.lines():
+            out.print(line)
     if summary.stopped:
         err.print(styled(("stopped: ", "bold red"), summary.stopped))
     if summary.failed:
@@ -74,8 +83,6 @@ def generate_answers_cmd(
     """Answer questions with TCoT / SCoT / PoT agents (PoT runs in the sandbox), vote, and route: consistent
     answers to people for verification, a seeded share of the inconsistent ones to manual annotation.
     Re-running answers only questions without a vote and never pays twice."""
-    import json
-
     from tqaforge.answers.annotate import generate_answers, load_answer_options
     from tqaforge.llm import load_llm_settings
 
@@ -90,13 +97,4 @@ def generate_answers_cmd(
         # One answering run per workspace at a time: two would pay for the same requests.
         with ws.lock("generate-answers", wait=False):
             summary = generate_answers(ws, options, llm, on_progress=on_progress)
-    if json_out:
-        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
-    else:
-        for line in summary.lines():
-            out.print(line)
-    if summary.stopped:
-        err.print(styled(("stopped: ", "bold red"), summary.stopped))
-    if summary.failed:
-        err.print(summary.advice)
-        raise typer.Exit(1)
+    _finish(summary, json_out)

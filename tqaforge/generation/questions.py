@@ -52,7 +52,7 @@ from tqaforge.errors import (
     TaxonomyError,
     TqaforgeError,
 )
-from tqaforge.generation._costs import cost_line, cost_note, stop_advice
+from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
@@ -437,9 +437,7 @@ class _Generator:
         self._commit(prepared, verdicts)
 
     def _stop(self, exc: LLMError) -> None:
-        if not self.summary.stopped:
-            self.summary.stopped = str(exc)
-            self.summary.stop_reason = StopReason.of(exc)
+        record_stop(self.summary, exc)
 
     # -- one step ----------------------------------------------------------------------------
     async def _generate(self, gateway: Gateway, pair: _Pair) -> _Generated:
@@ -666,10 +664,7 @@ class _Generator:
 
     # -- progress ----------------------------------------------------------------------------
     def _sync_costs(self) -> None:
-        if self.gateway is not None:
-            self.summary.cost = self.gateway.spent
-            self.summary.paid_calls = self.gateway.paid_calls
-            self.summary.cached_calls = self.gateway.cached_calls
+        sync_costs(self.summary, self.gateway)
 
     def _report(self) -> None:
         self._sync_costs()
