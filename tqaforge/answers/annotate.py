@@ -41,7 +41,7 @@ from tqaforge.answers.agents import (
     parse_methods,
 )
 from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
-from tqaforge.errors import ConfigError, LLMError, NotFound, TqaforgeError
+from tqaforge.errors import ConfigError, NotFound, TqaforgeError
 from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
 from tqaforge.ids import candidate_id, content_hash
 from tqaforge.llm import Gateway, LLMSettings, run
@@ -286,9 +286,9 @@ class _Annotator:
                 on_progress=lambda _p: self._report(),
             )
             if outcome.error is not None:
-                self._stop(outcome.error)
+                record_stop(self.summary, outcome.error)
         finally:
-            self._sync_costs()
+            sync_costs(self.summary, self.gateway)
             await self.gateway.aclose()
             if self.own_sandbox and self.sandbox is not None:
                 self.sandbox.close()
@@ -377,14 +377,8 @@ class _Annotator:
                 if layer not in summary.isolation_missing:
                     summary.isolation_missing.append(layer)
 
-    def _stop(self, exc: LLMError) -> None:
-        record_stop(self.summary, exc)
-
-    def _sync_costs(self) -> None:
-        sync_costs(self.summary, self.gateway)
-
     def _report(self) -> None:
-        self._sync_costs()
+        sync_costs(self.summary, self.gateway)
         if self.on_progress is not None:
             s = self.summary
             self.on_progress(s.questions_done, s.questions_total,

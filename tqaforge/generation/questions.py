@@ -48,7 +48,6 @@ from sqlmodel import col, select
 
 from tqaforge.errors import (
     InvalidReply,
-    LLMError,
     TaxonomyError,
     TqaforgeError,
 )
@@ -404,7 +403,7 @@ class _Generator:
                 if self.summary.stopped:
                     break
         finally:
-            self._sync_costs()
+            sync_costs(self.summary, self.gateway)
             await self.gateway.aclose()
         return self.summary
 
@@ -423,7 +422,7 @@ class _Generator:
             await settle(self.verifying)
             self.verifying = []
         if outcome.error is not None:
-            self._stop(outcome.error)
+            record_stop(self.summary, outcome.error)
 
     async def _verify_and_commit(self, prepared: _Prepared) -> None:
         """A step's verdicts, then its commit; the runner awaits this in step order."""
@@ -435,9 +434,6 @@ class _Generator:
             await settle(prepared.verifications.values())
             raise
         self._commit(prepared, verdicts)
-
-    def _stop(self, exc: LLMError) -> None:
-        record_stop(self.summary, exc)
 
     # -- one step ----------------------------------------------------------------------------
     async def _generate(self, gateway: Gateway, pair: _Pair) -> _Generated:
@@ -663,11 +659,8 @@ class _Generator:
         summary.verification_failed += counts["failed"]
 
     # -- progress ----------------------------------------------------------------------------
-    def _sync_costs(self) -> None:
-        sync_costs(self.summary, self.gateway)
-
     def _report(self) -> None:
-        self._sync_costs()
+        sync_costs(self.summary, self.gateway)
         if self.on_progress is not None:
             s = self.summary
             self.on_progress(s.steps_done, s.steps_total, s.progress_note())
