@@ -48,7 +48,7 @@ demo: install
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
 run: demo labelstudio
-	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) \
+	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) --demo-login \
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 
 bench: install

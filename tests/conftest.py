@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -117,23 +118,84 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def label_studio(tmp_path_factory: pytest.TempPathFactory):
-    """A real Label Studio server (from .venv-ls, which `make test` installs), one per session."""
-    from tqaforge.annotation.labelstudio.server import (
-        LabelStudioError,
-        LabelStudioSettings,
-        executable,
-        is_healthy,
-        start_server,
-    )
+# --- the one real Label Studio of a test run -----------------------------------------------------
+#
+# Starting Label Studio takes a minute or more, so a run starts ONE, for a workspace of its own,
+# with `tqaforge labelstudio start` (the command a user runs), as soon as collection shows that a
+# test needs it; it comes up while other tests run. Tests marked `stops_label_studio` run last.
 
+_SHARED_LS: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class SharedLabelStudio:
+    """The run's Label Studio: its workspace, URL, admin token, server settings and pid."""
+
+    root: Path
+    url: str
+    token: str
+    settings: object  # LabelStudioSettings
+    pid: int
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
+
+    if not any("label_studio" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
     try:
         executable()
     except LabelStudioError as exc:  # a bare pytest run may lack it; `make test` never does
-        pytest.skip(str(exc))
-    settings = LabelStudioSettings(data_dir=tmp_path_factory.mktemp("label-studio"), port=free_port())
-    server = start_server(settings)
-    yield server
-    server.stop()
-    assert not is_healthy(settings.url)
+        _SHARED_LS["missing"] = str(exc)
+        return
+    root = Path(tempfile.mkdtemp(prefix="tqaforge-ls-")) / "ws"
+    init_workspace(root)
+    port = free_port()
+    config = root / "tqaforge.toml"
+    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {port}\n")
+    log = (root.parent / "start.out").open("wb")
+    _SHARED_LS["root"] = root
+    _SHARED_LS["start"] = subprocess.Popen([sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "start"],
+                                           stdout=log, stderr=subprocess.STDOUT)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import shutil
+
+    start = _SHARED_LS.get("start")
+    if start is None:
+        return
+    from tqaforge.annotation.labelstudio import manage
+
+    root = _SHARED_LS["root"]
+    assert isinstance(root, Path)
+    start.wait(400)  # type: ignore[attr-defined]
+    manage.stop(root)
+    shutil.rmtree(root.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def label_studio() -> SharedLabelStudio:
+    """The run's real Label Studio (from .venv-ls, which `make test` installs), started by
+    `tqaforge labelstudio start` for a workspace of its own (``.root``)."""
+    from tqaforge.annotation.labelstudio import manage
+
+    if "missing" in _SHARED_LS:
+        pytest.skip(str(_SHARED_LS["missing"]))
+    start, root = _SHARED_LS.get("start"), _SHARED_LS.get("root")
+    assert start is not None and isinstance(root, Path), "collection did not start Label Studio"
+    if start.wait(400) != 0:  # type: ignore[attr-defined]
+        raise RuntimeError("tqaforge labelstudio start failed:\n" + (root.parent / "start.out").read_text(errors="replace"))
+    state = manage.status(root)
+    credentials = manage.read_credentials(root)
+    assert state.pid is not None and state.answers and credentials is not None, state
+    return SharedLabelStudio(root=root, url=credentials.url, token=credentials.token,
+                             settings=manage.workspace_settings(root), pid=state.pid)

@@ -6,6 +6,8 @@ processes whose command lines are read from /proc, real sockets holding ports.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import stat
@@ -84,8 +86,8 @@ def _port_open(port: int) -> bool:
 def test_admin_password_and_token_are_not_on_any_command_line(label_studio) -> None:
     """Case: Label Studio's admin password and token were passed on its command line, visible to
     every local user in `ps`."""
-    members = _process_group(label_studio.process.pid)
-    assert label_studio.process.pid in members
+    members = _process_group(label_studio.pid)
+    assert label_studio.pid in members
     for pid in members:
         line = _cmdline(pid)
         assert label_studio.settings.password not in line, line
@@ -212,3 +214,180 @@ def test_serve_command_refuses_remote_binding_without_the_flag(tmp_path: Path) -
     missing = subprocess.run([sys.executable, "-m", "tqaforge", "serve", "-w", str(tmp_path / "nowhere")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "not a tqaforge workspace" in missing.stderr
+
+
+# --- the workspace's server: `tqaforge labelstudio start|stop|status` (no real server needed here;
+# the cases that need one run against the one server of tests/test_labelstudio_manage.py) ---
+
+
+def _tqaforge(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tqaforge", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _init(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    assert _tqaforge("init", str(root)).returncode == 0
+    return root
+
+
+def test_labelstudio_start_on_a_taken_port_fails_at_once_naming_it(tmp_path: Path) -> None:
+    """Case: `tqaforge labelstudio start` with its port taken waited minutes for a server that
+    had moved to another port (or answered for another workspace)."""
+    from tqaforge.annotation.labelstudio import manage
+
+    _require_label_studio()
+    root = _init(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        result = _tqaforge("-w", str(root), "labelstudio", "start", "--port", str(port))
+        elapsed = time.monotonic() - started
+    assert result.returncode == 1 and elapsed < 10, (elapsed, result.stderr)
+    assert f"port {port}" in result.stderr and "in use" in result.stderr and "--port" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    # Nothing was started or written: no pid file, no login made for a server that never ran.
+    assert not manage.pid_path(root).exists() and not manage.credentials_path(root).exists()
+
+
+def _fake_label_studio(tmp_path: Path, data_dir: Path, *, ignore_term: bool = False) -> subprocess.Popen[bytes]:
+    """A process whose command line looks like `label-studio start --data-dir DATA_DIR` (its own session)."""
+    script = tmp_path / "bin" / "label-studio"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("#!/bin/sh\n" + ("trap '' TERM\n" if ignore_term else "") + "while :; do sleep 0.2; done\n")
+    script.chmod(0o700)
+    process = subprocess.Popen(["/bin/sh", str(script), "start", "--data-dir", str(data_dir)], start_new_session=True)
+    wait_for(lambda: "label-studio" in _cmdline(process.pid), 10, "the fake server to exec")
+    return process
+
+
+def test_stale_pid_files_are_removed_and_nothing_else_is_signalled(tmp_path: Path) -> None:
+    """Case: `stop` with a pid file left by a crashed server either failed, or signalled whatever
+    process had since been given that pid."""
+    from tqaforge.annotation.labelstudio import manage
+
+    root = _init(tmp_path)
+    pid_file = manage.pid_path(root)
+    pid_file.parent.mkdir(mode=0o700)
+    # The process is gone.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pid_file.write_text(f"{gone.pid}\n")
+    assert manage.status(root).stale == f"process {gone.pid} is gone" and not manage.status(root).running
+    result = _tqaforge("-w", str(root), "labelstudio", "stop")
+    assert result.returncode == 0 and "stale pid file" in result.stdout and "is gone" in result.stdout, result.stdout
+    assert not pid_file.exists()
+    # The pid now belongs to another program, or to a Label Studio of another data directory: left alone.
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    elsewhere = _fake_label_studio(tmp_path, tmp_path / "another-workspace" / "label-studio")
+    try:
+        for process in (other, elsewhere):
+            pid_file.write_text(f"{process.pid}\n")
+            stopped = manage.stop(root, timeout=2)
+            assert stopped.stale is not None and "not this workspace's Label Studio" in stopped.stale, stopped
+            assert process.poll() is None, "a process that is not our server was signalled"
+            assert not pid_file.exists()
+        pid_file.write_text("garbage\n")
+        assert "not a pid" in (manage.stop(root).stale or "")
+    finally:
+        for process in (other, elsewhere):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
+    """Case: a server stuck in shutdown kept its port forever; `stop` sends SIGKILL to its whole
+    process group after the timeout."""
+    from tqaforge.annotation.labelstudio import manage
+
+    root = _init(tmp_path)
+    server = _fake_label_studio(tmp_path, manage.data_dir(root), ignore_term=True)
+    try:
+        manage.data_dir(root).mkdir(mode=0o700)
+        manage.pid_path(root).write_text(f"{server.pid}\n")
+        assert manage.status(root).running
+        started = time.monotonic()
+        stopped = manage.stop(root, timeout=1)
+        assert stopped.killed and stopped.pid == server.pid and "killed after 1 s" in stopped.message
+        assert time.monotonic() - started < 15
+        server.wait(5)  # ended (stop reaped it already: it is this test's child)
+        # Its children too (a zombie has ended; the machine's init reaps it when it gets to it).
+        assert all((Path('/proc') / str(pid) / 'stat').read_text().rsplit(')', 1)[1].split()[0] == 'Z'
+                   for pid in _process_group(server.pid))
+        assert not manage.pid_path(root).exists()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_credentials_file_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Case: the admin password and token were written world-readable (umask 022, or 000)."""
+    from tqaforge.annotation.labelstudio import manage
+
+    root = tmp_path / "ws"
+    (root / "label-studio").mkdir(parents=True, mode=0o755)
+    (root / "label-studio").chmod(0o755)
+    old = os.umask(0)
+    try:
+        settings = manage.workspace_settings(root)
+        path = manage.write_credentials(root, manage.Credentials(settings.url, settings.username, settings.password,
+                                                                 settings.token))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert manage.read_credentials(root) == manage.Credentials(settings.url, settings.username, settings.password,
+                                                               settings.token)
+
+
+def test_each_workspace_gets_its_own_random_login_and_only_the_demo_the_public_one(tmp_path: Path) -> None:
+    """Case: every workspace's Label Studio had the public demo login of the README."""
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.server import DEMO_PASSWORD, DEMO_TOKEN
+
+    first, second = manage.workspace_settings(tmp_path / "a"), manage.workspace_settings(tmp_path / "b")
+    assert len({first.token, second.token, DEMO_TOKEN}) == 3 and DEMO_PASSWORD not in (first.password, second.password)
+    assert first.token not in repr(first) and first.password not in repr(first)
+    demo = manage.workspace_settings(tmp_path / "demo", demo_login=True)
+    assert (demo.password, demo.token, demo.demo_login) == (DEMO_PASSWORD, DEMO_TOKEN, True)
+    # Once a workspace has a login, it keeps it: --demo-login does not replace it.
+    manage.write_credentials(tmp_path / "a", manage.Credentials(first.url, first.username, first.password, first.token))
+    assert manage.workspace_settings(tmp_path / "a", demo_login=True).token == first.token
+    # A database made by an earlier tqaforge (always the demo login) keeps working with that login.
+    (tmp_path / "old" / "label-studio").mkdir(parents=True)
+    (tmp_path / "old" / "label-studio" / "label_studio.sqlite3").write_bytes(b"")
+    assert manage.workspace_settings(tmp_path / "old").token == DEMO_TOKEN
+
+
+def test_status_when_stopped_says_so_without_secrets(tmp_path: Path) -> None:
+    """Case: `status` of a stopped server printed its login, or failed instead of saying "not running";
+    and sync code reached a server that was not running with a bare connection error."""
+    from tqaforge.annotation.labelstudio import manage
+
+    root = _init(tmp_path)
+    with pytest.raises(LabelStudioError, match="Label Studio is not running for this workspace") as info:
+        manage.client_settings(root)
+    assert "tqaforge labelstudio start" in str(info.value)
+    from typer.testing import CliRunner
+
+    from tqaforge.cli import app
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["-w", str(root), "labelstudio", *args])
+        return result.exit_code, result.output
+
+    code, output = run("status")
+    assert code == 3 and "not running" in output and "none yet" in output, output
+    settings = manage.workspace_settings(root, port=free_port())
+    manage.write_credentials(root, manage.Credentials(settings.url, settings.username, settings.password, settings.token))
+    for args in ((), ("--json",)):
+        code, output = run("status", *args)
+        assert code == 3, output
+        assert settings.password not in output and settings.token not in output
+        assert str(manage.credentials_path(root)) in output and settings.url in output
+    assert json.loads(run("status", "--json")[1])["running"] is False
+    code, output = run("stop")
+    assert code == 0 and "not running" in output
+    with pytest.raises(LabelStudioError, match="not running for this workspace"):
+        manage.client_settings(root)

@@ -94,7 +94,8 @@ def test_launcher_stopped_by_sigterm_leaves_no_server_behind(tmp_path: Path, whe
 
 
 def test_make_run_passes_allow_remote_only_when_asked() -> None:
-    """`HOST=0.0.0.0 make run` alone must not allow remote binding; ALLOW_REMOTE=1 must."""
+    """`HOST=0.0.0.0 make run` alone must not allow remote binding; ALLOW_REMOTE=1 must; the demo
+    workspace starts with the demo login."""
     import subprocess
 
     repo = Path(__file__).resolve().parents[1]
@@ -105,6 +106,8 @@ def test_make_run_passes_allow_remote_only_when_asked() -> None:
 
     assert "--allow-remote" not in launch_line("HOST=0.0.0.0")
     assert "--allow-remote" in launch_line("HOST=0.0.0.0", "ALLOW_REMOTE=1")
+    # The demo workspace gets the README's public demo login (any other workspace a random one).
+    assert "--demo-login" in launch_line() and "--workspace demo-workspace" in launch_line()
 
 
 def test_remote_warning_says_who_reaches_what_with_which_login(tmp_path: Path) -> None:

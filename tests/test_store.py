@@ -230,7 +230,7 @@ def test_migrations_import_nothing_of_tqaforge():
         ("[generation]\nper_rounds = 2\n", "unknown key 'per_rounds' in [generation]"),
         ("[generaton]\nper_round = 2\n", "unknown section or key 'generaton'"),
         ("[sandbox]\nmemory = 1\n", "unknown key 'memory' in [sandbox]"),
-        ('[labelstudio]\nvenv = ".venv-ls"\nport = 1\n', "unknown key 'port' in [labelstudio]"),
+        ('[labelstudio]\nvenv = ".venv-ls"\nprot = 1\n', "unknown key 'prot' in [labelstudio]"),
         ("[taxonomy]\nname = 1\n", "unknown key 'name' in [taxonomy]"),
     ],
 )

@@ -80,7 +80,9 @@ url = {url}
 # dedup_scope = "subtype"   # or "table"
 # human_share = 0.3         # past the target: share kept for people, the rest to the verifier
 
-# [labelstudio]             # the local Label Studio server of `tqaforge serve`
+# [labelstudio]             # the local Label Studio server (`tqaforge labelstudio start`, `tqaforge serve`)
+# port = 8080               # on 127.0.0.1; --port (--ls-port for serve) overrides it
+# overlap = {{ question_review = 2, answer_verification = 2 }}   # annotators per task, per kind; --overlap
 # venv = ".venv-ls"         # its virtualenv (relative: to this directory); TQAFORGE_LABEL_STUDIO_VENV
 #                           # overrides it; unset: .venv-ls of a source checkout, else label-studio on PATH
 """
@@ -363,10 +365,16 @@ class GenerationSection(Section):
 
 @dataclass(frozen=True)
 class LabelStudioSection(Section):
-    """``[labelstudio]``: the local Label Studio server (``tqaforge serve``)."""
+    """``[labelstudio]``: the local Label Studio server (``tqaforge labelstudio start``, ``tqaforge serve``).
+
+    Its login is not configuration: it is drawn at random on the first start and kept in
+    ``WORKSPACE/label-studio/credentials.json`` (see :mod:`tqaforge.annotation.labelstudio.manage`).
+    """
 
     NAME: ClassVar[str] = "labelstudio"
     venv: str | None = _key(_STRING, "the virtualenv holding Label Studio; relative: to the workspace")
+    port: int | None = _key(_INTEGER, "the port on 127.0.0.1; default 8080")
+    overlap: dict[str, Any] | None = _key(_TABLE, "kind -> annotators per task; default 2 for every kind")
 
     def venv_path(self, root: Path) -> Path | None:
         """``venv`` as a path, a relative one taken from the workspace ``root``; None when unset."""

@@ -110,3 +110,15 @@ def request_id(
     return content_hash(
         {"model": model, "messages": list(messages), "params": dict(params), "seed": seed, "sample": int(sample)}
     )
+
+
+def labelstudio_annotator(login: str) -> str:
+    """Our pseudonymous id of a Label Studio user: ``ls:`` and a hash of their e-mail (or login),
+    lower-cased and stripped, so the store never holds the e-mail itself on an annotation."""
+    return "ls:" + content_hash({"labelstudio_user": login.strip().lower()}, 16)
+
+
+def labelstudio_copy_id(task_id: str, annotator: str) -> str:
+    """The id of one annotator's copy of an annotation task in Label Studio (their own project):
+    the same pair as the ``labelstudio_task_copies`` unique constraint."""
+    return content_hash({"task": task_id, "labelstudio_annotator": annotator})

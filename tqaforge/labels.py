@@ -85,6 +85,8 @@ def record_annotation(
     source: str = "cli",
     lead_time: float | None = None,
     payload: dict[str, Any] | None = None,
+    source_ref: str | None = None,
+    created_at: datetime | None = None,
 ) -> Recorded:
     """Record one annotator's ``label`` on the task of ``kind`` about a record, inside an open session.
 
@@ -92,19 +94,29 @@ def record_annotation(
     so changing one's mind keeps the earlier label; repeating one's latest label writes nothing.
     The task (created with ``payload`` if new) becomes ``annotated``. The caller validates the
     label and commits.
+
+    A label from elsewhere (Label Studio) brings its own ``source_ref`` (e.g. ``ls:17:<revision>``)
+    and ``created_at`` (when it was given there): a ``source_ref`` already recorded for this task
+    and annotator writes nothing, so pulling the same revision twice adds nothing.
     """
     task = task_for(s, kind, target_type, target_id, payload)
     mine = s.exec(select(Annotation).where(Annotation.task_id == task.id, Annotation.annotator == annotator)).all()
     latest = latest_of(mine)
     task.status = TaskStatus.ANNOTATED
     s.add(task)
+    if source_ref is not None:
+        same = next((a for a in mine if a.source_ref == source_ref), None)
+        if same is not None:
+            return Recorded(task, same, False)
     if latest is not None and latest.label == label:
         return Recorded(task, latest, False)
-    source_ref = f"{source}:{len(mine) + 1}"
+    source_ref = source_ref if source_ref is not None else f"{source}:{len(mine) + 1}"
     annotation = Annotation(
         id=annotation_id(task.id, annotator, source_ref), task_id=task.id, annotator=annotator, kind=kind,
         label=label, source=source, source_ref=source_ref, lead_time=lead_time,
     )
+    if created_at is not None:
+        annotation.created_at = created_at
     s.add(annotation)
     return Recorded(task, annotation, True)
 
@@ -119,3 +131,14 @@ def record_question_review(
         source=source, lead_time=lead_time,
         payload={"text": question.text, "table_id": question.table_id, "subtype": question.subtype},
     )
+
+
+def mark_task_synced(s: Session, task: AnnotationTask, *, ls_project_id: int, ls_task_id: int) -> None:
+    """Note that ``task`` is in Label Studio: a pending task becomes ``synced``, and its
+    ``ls_project_id``/``ls_task_id`` name its first copy (every annotator's copy is a
+    ``LabelStudioTaskCopy``). A task already annotated keeps its status."""
+    if task.status == TaskStatus.PENDING.value:
+        task.status = TaskStatus.SYNCED
+    if task.ls_project_id is None:
+        task.ls_project_id, task.ls_task_id = ls_project_id, ls_task_id
+    s.add(task)

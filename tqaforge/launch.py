@@ -1,10 +1,16 @@
 """``make run``: Label Studio and the Streamlit app side by side on 127.0.0.1.
 
-Starts Label Studio (its own virtualenv, see ``[labelstudio] venv``; data under
-``WORKSPACE/label-studio``), prints both URLs and the logins, then runs the app in the
-foreground; Ctrl-C stops both, and so do SIGTERM and SIGHUP (``kill``, a closed terminal), so no
-Label Studio is left holding its port. Without Label Studio installed the app still starts, with
-a note saying how to install it.
+Starts the workspace's Label Studio with :func:`tqaforge.annotation.labelstudio.manage.start`, the
+function behind ``tqaforge labelstudio start`` (its own virtualenv, see ``[labelstudio] venv``; data
+and login under ``WORKSPACE/label-studio``), prints both URLs and the logins, then runs the app in
+the foreground; Ctrl-C stops both, and so do SIGTERM and SIGHUP (``kill``, a closed terminal), so
+no Label Studio is left holding its port. A Label Studio that ``tqaforge labelstudio start`` already
+runs for the workspace is used as it is and left running. Without Label Studio installed the app
+still starts, with a note saying how to install it.
+
+The login is the workspace's own (random, in ``label-studio/credentials.json``); ``--demo-login``
+(which ``make run`` passes for its demo workspace) gives a new workspace the README's public demo
+login instead.
 
 Both servers listen on loopback only. Another address (``--host 0.0.0.0``) is refused unless
 ``--allow-remote`` (``ALLOW_REMOTE=1 make run``) says so, and then a warning says who can reach
@@ -20,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tqaforge.annotation.labelstudio import manage
 from tqaforge.annotation.labelstudio.server import (
     STARTUP_ESTIMATE,
     LabelStudioError,
@@ -30,10 +37,7 @@ from tqaforge.annotation.labelstudio.server import (
     check_port_free,
     http_url,
     is_loopback,
-    resolve_venv,
-    start_server,
 )
-from tqaforge.config import WorkspacePaths, load_config
 from tqaforge.errors import ConfigError, ServerBindError
 
 APP = Path(__file__).resolve().parent / "app" / "Home.py"
@@ -54,32 +58,35 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow a --host other machines can reach (both servers, with the printed logins)")
     parser.add_argument("--app-port", type=int, default=8501)
-    parser.add_argument("--ls-port", type=int, default=8080)
+    parser.add_argument("--ls-port", type=int, default=None, help="default: [labelstudio] port, else 8080")
+    parser.add_argument("--demo-login", action="store_true",
+                        help="a new workspace gets the README's public demo login (make run's demo workspace)")
     parser.add_argument("--no-label-studio", action="store_true")
     return parser.parse_args(argv)
 
 
 def label_studio_settings(args: argparse.Namespace, workspace: Path) -> LabelStudioSettings:
-    """Label Studio's settings: data in the workspace's ``label-studio/``, the virtualenv of
-    ``[labelstudio] venv`` (or what :func:`resolve_venv` finds), host and port from ``args``."""
-    paths = WorkspacePaths(workspace)
-    # The launcher may run before `init` made the workspace: no config, the defaults.
-    configured = load_config(paths.config).labelstudio.venv_path(workspace) if paths.config.is_file() else None
-    return LabelStudioSettings(data_dir=paths.label_studio, host=args.host, port=args.ls_port,
-                               allow_remote=args.allow_remote, venv=resolve_venv(configured))
+    """Label Studio's settings (:func:`manage.workspace_settings`): data and login in the
+    workspace's ``label-studio/``, the virtualenv of ``[labelstudio] venv``, host and port from
+    ``args`` (port: else ``[labelstudio] port``, else 8080). The launcher may run before ``init``
+    made the workspace: no config, the defaults."""
+    return manage.workspace_settings(workspace, port=args.ls_port, host=args.host, allow_remote=args.allow_remote,
+                                     demo_login=args.demo_login)
 
 
-def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings) -> None:
-    """Everything that can be known to fail before starting anything: the host and both ports."""
+def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings, *, ls_running: bool = False) -> None:
+    """Everything that can be known to fail before starting anything: the host and both ports
+    (not Label Studio's when ``ls_running``: the workspace's server already has it)."""
     check_host_allowed(args.host, allow_remote=args.allow_remote, server_name="the app and Label Studio",
                        flag=ALLOW_FLAG)
     check_port_free(args.host, args.app_port, server_name="the tqaforge app",
                     other_port_hint=f"choose another port: `make run APP_PORT={args.app_port + 1}` (or --app-port)")
     if not args.no_label_studio:
-        if args.app_port == args.ls_port:
+        if args.app_port == settings.port:
             raise ServerBindError(f"the app and Label Studio cannot both use port {args.app_port}",
                                   hint="give them different ports (APP_PORT=..., LS_PORT=...)")
-        check_label_studio_port(settings)
+        if not ls_running:
+            check_label_studio_port(settings)
 
 
 def remote_warning(args: argparse.Namespace, settings: LabelStudioSettings) -> str:
@@ -89,30 +96,43 @@ def remote_warning(args: argparse.Namespace, settings: LabelStudioSettings) -> s
         f"  - on port {args.app_port} can use the tqaforge app with no login (it reads and changes the workspace);",
     ]
     if not args.no_label_studio:
-        lines.append(f"  - on port {args.ls_port} can use Label Studio as admin with the login {settings.username} / "
-                     f"{settings.password} and API token {settings.token}, which are the public demo")
-        lines.append("    credentials from the README: change the password in Label Studio (Account & Settings) first.")
+        lines.append(f"  - on port {settings.port} can use Label Studio as admin with the login {settings.username} / "
+                     f"{settings.password} and API token {settings.token}, if they know them;")
+        if settings.demo_login:
+            lines.append("    these are the public demo credentials from the README: change the password in Label Studio "
+                         "(Account & Settings) first.")
+        else:
+            lines.append(f"    they are this workspace's own, kept in {settings.data_dir / manage.CREDENTIALS_NAME}.")
     lines.append("  Use a firewall or an SSH tunnel (ssh -L) instead if only you need to reach them.")
     return "\n".join(lines)
 
 
-def _start_label_studio(settings: LabelStudioSettings) -> RunningServer | None:
-    """Start Label Studio, printing progress; None (with a note) when it cannot start."""
+def print_progress(elapsed: float) -> None:
+    """One mark a second, the seconds every ten, so a long first start never looks hung."""
+    second = int(elapsed)
+    print(f" {second} s " if second and second % 10 == 0 else ".", end="", flush=True)
+
+
+def _start_label_studio(workspace: Path, settings: LabelStudioSettings) -> manage.StartResult | None:
+    """Start the workspace's Label Studio, printing progress; None (with a note) when it cannot start."""
     print(f"starting Label Studio on {settings.url} ({STARTUP_ESTIMATE}) ", end="", flush=True)
-
-    def progress(elapsed: float) -> None:
-        # One mark a second, the seconds every ten, so a long first start never looks hung.
-        second = int(elapsed)
-        print(f" {second} s " if second and second % 10 == 0 else ".", end="", flush=True)
-
     try:
-        server = start_server(settings, on_wait=progress)
+        result = manage.start(workspace, settings=settings, on_wait=print_progress,
+                              on_note=lambda text: print(f"\nnote: {text}", file=sys.stderr, flush=True))
     except LabelStudioError as exc:
         print("", flush=True)
         print(f"Label Studio not started: {exc}", file=sys.stderr)
         return None
-    print(" ready", flush=True)
-    return server
+    print(" already running (started by another command meanwhile)" if result.already_running else " ready", flush=True)
+    return result
+
+
+def _login_lines(workspace: Path, settings: LabelStudioSettings) -> list[str]:
+    """The banner's login: the demo's in full (it is public), a workspace's own by where it is kept."""
+    if settings.demo_login:
+        return [f"login {settings.username} / {settings.password}", f"API token {settings.token}"]
+    return [f"login {settings.username}; password and API token in {manage.credentials_path(workspace)}",
+            "(`tqaforge labelstudio status --show-secrets` prints them)"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,33 +143,44 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, _stop_like_ctrl_c)
     try:
         settings = label_studio_settings(args, workspace)
-        check_before_start(args, settings)
-    except (ServerBindError, ConfigError) as exc:
+        running = None if args.no_label_studio else manage.status(workspace)
+        check_before_start(args, settings, ls_running=bool(running and running.running))
+    except (ServerBindError, ConfigError, LabelStudioError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not is_loopback(args.host):
         print(remote_warning(args, settings), file=sys.stderr, flush=True)
 
-    server: RunningServer | None = None
-    if not args.no_label_studio:
+    server: RunningServer | None = None  # the Label Studio this launcher started (and stops)
+    ls_url: str | None = None
+    if running is not None and running.running:
+        ls_url = running.url
+        print(f"Label Studio already runs for this workspace (pid {running.pid}); it keeps running after Ctrl-C "
+              "(`tqaforge labelstudio stop` stops it)", flush=True)
+    elif not args.no_label_studio:
         try:
-            server = _start_label_studio(settings)
+            result = _start_label_studio(workspace, settings)
         except KeyboardInterrupt:
-            return 130  # interrupted while Label Studio started; start_server stopped it
+            return 130  # interrupted while Label Studio started; manage.start stopped it
+        if result is not None:
+            server, ls_url = result.server, result.url
     print("")
     print(f"  tqaforge app:   {http_url(args.host, args.app_port)}   (workspace: {workspace}; no login needed)")
-    if server is not None:
-        print(f"  Label Studio:   {server.url}   login {settings.username} / {settings.password}")
-        print(f"                  API token {settings.token}")
+    if ls_url is not None:
+        login = _login_lines(workspace, settings)
+        print(f"  Label Studio:   {ls_url}   {login[0]}")
+        for line in login[1:]:
+            print(f"                  {line}")
     print("  stop both with Ctrl-C\n", flush=True)
-    return _run_app(args, workspace, server)
+    return _run_app(args, workspace, server, ls_url, settings.token)
 
 
-def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | None) -> int:
-    """Run the app in the foreground; stop it and Label Studio on Ctrl-C, SIGTERM or SIGHUP."""
+def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | None, ls_url: str | None,
+             token: str) -> int:
+    """Run the app in the foreground; stop it and the Label Studio we started on Ctrl-C, SIGTERM or SIGHUP."""
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
-    if server is not None:
-        env.update(LABEL_STUDIO_URL=server.url, LABEL_STUDIO_API_KEY=server.token)
+    if ls_url is not None:
+        env.update(LABEL_STUDIO_URL=ls_url, LABEL_STUDIO_API_KEY=token)
     try:
         app = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
@@ -164,7 +195,7 @@ def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | 
             return app.wait()
     finally:
         if server is not None:
-            server.stop()
+            manage.stop_started(workspace, server)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
 from tqaforge.cli.answers import answers_app
 from tqaforge.cli.generate import generate_app
+from tqaforge.cli.labelstudio import annotators_app, labelstudio_app
 from tqaforge.cli.questions import questions_app
 from tqaforge.cli.sandbox import sandbox_app
 from tqaforge.cli.seeds import seeds_app
@@ -51,6 +52,8 @@ app.add_typer(generate_app, name="generate")
 app.add_typer(agreement_app, name="agreement")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(answers_app, name="answers")
+app.add_typer(labelstudio_app, name="labelstudio")
+app.add_typer(annotators_app, name="annotators")
 _serve.register(app)
 
 __all__ = ["app"]

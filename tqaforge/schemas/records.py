@@ -216,6 +216,29 @@ class Annotation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class LabelStudioTaskCopy(SQLModel, table=True):
+    """One annotator's copy of an annotation task in Label Studio.
+
+    Each annotator labels in a project of their own (one per kind and annotator), so nobody sees
+    another's labels before submitting; this row says which Label Studio project and task hold
+    the copy of ``task_id`` that ``annotator`` (their Label Studio login) labels.
+    """
+
+    __tablename__ = "labelstudio_task_copies"
+    __table_args__ = (UniqueConstraint("task_id", "annotator", name="uq_labelstudio_copy"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    task_id: str = Field(foreign_key="annotation_tasks.id", index=True, max_length=64)
+    kind: str = Field(index=True)
+    annotator: str  # the Label Studio login (e-mail or username) the copy was pushed for
+    ls_project_id: int = Field(index=True)
+    ls_task_id: int
+    seed: Optional[int] = None  # the seed of the draw that assigned the task to this annotator
+    created_at: datetime = Field(default_factory=utcnow)
+
+    make_id = staticmethod(ids.labelstudio_copy_id)
+
+
 class Adjudication(SQLModel, table=True):
     """The final label of one annotation task and how it was decided (never deletes annotations).
 
@@ -342,6 +365,7 @@ ALL_RECORDS = (
     Variant,
     AnnotationTask,
     Annotation,
+    LabelStudioTaskCopy,
     Adjudication,
     LLMCall,
     Release,

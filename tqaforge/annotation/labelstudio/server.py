@@ -4,7 +4,8 @@ Label Studio pins old versions of libraries tqaforge also uses (``openai<2`` amo
 lives in its own virtualenv and runs as a separate process (:func:`resolve_venv` says which
 virtualenv: ``TQAFORGE_LABEL_STUDIO_VENV``, ``[labelstudio] venv``, or the ``.venv-ls`` that
 ``make labelstudio`` makes in a source checkout); tqaforge only talks to it over HTTP with ``label-studio-sdk``. The same function starts
-the demo server for ``make run`` and the server the tests use.
+the demo server for ``make run`` and the server the tests use; :mod:`.manage` runs it for a
+workspace (``tqaforge labelstudio start|stop|status``), with the workspace's own login.
 
 >>> server = start_server(LabelStudioSettings(data_dir=Path("ls-data")))  # doctest: +SKIP
 >>> server.url, server.token  # doctest: +SKIP
@@ -16,7 +17,9 @@ Safety, in the order :func:`start_server` applies it:
 - it listens on loopback only, unless ``allow_remote=True`` says otherwise on purpose;
 - the port is checked before starting (Label Studio itself would silently move to the next free
   port), so a taken port fails at once with the port named;
-- the account and its API token are preset through the child's environment
+- the account and its API token are random unless given (:class:`LabelStudioSettings` draws them
+  with :mod:`secrets`; only the demo workspace of ``make run`` uses the public demo login), and
+  are preset through the child's environment
   (``LABEL_STUDIO_USERNAME``, ``LABEL_STUDIO_PASSWORD``, ``LABEL_STUDIO_USER_TOKEN``), never on
   its command line, which every local user can read with ``ps``; preset tokens are "legacy"
   tokens, which Label Studio accepts only with ``LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true``;
@@ -30,6 +33,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -48,7 +52,10 @@ VENV_ENV = "TQAFORGE_LABEL_STUDIO_VENV"
 #: The directory above the package: a source checkout when it holds pyproject.toml (a wheel
 #: installs the package into site-packages, which does not).
 _CHECKOUT = Path(__file__).resolve().parents[3]
-DEMO_USERNAME = "admin@tqaforge.local"
+#: The admin account's e-mail (Label Studio logs in by e-mail); not a secret.
+ADMIN_USERNAME = "admin@tqaforge.local"
+DEMO_USERNAME = ADMIN_USERNAME
+# The public demo login of the README, used only where asked for (`make run`'s demo workspace).
 DEMO_PASSWORD = "tqaforge-demo"
 # Label Studio wants a token of 40 hex-like characters; this one is public and only for the demo.
 DEMO_TOKEN = "7a3f0c5e9b1d4a6f8e2c0b7d5a3f1e9c4b6d8a20"
@@ -72,16 +79,30 @@ class LabelStudioPortInUse(LabelStudioError, PortInUse):
     """Label Studio's port is taken by another program (Label Studio would silently move)."""
 
 
+def new_password() -> str:
+    """A random admin password (96 bits)."""
+    return secrets.token_hex(12)
+
+
+def new_token() -> str:
+    """A random API token in the form Label Studio accepts: 40 hex characters (160 bits)."""
+    return secrets.token_hex(20)
+
+
 @dataclass(frozen=True)
 class LabelStudioSettings:
-    """Where and as whom to run a local server; ``allow_remote`` must be set to listen beyond loopback."""
+    """Where and as whom to run a local server; ``allow_remote`` must be set to listen beyond loopback.
+
+    Password and token are random unless given (the demo passes :data:`DEMO_PASSWORD` and
+    :data:`DEMO_TOKEN`); neither shows in ``repr``.
+    """
 
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 8080
-    username: str = DEMO_USERNAME
-    password: str = DEMO_PASSWORD
-    token: str = DEMO_TOKEN
+    username: str = ADMIN_USERNAME
+    password: str = field(default_factory=new_password, repr=False)
+    token: str = field(default_factory=new_token, repr=False)
     venv: Path | None = None  # the virtualenv holding Label Studio; None: resolve_venv()
     allow_remote: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -89,6 +110,11 @@ class LabelStudioSettings:
     @property
     def url(self) -> str:
         return http_url(self.host, self.port)
+
+    @property
+    def demo_login(self) -> bool:
+        """True when this is the public demo login of the README."""
+        return self.token == DEMO_TOKEN
 
 
 @dataclass
@@ -199,10 +225,17 @@ def _answers_on_loopback(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def port_hint(port: int) -> str:
+    """How to choose another port, for every way of starting Label Studio."""
+    other = port + 10 if port + 10 < 65536 else 8090
+    return (f"choose another port: `tqaforge labelstudio start --port {other}`, `make run LS_PORT={other}`, "
+            "or [labelstudio] port in tqaforge.toml")
+
+
 def check_label_studio_port(settings: LabelStudioSettings) -> None:
     """Fail now, naming the port, if Label Studio could not have ``settings.port``: it would
     otherwise move to the next free port without a word and never answer where we wait."""
-    hint = f"choose another port: `make run LS_PORT={settings.port + 10}` (or --ls-port for tqaforge.launch)"
+    hint = port_hint(settings.port)
     check_port_free(settings.host, settings.port, server_name="Label Studio",
                     other_port_hint=hint, error=LabelStudioPortInUse)
     # Label Studio's own test connects to localhost, whatever host it was given.
@@ -263,6 +296,16 @@ def is_healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def token_works(url: str, token: str, timeout: float = 10.0) -> bool:
+    """True when Label Studio at ``url`` accepts ``token`` (``/api/current-user/whoami`` answers 200)."""
+    request = urllib.request.Request(f"{url}/api/current-user/whoami", headers={"Authorization": f"Token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback URL we built)
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def make_private(data_dir: Path) -> None:
     """``data_dir`` 0700, every directory in it 0700 and every file 0600: Label Studio's database
     holds the account, its token and all annotations, which no other local user may read."""
@@ -304,13 +347,18 @@ def child_environment(settings: LabelStudioSettings) -> dict[str, str]:
 
 
 def start_server(settings: LabelStudioSettings, *, wait_s: float = 300.0,
-                 on_wait: Callable[[float], None] | None = None) -> RunningServer:
+                 on_wait: Callable[[float], None] | None = None,
+                 on_spawn: Callable[[subprocess.Popen[bytes]], None] | None = None) -> RunningServer:
     """Start Label Studio with its own SQLite database under ``settings.data_dir`` and wait until
     it answers; the preset account and token work as soon as this returns.
 
     Fails at once (before starting anything) when the host is beyond loopback without
     ``allow_remote``, or the port is taken; fails as soon as Label Studio exits or moves to another
-    port, with the tail of its log. ``on_wait(elapsed_s)`` is called about once a second while waiting.
+    port, with the tail of its log. ``on_wait(elapsed_s)`` is called about once a second while waiting;
+    ``on_spawn(process)`` once, as soon as the process exists (to record its pid).
+
+    The process runs in a session of its own, so it outlives the caller unless stopped: that is how
+    :func:`tqaforge.annotation.labelstudio.manage.start` leaves it running in the background.
     """
     command = executable(settings.venv)
     check_host_allowed(settings.host, allow_remote=settings.allow_remote, server_name="Label Studio",
@@ -321,7 +369,7 @@ def start_server(settings: LabelStudioSettings, *, wait_s: float = 300.0,
         if is_healthy(settings.url):  # say so when it is another Label Studio (or anything with /health)
             raise LabelStudioPortInUse(
                 f"something already answers at {settings.url} (another Label Studio?)",
-                hint=f"stop it, or choose another port: `make run LS_PORT={settings.port + 10}`",
+                hint=f"stop it (`tqaforge labelstudio stop` if it is a workspace's), or {port_hint(settings.port)}",
             ) from None
         raise
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -341,6 +389,8 @@ def start_server(settings: LabelStudioSettings, *, wait_s: float = 300.0,
         os.close(log_fd)
     server = RunningServer(settings, process, log_path)
     try:
+        if on_spawn is not None:
+            on_spawn(process)
         _wait_until_healthy(server, log_start, wait_s, on_wait)
     except BaseException:
         server.stop()  # failed, Ctrl-C or SIGTERM while waiting: leave no server behind
@@ -370,7 +420,7 @@ def _wait_until_healthy(server: RunningServer, log_start: int, wait_s: float,
             # The port was taken between our check and its start; it would answer elsewhere.
             raise LabelStudioPortInUse(
                 f"port {settings.port} was taken while Label Studio started, and it moved to another port:\n{recent}",
-                hint=f"choose another port: `make run LS_PORT={settings.port + 10}`")
+                hint=port_hint(settings.port))
         if is_healthy(settings.url):
             return
         if on_wait is not None:

@@ -1,0 +1,198 @@
+"""The HTTP client of Label Studio's API: every call retried with backoff, then a clear error.
+
+Plain ``httpx`` (which ``label-studio-sdk`` is built on) rather than the SDK's generated client,
+so that every request goes through one place: :meth:`LabelStudioClient.request`, which
+
+- retries a call that failed for a passing reason (the server down, restarting, overloaded:
+  connection refused, a timeout, HTTP 429 or 5xx) with exponential backoff, a few attempts within
+  a bounded total time (:class:`ClientSettings`);
+- retries a request that creates something (POST) only when it surely did not reach the server
+  (the connection could not be made): a timed-out import may have created its tasks, and the
+  next push finds them by their ``tqaforge_task_id`` instead of importing them twice;
+- then raises :class:`~tqaforge.annotation.labelstudio.server.LabelStudioError` saying what was
+  being done, where (the URL), what went wrong and what to do.
+
+>>> client = LabelStudioClient(client_settings("http://127.0.0.1:8080", token))  # doctest: +SKIP
+>>> client.request("GET", "/api/projects/", what="list the projects")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import httpx
+
+from tqaforge.annotation.labelstudio.server import LabelStudioError
+
+#: HTTP statuses worth another try: the server is overloaded or (re)starting.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Methods that change nothing, or change to the same end state when repeated.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class LabelStudioRequestError(LabelStudioError):
+    """Label Studio refused a request (HTTP 4xx other than 429): retrying would not help."""
+
+    def __init__(self, message: str, *, status: int, detail: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Where Label Studio is, the token to call it with, and how hard to try.
+
+    Each call gets ``attempts`` tries at most, waiting ``backoff``, then twice that, ... between
+    them, and gives up once ``max_total`` seconds have passed since its first try.
+    """
+
+    url: str
+    token: str = field(repr=False)
+    timeout: float = 15.0
+    attempts: int = 4
+    backoff: float = 0.5
+    max_total: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise LabelStudioError(
+                f"Label Studio's URL must start with http:// or https://, got {self.url!r}",
+                hint="give the URL the server prints, e.g. http://127.0.0.1:8080",
+            )
+        if not self.token.strip():
+            raise LabelStudioError("no Label Studio API token given", hint="copy it from Label Studio: Account & Settings")
+        if self.attempts < 1 or self.timeout <= 0 or self.backoff < 0 or self.max_total <= 0:
+            raise LabelStudioError("attempts must be 1 or more, and timeout, backoff and max_total positive")
+
+    @property
+    def base_url(self) -> str:
+        return self.url.rstrip("/")
+
+
+def client_settings(url: str, token: str, **options: Any) -> ClientSettings:
+    """:class:`ClientSettings` for the server at ``url`` called with ``token`` (``options``:
+    ``timeout``, ``attempts``, ``backoff``, ``max_total``)."""
+    return ClientSettings(url=url, token=token, **options)
+
+
+def _auth_header(token: str) -> str:
+    # Legacy tokens (40 hex characters) go as "Token"; personal access tokens (JWTs) as "Bearer".
+    return f"Bearer {token}" if token.count(".") == 2 else f"Token {token}"
+
+
+def _detail(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+class LabelStudioClient:
+    """One connection to one Label Studio server (close it, or use it as a context manager)."""
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=settings.base_url,
+            headers={"Authorization": _auth_header(settings.token), "Accept": "application/json"},
+            timeout=settings.timeout,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> LabelStudioClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        ok_missing: bool = False,
+        safe: bool = False,
+    ) -> Any:
+        """Send one request, retrying passing failures; the decoded JSON reply (None when empty,
+        or on HTTP 404 with ``ok_missing``). ``what`` says what the call is for, in error messages;
+        ``safe`` marks a POST that changes nothing (a validation), so it is retried like a GET."""
+        method = method.upper()
+        where = f"{method} {self.settings.base_url}{path}"
+        started = time.monotonic()
+        wait = self.settings.backoff
+        problem = ""
+        for attempt in range(1, self.settings.attempts + 1):
+            retry_safe = safe or method in _IDEMPOTENT
+            try:
+                response = self._http.request(method, path, json=json, params=params)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                problem = f"cannot connect ({exc.__class__.__name__}: {exc})"
+                retry_safe = True  # nothing reached the server
+            except httpx.TransportError as exc:
+                problem = f"{exc.__class__.__name__}: {exc or 'no reply'}"
+            else:
+                if response.status_code in RETRY_STATUSES:
+                    problem = f"HTTP {response.status_code}: {_detail(response)}"
+                    retry_safe = retry_safe or response.status_code == 429
+                elif ok_missing and response.status_code == 404:
+                    return None
+                elif response.status_code >= 400:
+                    hint = (
+                        "check the API token (Label Studio: Account & Settings)"
+                        if response.status_code in (401, 403) else "this is a bug or a changed server; the reply says what it refused"
+                    )
+                    raise LabelStudioRequestError(
+                        f"Label Studio refused to {what}: HTTP {response.status_code} from {where}: {_detail(response)}",
+                        status=response.status_code, detail=_detail(response), hint=hint,
+                    )
+                else:
+                    if not response.content:
+                        return None
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise LabelStudioError(
+                            f"Label Studio's reply to {what} is not JSON ({where}): {_detail(response)}",
+                            hint="is this URL a Label Studio server? check --url",
+                        ) from None
+            elapsed = time.monotonic() - started
+            if not retry_safe or attempt == self.settings.attempts or elapsed + wait > self.settings.max_total:
+                tries = f"{attempt} attempt{'s' if attempt > 1 else ''} in {elapsed:.1f} s"
+                raise LabelStudioError(
+                    f"could not {what}: {where} failed after {tries}: {problem}",
+                    hint="start Label Studio (`tqaforge labelstudio start`) or check --url; what was synced so far is "
+                    "kept, and running the same command again completes the rest without duplicating anything",
+                )
+            self._sleep(wait)
+            wait *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def pages(self, path: str, *, what: str, params: dict[str, Any], key: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
+        """Every item of a paged listing (``page``/``page_size``; the items under ``key``, or a bare list)."""
+        page = 1
+        seen = 0
+        while True:
+            reply = self.request("GET", path, what=what, params={**params, "page": page, "page_size": page_size}, ok_missing=True)
+            if reply is None:  # Label Studio answers 404 "Invalid page" past the end
+                return
+            items = reply if isinstance(reply, list) else reply.get(key) or []
+            yield from items
+            seen += len(items)
+            total = reply.get("total", reply.get("count")) if isinstance(reply, dict) else None
+            if isinstance(reply, list) or not items or len(items) < page_size or (total is not None and seen >= total):
+                return
+            page += 1
