@@ -92,3 +92,15 @@ def build_workspace(ws: Workspace, proposed: int = 3) -> dict[str, list[str]]:
         )
         s.add(answer)
     return {"questions": questions, "answers": [answer.id]}
+
+
+def login(url: str, email: str, password: str) -> str:
+    """Log in through Label Studio's login form as a person would; the user's own API token."""
+    with httpx.Client(base_url=url, follow_redirects=False) as browser:
+        page = browser.get("/user/login/")
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        csrf = found.group(1) if found else browser.cookies.get("csrftoken")
+        reply = browser.post("/user/login/", data={"email": email, "password": password, "csrfmiddlewaretoken": csrf},
+                             headers={"Referer": f"{url}/user/login/"})
+        assert reply.status_code == 302, f"login of {email} refused: {reply.status_code} {reply.text[:300]}"
+        return str(browser.get("/api/current-user/token").raise_for_status().json()["token"])
