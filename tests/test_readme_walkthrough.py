@@ -2,9 +2,10 @@
 
 The first ``bash`` block under "## Walkthrough" is run as one bash script (``set -e``) in a
 scratch directory that holds the shipped ``data/`` and ``.venv`` as the README's checkout would.
-The ids in it are the real content-hash ids of the shipped demo data, so they must resolve. The
-one thing changed is the endpoint: the ``export OPENAI_BASE_URL=...`` line is pointed at a
-loopback OpenAI-compatible server with scripted replies (no model can be reached here).
+The ids in it are the real content-hash ids of the shipped demo data, so they must resolve. Two
+things are changed: the ``export OPENAI_BASE_URL=...`` line is pointed at a loopback
+OpenAI-compatible server with scripted replies (no model can be reached here), and
+``tqaforge labelstudio start`` becomes the run's Label Studio (see the test).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from test_generation import model_reply
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 README_ENDPOINT = "http://127.0.0.1:8000/v1"
+README_LS_START = "tqaforge labelstudio start "
 
 
 def walkthrough_script() -> str:
@@ -47,10 +49,15 @@ def scripted_model(body: dict) -> str:
     return model_reply(body)
 
 
-def test_every_walkthrough_command_runs(tmp_path: Path) -> None:
+def test_every_walkthrough_command_runs(tmp_path: Path, label_studio) -> None:
     """New user: the README walkthrough named ids and files that did not exist."""
     script = walkthrough_script()
     assert README_ENDPOINT in script, "the walkthrough should show where the endpoint is set"
+    # `labelstudio start` would start a second server (a minute or more): the walkthrough's
+    # workspace uses the run's Label Studio instead, the way a team's shared server is used.
+    assert README_LS_START in script
+    script = script.replace(README_LS_START, f"export TQAFORGE_LABEL_STUDIO_URL={label_studio.url} "
+                            f"TQAFORGE_LABEL_STUDIO_TOKEN={label_studio.token}  #")
     (tmp_path / "data").symlink_to(REPO / "data")
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     with OpenAIServer(scripted_model) as server:
@@ -65,6 +72,9 @@ def test_every_walkthrough_command_runs(tmp_path: Path) -> None:
         assert server.total_paid > 0, "the generation commands reached the endpoint"
     assert "Traceback" not in result.stderr
     assert (tmp_path / "mybench" / "tqaforge.db").exists()
+    assert re.search(r"question_review: \d+ items pending, 2 annotators each; [1-9]\d* task copies imported", result.stdout), \
+        result.stdout[-3000:]
+    assert re.search(r"ana@lab\.org +ls:[0-9a-f]+ +question_review", result.stdout), result.stdout[-3000:]
 
 
 @pytest.mark.parametrize("line", [ln for ln in walkthrough_script().splitlines() if ln.startswith("tqaforge ")])

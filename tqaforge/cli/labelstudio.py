@@ -142,8 +142,9 @@ def _status_lines(state: ServerStatus, secrets: dict[str, str]) -> list[str]:
     return lines
 
 
-URL_OPTION = typer.Option(None, "--url", help="Another Label Studio than this workspace's own server; its API token in "
-                          "TQAFORGE_LABEL_STUDIO_TOKEN.")
+URL_OPTION = typer.Option(None, "--url", envvar="TQAFORGE_LABEL_STUDIO_URL",
+                          help="Another Label Studio than this workspace's own server (a team's shared one); its API "
+                          "token in TQAFORGE_LABEL_STUDIO_TOKEN.")
 
 
 @labelstudio_app.command("push")
