@@ -12,8 +12,10 @@ that kind. This module is the registry: one :class:`KindSpec` per kind, saying
   labels are scored against the author's gold (accuracy), not adjudicated
   (:attr:`KindSpec.adjudicated`);
 - how a resolved final label changes the item (:attr:`KindSpec.settle`): a question review
-  settles the question's status (:func:`tqaforge.annotation.review.settle_question`); the other
-  kinds' final labels stay in their adjudication records.
+  settles the question's status (:func:`tqaforge.annotation.review.settle_question`), an answer
+  verification the answer's status and a people's correction, question typing the question's
+  type (:mod:`tqaforge.annotation.verification`); the other kinds' final labels stay in their
+  adjudication records.
 
 Labels are written by :mod:`tqaforge.labels` only.
 
@@ -52,6 +54,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from sqlmodel import Session, select
 
 from tqaforge.annotation.review import REVIEW_KIND, settle_question
+from tqaforge.annotation.verification import settle_answer, settle_question_type
 from tqaforge.errors import AgreementError
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant
 
@@ -143,7 +146,7 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             "question_typing", "category", "type", "extraction or reasoning question (FREB-TQA A.2)",
             ("extraction", "reasoning", "unanswerable"),
-            {1: "extraction", 0: "reasoning", -1: "unanswerable"},
+            {1: "extraction", 0: "reasoning", -1: "unanswerable"}, settle=settle_question_type,
         ),
         KindSpec(
             REVIEW_KIND, "category", "decision", "keep or reject a proposed question",
@@ -151,7 +154,7 @@ KINDS: dict[str, KindSpec] = {
         ),
         KindSpec(
             "answer_verification", "category", "decision", "is the candidate gold answer correct",
-            ("correct", "incorrect", "unanswerable"),
+            ("correct", "incorrect", "unanswerable"), settle=settle_answer,
         ),
         KindSpec("relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)"),
         KindSpec(

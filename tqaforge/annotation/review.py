@@ -165,6 +165,33 @@ def settle_question(s: Session, question_id: str, final_label: Mapping[str, Any]
         question.status = status
         question.updated_at = utcnow()
         s.add(question)
+    if decision == "accept":
+        _settle_edit(s, question)
+
+
+def _settle_edit(s: Session, question: Question) -> None:
+    """An accepted question whose annotators all chose *edit* with the same wording (Label Studio
+    reviews: the final label only says "accept") takes that wording, recorded in its lineage as
+    a CLI edit is. Different wordings, or an edit among plain accepts, leave the text as it is."""
+    task_id = annotation_task_id(QUESTION_REVIEW, "question", question.id)
+    latest: dict[str, Any] = {}
+    for row in s.exec(select(Annotation).where(Annotation.task_id == task_id).order_by(col(Annotation.created_at), col(Annotation.id))):
+        latest[row.annotator] = row.label
+    texts = [clean_question(label.get("text") or "") if isinstance(label, dict) and label.get("decision") == "edit" else ""
+             for label in latest.values()]
+    if not texts or not all(texts) or len({tuple(tokens(t)) for t in texts}) != 1 or tokens(texts[0]) == tokens(question.text):
+        return
+    try:
+        _check_not_duplicate(s, question, texts[0])
+    except ReviewError:
+        return  # it would repeat another question: the text stays, the edits stay in the annotations
+    lineage = dict(question.lineage or {})
+    lineage["edits"] = [*lineage.get("edits", []), {"previous_text": question.text, "annotator": "adjudication",
+                                                    "source": "adjudication", "at": utcnow().isoformat(timespec="seconds")}]
+    question.lineage = lineage
+    question.text = texts[0]
+    question.updated_at = utcnow()
+    s.add(question)
 
 
 def review_queue(

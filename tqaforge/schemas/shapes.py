@@ -135,3 +135,4 @@ class AnswerVotes(TypedDict, total=False):
     manual_share: float
     seed: int
     model: str
+    corrects: str  # a corrected answer (people's, after verification): the id of the answer it replaces
