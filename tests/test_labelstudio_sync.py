@@ -13,6 +13,7 @@ from labelstudio_helpers import annotate, build_workspace, choice, new_email, si
 from sqlmodel import select
 
 from tqaforge.annotation.adjudication import adjudicate
+from tqaforge.annotation.kinds import LabelError
 from tqaforge.annotation.labelstudio.client import LabelStudioClient, client_settings
 from tqaforge.annotation.labelstudio.registry import LS_KINDS, table_html
 from tqaforge.annotation.labelstudio.server import LabelStudioError
@@ -84,6 +85,8 @@ def test_push_annotate_pull_adjudicate(label_studio, workspace) -> None:
     assert [t["data"]["tqaforge_task_id"] for t in held] == [c.task_id for c in copies if (c.kind, c.annotator) == ("answer_verification", ana)]
     candidates = held[0]["data"]["candidates_html"]
     assert "&lt;script&gt;" in candidates and "<script>" not in candidates and "PoT" in candidates and "Sandbox" in candidates
+    picks = held[0]["data"]["agent_answers"]  # one choice per different agent answer, the methods beside it
+    assert [p["value"] for p in picks] == ["proposed|42"] and all(m in picks[0]["html"] for m in ("TCoT", "SCoT", "PoT"))
     with httpx.Client(base_url=url, headers={"Authorization": f"Token {admin}"}) as c:
         assert c.get(f"/api/projects/{project_of[('question_review', ben)]}/").json()["title"] == project_title("question_review", ben)
 
@@ -94,8 +97,8 @@ def test_push_annotate_pull_adjudicate(label_studio, workspace) -> None:
         if copy.kind == "question_review":
             decision = "reject" if (copy.annotator == ben and task.target_id == first_question) else "accept"
             result = [choice("decision", "question", decision), choice("subtype_right", "category", "yes")]
-        elif copy.annotator == ana:
-            result = [choice("decision", "answer", "correct")]
+        elif copy.annotator == ana:  # she picks the agents' answer, which is the proposed one
+            result = [choice("picked", "answer", "proposed|42")]
         else:
             result = [choice("decision", "answer", "incorrect"), text("corrected_answer", "answer", "41")]
         annotate(url, tokens[copy.annotator], copy.ls_task_id, result, lead_time=12.5)
@@ -161,3 +164,14 @@ def test_push_annotate_pull_adjudicate(label_studio, workspace) -> None:
         final = s.exec(select(Adjudication).where(Adjudication.task_id == copy.task_id)).one()
         assert final.status == AdjudicationStatus.RESOLVED and final.label == {"decision": "accept"}
         assert s.get(Question, first_question).status == QuestionStatus.ACCEPTED  # type: ignore[union-attr]
+
+
+def test_a_picked_agent_answer_becomes_a_verification_label() -> None:
+    read = LS_KINDS["answer_verification"].to_label
+    assert read is not None
+    assert read([choice("picked", "answer", "proposed|42")]) == {"decision": "correct"}
+    assert read([choice("picked", "answer", "other|17, 18")]) == {"decision": "incorrect", "answer": "17, 18"}
+    with pytest.raises(LabelError, match="give one"):
+        read([choice("picked", "answer", "other|17"), choice("decision", "answer", "correct")])
+    with pytest.raises(LabelError, match="not one of the agents' answers"):
+        read([choice("picked", "answer", "17")])

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import KINDS, LabelError
+from tqaforge.answers.parse import split_answer
 from tqaforge.schemas.enums import AnswerRoute, QuestionStatus
 from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord
 
@@ -215,7 +216,29 @@ def _answer_data(s: Session, answer_id: str) -> dict[str, Any]:
         "question": question.text,
         "answer": answer.value,
         "candidates_html": f'<div style="display:flex;flex-wrap:wrap;gap:8px">{blocks}</div>',
+        "agent_answers": _agent_choices(answer, candidates),
     }
+
+
+#: The value of a picked agent answer: ``proposed|TEXT`` (it is the proposed answer) or ``other|TEXT``.
+PICK_PROPOSED, PICK_OTHER = "proposed|", "other|"
+
+
+def _agent_choices(answer: Answer, candidates: Sequence[AnswerCandidate]) -> list[dict[str, str]]:
+    """One choice per different answer the agents gave (the methods that gave it shown beside it),
+    so an annotator can pick the right one instead of typing it; Label Studio's dynamic choices."""
+    methods: dict[str, list[str]] = {}
+    for c in candidates:
+        text = c.value if c.value is not None else ", ".join(c.values or [])
+        if text and c.status == "ok":
+            methods.setdefault(text, []).append(str(c.method))
+    proposed = tuple(answer.values or [])
+    choices = []
+    for text, who in methods.items():
+        same = text == answer.value or tuple(split_answer(text)) == proposed
+        shown = f"{_e(text)} <small>({_e(', '.join(who))}{'; the proposed answer' if same else ''})</small>"
+        choices.append({"value": (PICK_PROPOSED if same else PICK_OTHER) + text, "html": shown})
+    return choices
 
 
 def _answer_payload(s: Session, answer_id: str) -> dict[str, Any] | None:
@@ -300,6 +323,16 @@ def _review_label(result: Result) -> dict[str, Any]:
 def _verification_label(result: Result) -> dict[str, Any]:
     decision = _choice(result, "decision", ("correct", "incorrect", "unanswerable"), required=False)
     answer = _text(result, "corrected_answer")
+    picked = _values(result, "picked", "choices")
+    if picked:
+        if decision is not None or answer is not None:
+            raise LabelError("an agent's answer was picked and a decision or corrected answer given too: give one")
+        value = picked[0]
+        if value.startswith(PICK_PROPOSED):
+            return {"decision": "correct"}
+        if not value.startswith(PICK_OTHER) or not value[len(PICK_OTHER):].strip():
+            raise LabelError(f"the picked answer {value[:40]!r} is not one of the agents' answers")
+        return {"decision": "incorrect", "answer": value[len(PICK_OTHER):].strip()}
     if decision is None and answer is None:
         raise LabelError("neither a decision nor a corrected answer")
     if decision == "correct" and answer is not None:
