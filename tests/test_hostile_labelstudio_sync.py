@@ -156,3 +156,40 @@ def test_bad_template_names_its_file(label_studio, sqlite_workspace, tmp_path: P
     with pytest.raises(LabelStudioConfigError, match=f"{refused}: Label Studio refuses the label configuration of question_typing"):
         push(sqlite_workspace, "question_typing", settings, ["a@x.org"], PushOptions(overlap=1))
     assert _count(sqlite_workspace, AnnotationTask) == 0
+
+
+def test_a_label_made_in_someone_elses_project_is_left_out(label_studio, sqlite_workspace) -> None:
+    """Case: community Label Studio lets every member open every project; ben labels a task in
+    ana's project (seeing her label). His label is not blind: pull leaves it out and says why."""
+    ws = sqlite_workspace
+    build_workspace(ws, proposed=1)
+    url, admin = label_studio.url, label_studio.token
+    ana, ben = new_email("ana"), new_email("ben")
+    ana_token, ben_token = signup(url, admin, ana)[1], signup(url, admin, ben)[1]
+    push(ws, "question_review", client_settings(url, admin), [ana], PushOptions(overlap=1))
+    with ws.session() as s:
+        copy = s.exec(select(LabelStudioTaskCopy)).one()
+    review = [choice("decision", "question", "accept"), choice("subtype_right", "category", "yes")]
+    annotate(url, ana_token, copy.ls_task_id, review)
+    annotate(url, ben_token, copy.ls_task_id, review)
+    pulled = pull(ws, client_settings(url, admin))
+    assert pulled.recorded == 1 and len(pulled.problems) == 1
+    assert f"by {ben} in {ana}'s project (not blind" in pulled.problems[0]
+    assert _count(ws, Annotation) == 1
+
+
+def test_annotator_accounts_refuse_bad_input_before_any_request(label_studio) -> None:
+    """Cases: not an e-mail; an e-mail that already has an account; the server away."""
+    from tqaforge.annotation.labelstudio.annotators import add_annotator
+
+    away = client_settings(f"http://127.0.0.1:{free_port()}", "0" * 40, attempts=1)
+    for bad in ("ana", "ana@", "a b@x.org", ""):
+        with pytest.raises(LabelStudioError, match="is not an e-mail address"):
+            add_annotator(away, bad)
+    with pytest.raises(LabelStudioError, match="cannot connect"):
+        add_annotator(away, "ana@example.org")
+    settings = client_settings(label_studio.url, label_studio.token)
+    taken = new_email("taken")
+    signup(label_studio.url, label_studio.token, taken)
+    with pytest.raises(LabelStudioError, match="already has a Label Studio account"):
+        add_annotator(settings, taken.upper())
