@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,3 +200,37 @@ def label_studio() -> SharedLabelStudio:
     assert state.pid is not None and state.answers and credentials is not None, state
     return SharedLabelStudio(root=root, url=credentials.url, token=credentials.token,
                              settings=manage.workspace_settings(root), pid=state.pid)
+
+
+def in_ci() -> bool:
+    """Whether this is a CI run (CI=true): there, a missing tool fails a test instead of skipping it."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture
+def chromium() -> tuple[str, str]:
+    """Paths of chromium and chromedriver. Missing ones skip the test locally, but fail it in CI
+    (CI=true): `.ci/run` installs them, so there a skip would hide a broken browser test."""
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if browser and driver:
+        return browser, driver
+    message = "chromium/chromedriver not installed (apt-get install chromium chromium-driver)"
+    if in_ci():
+        pytest.fail(f"{message}; CI must run the browser tests (.ci/run installs them)")
+    pytest.skip(message)
+
+
+def start_chrome(chromium: tuple[str, str], profile: Path, window: str = "1400,2000"):
+    """A headless Chromium driven by the installed chromedriver (given to Selenium through a
+    Service, so Selenium never downloads one), with its own fresh ``profile`` directory: cookies
+    and sessions are never shared between two drivers. The caller quits it."""
+    from selenium import webdriver
+
+    browser_path, driver_path = chromium
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser_path
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
+                 f"--window-size={window}"):
+        opts.add_argument(flag)
+    return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=driver_path))

@@ -7,7 +7,6 @@ served by ``streamlit run`` in headless Chromium when Chromium is installed.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from conftest import free_port, start_chrome
 from streamlit.testing.v1 import AppTest
 
 from tqaforge.ingest import import_paths
@@ -51,22 +50,8 @@ def test_home_page_without_workspace_says_what_to_do(tmp_path, monkeypatch):
     assert at.error and "tqaforge init" in at.error[0].value
 
 
-@pytest.fixture
-def chromium() -> tuple[str, str]:
-    """Paths of chromium and chromedriver. Missing ones skip the test locally, but fail it in CI
-    (CI=true): `.ci/run` installs them, so there a skip would hide a broken browser test."""
-    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if browser and driver:
-        return browser, driver
-    message = "chromium/chromedriver not installed (apt-get install chromium chromium-driver)"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{message}; CI must run the browser tests (.ci/run installs them)")
-    pytest.skip(message)
-
-
 def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path, chromium):
     ws, summary = demo_workspace
-    browser_path, driver_path = chromium
     port = free_port()
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
     server = subprocess.Popen(
@@ -85,18 +70,10 @@ def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path, chromi
                 time.sleep(0.5)
         else:
             pytest.fail("streamlit did not start")
-        from selenium import webdriver
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
-        opts = webdriver.ChromeOptions()
-        opts.binary_location = browser_path
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                     "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-                     "--window-size=1400,2000"):
-            opts.add_argument(flag)
-        service = webdriver.ChromeService(executable_path=driver_path)
-        driver = webdriver.Chrome(options=opts, service=service)
+        driver = start_chrome(chromium, tmp_path / "profile")
         try:
             driver.get(url)
             WebDriverWait(driver, 60).until(lambda d: "Tables" in d.find_element(By.TAG_NAME, "body").text
