@@ -62,6 +62,8 @@ bench: install
 	else echo "question typing benchmark skipped: ../shared/data/freb-tqa not found"; fi
 	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \
 	else echo "variants benchmark skipped: python3 -m venv .venv-bench && .venv-bench/bin/pip install unitxt pandas"; fi
+	@if [ -f $(LS_VENV)/.installed ]; then $(BIN)/python benchmarks/labelstudio.py; \
+	else echo "Label Studio benchmark skipped: make labelstudio"; fi
 
 clean:
 	rm -rf $(DEMO) .pytest_cache .hypothesis

@@ -36,16 +36,7 @@ def _tqaforge(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[s
 
 
 def _group(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
+    return manage.group_members(pgid)
 
 
 def _port_open(port: int) -> bool:

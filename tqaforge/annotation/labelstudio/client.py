@@ -30,6 +30,9 @@ from tqaforge.annotation.labelstudio.server import LabelStudioError
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: Methods that change nothing, or change to the same end state when repeated.
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Items per page of a listing. Label Studio spends far more per request than per item (1,000
+#: tasks, ~9 MB with their tables, come back in 1-2 s), so pages are large.
+PAGE_SIZE = 1000
 
 
 class LabelStudioRequestError(LabelStudioError):
@@ -181,8 +184,15 @@ class LabelStudioClient:
             wait *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def pages(self, path: str, *, what: str, params: dict[str, Any], key: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
-        """Every item of a paged listing (``page``/``page_size``; the items under ``key``, or a bare list)."""
+    def pages(
+        self, path: str, *, what: str, params: dict[str, Any], key: str, page_size: int = PAGE_SIZE,
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a paged listing (``page``/``page_size``; the items under ``key``, or a bare list).
+
+        Pages are large (fewer round trips: Label Studio's cost per request is high), and when the
+        reply says how many items there are, that count decides the end, not a short page: a
+        server capping ``page_size`` (``TASK_API_PAGE_SIZE_MAX``) sends short pages that are not
+        the last one."""
         page = 1
         seen = 0
         while True:
@@ -193,6 +203,11 @@ class LabelStudioClient:
             yield from items
             seen += len(items)
             total = reply.get("total", reply.get("count")) if isinstance(reply, dict) else None
-            if isinstance(reply, list) or not items or len(items) < page_size or (total is not None and seen >= total):
+            if isinstance(reply, list) or not items:
+                return
+            if isinstance(total, int) and not isinstance(total, bool):
+                if seen >= total:
+                    return
+            elif len(items) < page_size:
                 return
             page += 1

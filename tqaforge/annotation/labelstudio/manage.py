@@ -480,8 +480,8 @@ def stop(ws: Workspace | Path, *, timeout: float = 20.0) -> StopResult:
                       pid=state.pid, killed=killed)
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``."""
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid`` (the server and all it spawned)."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -520,7 +520,7 @@ def _end_process_group(pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + seconds
         while True:
             _reap(pid)
-            if not (_group_members(pid) if leads_group else [pid] if _alive(pid) else []):
+            if not (group_members(pid) if leads_group else [pid] if _alive(pid) else []):
                 return True
             if time.monotonic() > deadline:
                 return False

@@ -21,6 +21,9 @@ Each batch is committed with its copies (and the :class:`AnnotationTask` rows, w
 Before importing, the project's tasks are listed: a task Label Studio already holds (its data
 carries our ``tqaforge_task_id``) but our store does not know -- a push interrupted between the
 import and the commit -- is recorded, not imported again. Pushing again creates nothing.
+Each import asks Label Studio for the ids of the tasks it created (``return_task_ids``), so the
+project is listed once per push, not after every batch; while one batch is being imported the
+next is built and the last recorded (one import in flight at a time, none after a failure).
 
 **Pull** (:func:`pull`) reads every task of every project we pushed to, and records each
 annotation through :func:`tqaforge.labels.record_annotation`: annotator ``ls:`` + a hash of the
@@ -30,6 +33,7 @@ changed, and its ``lead_time``. A revision pulled before adds nothing; a changed
 new label (the earlier one stays). Results that cannot be read (an unknown choice, a missing
 field) are skipped and listed in :attr:`PullSummary.problems`; the rest are pulled. Final labels
 then come from :func:`tqaforge.annotation.adjudication.adjudicate`, as for every other label.
+Label Studio reads the next page of tasks while the last is recorded; each page is one transaction.
 
 Every HTTP call is retried (:mod:`~tqaforge.annotation.labelstudio.client`), then raises
 :class:`~tqaforge.annotation.labelstudio.server.LabelStudioError`; what was committed stays, and
@@ -41,11 +45,15 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from sqlmodel import Session, select
+from sqlalchemy import event
+from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import LabelError, check_against_target, kind_spec
 from tqaforge.annotation.labelstudio.client import ClientSettings, LabelStudioClient, LabelStudioRequestError, client_settings
@@ -53,7 +61,7 @@ from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind
 from tqaforge.annotation.labelstudio.server import LabelStudioError
 from tqaforge.ids import annotation_task_id, content_hash, labelstudio_annotator, labelstudio_copy_id
 from tqaforge.labels import mark_task_synced, record_annotation, task_for
-from tqaforge.schemas.records import Annotation, AnnotationTask, LabelStudioTaskCopy
+from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, LabelStudioTaskCopy, Question, Variant
 from tqaforge.store import Workspace
 
 __all__ = [
@@ -68,6 +76,21 @@ MAX_TITLE = 50
 SOURCE = "labelstudio"
 #: The key of our task id in a Label Studio task's data.
 TASK_KEY = "tqaforge_task_id"
+#: Tasks per page of a pull. With their annotations (``fields=all``) Label Studio takes 5-7 ms
+#: per task whatever the page size, so a page is a few seconds: well inside the client's timeout,
+#: and small enough that recording the last one (not overlapped with a read) is short. (Its
+#: export, at 2-3 ms per task, is not used: every export call leaves a copy of the data in the
+#: server's data directory.)
+PULL_PAGE = 500
+#: Rows per ``IN (...)`` of a prefetch: far below SQLite's and PostgreSQL's limits.
+IN_CHUNK = 500
+#: The record each target type names, so that a batch's targets load in one query and the
+#: payloads and checks find them in the session instead of asking one by one.
+_TARGET_MODELS: dict[str, type[Question] | type[Answer] | type[Variant]] = {
+    "question": Question, "answer": Answer, "variant": Variant,
+}
+
+T = TypeVar("T")
 
 
 class LabelStudioConfigError(LabelStudioError):
@@ -102,6 +125,79 @@ def _spec(kind: str) -> LabelStudioKind:
             hint=f"kinds that can: {ready}; label {kind} with the CLI or the app meanwhile",
         )
     return spec
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+@contextmanager
+def _keeping_loaded(s: Session) -> Iterator[None]:
+    """Keep every row ``s`` loads alive inside the block. The session forgets rows nobody holds,
+    so a batch's tasks would read their few shared tables once per task instead of once."""
+    kept: list[Any] = []
+
+    def keep(_session: Session, row: Any) -> None:
+        kept.append(row)
+
+    event.listen(s, "loaded_as_persistent", keep)
+    try:
+        yield
+    finally:
+        event.remove(s, "loaded_as_persistent", keep)
+        kept.clear()
+
+
+def _preload(s: Session, target_type: str, target_ids: Iterable[str]) -> None:
+    """Load the targets into ``s`` in a few queries (inside :func:`_keeping_loaded`, so that the
+    payloads, task data and checks then find them in the session instead of asking one by one)."""
+    model = _TARGET_MODELS.get(target_type)
+    if model is None:
+        return
+    for chunk in _chunks(sorted(set(target_ids)), IN_CHUNK):
+        s.exec(select(model).where(col(model.id).in_(chunk))).all()
+
+
+def _batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+_END: Any = object()
+
+
+def _ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, the next one already being made in a thread while the caller works on the last
+    (``items`` may only talk to Label Studio, not to the store: sessions stay in the caller's thread)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="labelstudio") as pool:
+        coming = pool.submit(next, items, _END)
+        while (item := coming.result()) is not _END:
+            coming = pool.submit(next, items, _END)
+            yield item
+
+
+def _read_ahead(calls: Iterable[Callable[[], T]]) -> Iterator[T]:
+    """The results of ``calls`` in order, the next one already under way in a thread while the
+    caller works on the last: Label Studio serialises on its core while we record on ours.
+    One call runs at a time, and none starts once one has failed."""
+    with ThreadPoolExecutor(1, thread_name_prefix="labelstudio") as pool:
+        running: Future[T] | None = None
+        for call in calls:
+            if running is None:
+                running = pool.submit(call)
+                continue
+            done = running.result()
+            running = pool.submit(call)
+            yield done
+        if running is not None:
+            yield running.result()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +260,7 @@ class PushOptions:
 
     overlap: int | None = None
     seed: int = 0
-    batch_size: int = 100
+    batch_size: int = 500
     limit: int | None = None
 
     def __post_init__(self) -> None:
@@ -259,7 +355,9 @@ def _project(client: LabelStudioClient, s: Session, kind: str, annotator: str, c
 def _ls_tasks(client: LabelStudioClient, project_id: int, summary: PushSummary | None = None) -> dict[str, int]:
     """{our task id: Label Studio task id} of a project's tasks (the lowest id when a task is there twice)."""
     held: dict[str, int] = {}
-    for task in client.pages("/api/tasks/", what=f"list the tasks of project {project_id}", params={"project": project_id}, key="tasks"):
+    for task in client.pages(
+        "/api/tasks/", what=f"list the tasks of project {project_id}", params={"project": project_id}, key="tasks",
+    ):
         ours = (task.get("data") or {}).get(TASK_KEY)
         if not isinstance(ours, str):
             continue
@@ -274,17 +372,54 @@ def _record_copies(
     summary: PushSummary, seed: int,
 ) -> None:
     """Write the copies (and their tasks, through labels.py) of ``found`` {our task id: LS task id}."""
-    for task_id, ls_task_id in found.items():
-        target_id = targets[task_id]
-        existing = s.get(AnnotationTask, task_id)
-        payload = spec.payload(s, target_id) if spec.payload is not None else None
-        task = existing or task_for(s, spec.kind, spec.target_type, target_id, payload)
-        summary.tasks_created += existing is None
-        s.add(LabelStudioTaskCopy(
-            id=labelstudio_copy_id(task_id, annotator), task_id=task_id, kind=spec.kind, annotator=annotator,
-            ls_project_id=project_id, ls_task_id=ls_task_id, seed=seed,
-        ))
-        mark_task_synced(s, task, ls_project_id=project_id, ls_task_id=ls_task_id)
+    # The batch's tasks and targets in a few queries, not a few per copy.
+    with _keeping_loaded(s), s.no_autoflush:
+        existing = {
+            task.id: task
+            for chunk in _chunks(list(found), IN_CHUNK)
+            for task in s.exec(select(AnnotationTask).where(col(AnnotationTask.id).in_(chunk))).all()
+        }
+        if spec.payload is not None:
+            _preload(s, spec.target_type, (targets[t] for t in found if t not in existing))
+        for task_id in found:
+            if task_id not in existing:
+                target_id = targets[task_id]
+                payload = spec.payload(s, target_id) if spec.payload is not None else None
+                existing[task_id] = task_for(s, spec.kind, spec.target_type, target_id, payload)
+                summary.tasks_created += 1
+        # Then the copies and the tasks' state, written together at the commit (task_for has
+        # flushed each new task on its own).
+        for task_id, ls_task_id in found.items():
+            task = existing[task_id]
+            s.add(LabelStudioTaskCopy(
+                id=labelstudio_copy_id(task_id, annotator), task_id=task_id, kind=spec.kind, annotator=annotator,
+                ls_project_id=project_id, ls_task_id=ls_task_id, seed=seed,
+            ))
+            mark_task_synced(s, task, ls_project_id=project_id, ls_task_id=ls_task_id)
+
+
+def _import(client: LabelStudioClient, project_id: int, items: list[dict[str, Any]]) -> dict[str, int]:
+    """Import ``items`` into the project; {our task id: Label Studio task id} of each of them.
+
+    Label Studio names the tasks it created, in the order sent, when asked (``return_task_ids``);
+    a server that does not is asked for the project's tasks instead. Either way, every task sent
+    must be there, or the push stops (and the next one records what arrived)."""
+    reply = client.request(
+        "POST", f"/api/projects/{project_id}/import", params={"return_task_ids": "true"}, json=items,
+        what=f"import {len(items)} tasks into project {project_id}",
+    )
+    sent = [item["data"][TASK_KEY] for item in items]
+    ids = reply.get("task_ids") if isinstance(reply, dict) else None
+    if isinstance(ids, list) and len(ids) == len(sent) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return dict(zip(sent, ids))
+    in_ls = _ls_tasks(client, project_id)
+    found = {t: in_ls[t] for t in sent if t in in_ls}
+    if len(found) < len(sent):
+        raise LabelStudioError(
+            f"Label Studio accepted {len(items)} tasks into project {project_id} but lists only {len(found)} of them",
+            hint="run the push again: it records what Label Studio holds and imports the rest",
+        )
+    return found
 
 
 def push(
@@ -315,6 +450,7 @@ def push(
     try:
         config = check_config(ls, spec)
         assert spec.pending is not None and spec.task_data is not None
+        task_data = spec.task_data
         with ws.session() as s:
             targets = {annotation_task_id(kind, spec.target_type, t): t for t in spec.pending(s)}
             held: dict[str, set[str]] = defaultdict(set)
@@ -349,28 +485,23 @@ def push(
                     _record_copies(s, spec, who, project_id, recovered, targets, summary, options.seed)
                 summary.copies_recovered += len(recovered)
             todo = [t for t in todo if t not in in_ls]
-            for start in range(0, len(todo), options.batch_size):
-                batch = todo[start:start + options.batch_size]
-                items = []
-                with ws.session() as s:
-                    for task_id in batch:
-                        try:
-                            items.append({"data": {**spec.task_data(s, targets[task_id]), TASK_KEY: task_id}})
-                        except LabelError as exc:
-                            summary.problems.append(f"{task_id[:10]}: {exc}")
-                if not items:
-                    continue
-                ls.request("POST", f"/api/projects/{project_id}/import", json=items, what=f"import {len(items)} tasks into project {project_id}")
+
+            def imports(project_id: int = project_id, todo: list[str] = todo) -> Iterator[Callable[[], dict[str, int]]]:
+                for batch in _chunks(todo, options.batch_size):
+                    items = []
+                    with ws.session() as s, _keeping_loaded(s):
+                        _preload(s, spec.target_type, (targets[t] for t in batch))
+                        for task_id in batch:
+                            try:
+                                items.append({"data": {**task_data(s, targets[task_id]), TASK_KEY: task_id}})
+                            except LabelError as exc:
+                                summary.problems.append(f"{task_id[:10]}: {exc}")
+                    if items:
+                        yield partial(_import, ls, project_id, items)
+
+            # Each batch is committed once Label Studio has it, while the next one is imported.
+            for found in _read_ahead(imports()):
                 summary.batches += 1
-                in_ls = _ls_tasks(ls, project_id)
-                sent = {item["data"][TASK_KEY] for item in items}
-                found = {t: in_ls[t] for t in sent if t in in_ls}
-                missing = sent - set(found)
-                if missing:
-                    raise LabelStudioError(
-                        f"Label Studio accepted {len(items)} tasks into project {project_id} but lists only {len(found)} of them",
-                        hint="run the push again: it records what Label Studio holds and imports the rest",
-                    )
                 with ws.session() as s:
                     _record_copies(s, spec, who, project_id, found, targets, summary, options.seed)
                 summary.copies_created += len(found)
@@ -424,9 +555,16 @@ def _when(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+#: In the users map of a pull, the key under which the id of the sync's own account (the admin
+#: whose token it uses) is kept; Label Studio's user ids start at 1.
+_SELF = 0
+
+
 def _users(client: LabelStudioClient) -> dict[int, str]:
-    """{Label Studio user id: e-mail (or username)}."""
-    users = {}
+    """{Label Studio user id: e-mail (or username)}, and under ``_SELF`` the id of the token's own
+    account (as text): annotations it saved (an import) are not someone else's edit."""
+    me = client.request("GET", "/api/current-user/whoami", what="read the account of the API token") or {}
+    users = {_SELF: str(me.get("id"))}
     for user in client.pages("/api/users/", what="list the users", params={}, key="results"):
         login = user.get("email") or user.get("username")
         if isinstance(user.get("id"), int) and login:
@@ -434,9 +572,32 @@ def _users(client: LabelStudioClient) -> dict[int, str]:
     return users
 
 
+@dataclass
+class _Known:
+    """What the store holds of a batch's tasks: (task, annotator) pairs with a label, and the
+    (task, annotator, source_ref) of every label, so that a revision pulled before is known
+    without asking, and record_annotation is called only for what may be new."""
+
+    labelled: set[tuple[str, str]] = field(default_factory=set)
+    refs: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def _known(s: Session, task_ids: Iterable[str]) -> _Known:
+    known = _Known()
+    for chunk in _chunks(sorted(set(task_ids)), IN_CHUNK):
+        rows = s.exec(
+            select(Annotation.task_id, Annotation.annotator, Annotation.source_ref).where(col(Annotation.task_id).in_(chunk))
+        ).all()
+        for task_id, annotator, ref in rows:
+            known.labelled.add((task_id, annotator))
+            if ref is not None:
+                known.refs.add((task_id, annotator, ref))
+    return known
+
+
 def _pull_annotation(
     s: Session, spec: LabelStudioKind, task: AnnotationTask, ann: dict[str, Any], users: dict[int, str], owner: str,
-    summary: PullSummary,
+    summary: PullSummary, known: _Known,
 ) -> None:
     where = f"{spec.kind}, Label Studio task {ann.get('task')}, annotation {ann.get('id')}"
     if ann.get("was_cancelled"):
@@ -453,6 +614,14 @@ def _pull_annotation(
         # else's project was made seeing theirs, so it is not a blind label and is not counted.
         summary.problems.append(f"{where}: by {login} in {owner}'s project (not blind: left out; label in your own project)")
         return
+    editor = ann.get("updated_by")
+    editor = editor.get("id") if isinstance(editor, dict) else editor
+    if isinstance(editor, int) and editor != who and str(editor) != users.get(_SELF):
+        # Another member changed the owner's annotation ("Update" on a task they could open):
+        # the result is no longer the owner's own label.
+        changed_by = users.get(editor, f"user {editor}")
+        summary.problems.append(f"{where}: {owner}'s label was changed by {changed_by} (not theirs: left out)")
+        return
     assert spec.to_label is not None
     try:
         label = spec.to_label(ann.get("result") or [])
@@ -465,18 +634,66 @@ def _pull_annotation(
     revision = re.sub(r"\D", "", updated) if isinstance(updated, str) and updated else "0"
     lead_time = ann.get("lead_time")
     annotator = labelstudio_annotator(login)
-    earlier = s.exec(select(Annotation.id).where(Annotation.task_id == task.id, Annotation.annotator == annotator)).first()
+    source_ref = f"ls:{ann.get('id')}:{revision}"
+    if (task.id, annotator, source_ref) in known.refs:
+        # Pulled before: record_annotation would write nothing (and would mark an adjudicated
+        # task annotated again, though nothing changed).
+        summary.unchanged += 1
+        return
+    if (task.id, annotator) in known.labelled:
+        # record_annotation compares with this annotator's labels on the task, which must then
+        # include those recorded earlier in this batch and not yet written.
+        s.flush()
     done = record_annotation(
         s, kind=spec.kind, target_type=task.target_type, target_id=task.target_id, annotator=annotator, label=label,
-        source=SOURCE, source_ref=f"ls:{ann.get('id')}:{revision}", created_at=_when(updated),
+        source=SOURCE, source_ref=source_ref, created_at=_when(updated),
         lead_time=float(lead_time) if isinstance(lead_time, (int, float)) and not isinstance(lead_time, bool) else None,
     )
     if done.recorded:
         summary.recorded += 1
-        summary.changed += earlier is not None
+        summary.changed += (task.id, annotator) in known.labelled
         summary.by_kind[spec.kind] = summary.by_kind.get(spec.kind, 0) + 1
+        known.labelled.add((task.id, annotator))
+        known.refs.add((task.id, annotator, source_ref))
     else:
         summary.unchanged += 1
+
+
+def _pull_tasks(
+    ws: Workspace, spec: LabelStudioKind, project_id: int, owner: str, ls_tasks: list[dict[str, Any]], users: dict[int, str],
+    summary: PullSummary,
+) -> None:
+    """Record the annotations of a batch of Label Studio tasks, in one transaction."""
+    kind = spec.kind
+    annotated = [
+        (ls_task, (ls_task.get("data") or {}).get(TASK_KEY), [a for a in ls_task.get("annotations") or [] if isinstance(a, dict)])
+        for ls_task in ls_tasks
+    ]
+    annotated = [(ls_task, ours, anns) for ls_task, ours, anns in annotated if anns]
+    if not annotated:
+        return
+    with ws.session() as s, _keeping_loaded(s), s.no_autoflush:
+        # The batch's tasks, targets and earlier labels in a few queries, not a few per annotation;
+        # new labels are written together at the end (see _pull_annotation for the one flush).
+        ids = sorted({ours for _, ours, _ in annotated if isinstance(ours, str)})
+        tasks = {
+            task.id: task
+            for chunk in _chunks(ids, IN_CHUNK)
+            for task in s.exec(select(AnnotationTask).where(col(AnnotationTask.id).in_(chunk))).all()
+        }
+        _preload(s, spec.target_type, (task.target_id for task in tasks.values()))
+        known = _known(s, tasks)
+        for ls_task, ours, annotations in annotated:
+            summary.annotations += len(annotations)
+            task = tasks.get(ours) if isinstance(ours, str) else None
+            if task is None or task.kind != kind:
+                summary.problems.append(
+                    f"{kind}, Label Studio task {ls_task.get('id')} in project {project_id}: not a task of ours "
+                    f"({str(ours)[:10]}); run `push` again to record an interrupted push's tasks"
+                )
+                continue
+            for ann in sorted(annotations, key=lambda a: (a.get("updated_at") or "", a.get("id") or 0)):
+                _pull_annotation(s, spec, task, ann, users, owner, summary, known)
 
 
 def pull(
@@ -488,8 +705,8 @@ def pull(
 ) -> PullSummary:
     """Record every new or changed annotation of the projects we pushed to (module docs).
 
-    Safe to repeat: a revision already pulled adds nothing. Each project is one transaction, so
-    an interrupted pull keeps the projects it finished and the next one does the rest.
+    Safe to repeat: a revision already pulled adds nothing. Each batch of tasks is one
+    transaction, so an interrupted pull keeps the batches it finished and the next one does the rest.
     """
     wanted = set(kinds) if kinds is not None else None
     for kind in wanted or ():
@@ -505,28 +722,14 @@ def pull(
     try:
         users = _users(ls)
         for kind, project_id, owner in projects:
-            spec = LS_KINDS[kind]
-            tasks = list(ls.pages(
+            listed = ls.pages(
                 "/api/tasks/", what=f"read the annotations of project {project_id}", params={"project": project_id, "fields": "all"},
-                key="tasks",
-            ))
-            with ws.session() as s:
-                for ls_task in tasks:
-                    summary.tasks += 1
-                    ours = (ls_task.get("data") or {}).get(TASK_KEY)
-                    annotations = [a for a in ls_task.get("annotations") or [] if isinstance(a, dict)]
-                    summary.annotations += len(annotations)
-                    if not annotations:
-                        continue
-                    task = s.get(AnnotationTask, ours) if isinstance(ours, str) else None
-                    if task is None or task.kind != kind:
-                        summary.problems.append(
-                            f"{kind}, Label Studio task {ls_task.get('id')} in project {project_id}: not a task of ours "
-                            f"({str(ours)[:10]}); run `push` again to record an interrupted push's tasks"
-                        )
-                        continue
-                    for ann in sorted(annotations, key=lambda a: (a.get("updated_at") or "", a.get("id") or 0)):
-                        _pull_annotation(s, spec, task, ann, users, owner, summary)
+                key="tasks", page_size=PULL_PAGE,
+            )
+            # Label Studio reads the next page while we record this one.
+            for ls_tasks in _ahead(_batched(listed, PULL_PAGE)):
+                summary.tasks += len(ls_tasks)
+                _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
     finally:
         if own_client:
             ls.close()
