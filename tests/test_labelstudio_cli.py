@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from tqaforge.annotation.labelstudio import manage
 from tqaforge.annotation.labelstudio.client import LabelStudioClient
+from tqaforge.annotation.labelstudio.server import LabelStudioError
 from tqaforge.cli import app
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.schemas.records import Annotation, LabelStudioTaskCopy
@@ -87,10 +88,10 @@ def test_sync_commands_say_what_is_missing(sqlite_workspace: Workspace, monkeypa
     assert code == 1 and manage.TOKEN_ENV in output
     config = root / "tqaforge.toml"
     config.write_text(config.read_text() + "\n[labelstudio]\noverlap = { question_reviews = 2 }\n")
-    with pytest.raises(Exception, match="unknown kind 'question_reviews'"):
+    with pytest.raises(LabelStudioError, match="unknown kind 'question_reviews'"):
         manage.configured_overlap(root, "question_review")
     config.write_text(config.read_text().replace("question_reviews = 2", "question_review = 0"))
-    with pytest.raises(Exception, match="question_review = 0 must be a whole number of annotators, 1 or more"):
+    with pytest.raises(LabelStudioError, match="question_review = 0 must be a whole number of annotators, 1 or more"):
         manage.configured_overlap(root, "question_review")
 
 

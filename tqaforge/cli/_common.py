@@ -182,3 +182,15 @@ def check_choice(option: str, value: str, allowed: Sequence[str]) -> None:
     """A clear BadParameter for a value outside ``allowed``."""
     if value not in allowed:
         raise typer.BadParameter(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def print_summary(summary: Any, as_json: bool = False) -> None:
+    """Print a library summary the one way every command does: its ``lines()``, or with
+    ``--json`` its ``as_dict()`` (both render themselves, for the CLI and the app alike)."""
+    import json
+
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        for line in summary.lines():
+            out.print(line, soft_wrap=True, markup=False, highlight=False)

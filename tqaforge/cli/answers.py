@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, out
+from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, out, print_summary
 
 answers_app = typer.Typer(help="Answer candidates and votes (generate them with: tqaforge generate answers).",
                           no_args_is_help=True, rich_markup_mode=None)
@@ -24,12 +23,7 @@ def report_cmd(
     """Per method and subtype: parse rate, PoT execution rate, consistency rate, agreement with gold answers."""
     from tqaforge.answers.report import answers_report
 
-    report = answers_report(open_ws(ctx, workspace))
-    if json_out:
-        typer.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
-        return
-    for line in report.lines():
-        out.print(line)
+    print_summary(answers_report(open_ws(ctx, workspace)), json_out)
 
 
 @answers_app.command("show")

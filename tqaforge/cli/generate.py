@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, names, noted_progress, open_ws, out, styled
+from tqaforge.cli._common import (
+    WORKSPACE_OPTION,
+    err,
+    friendly_errors,
+    names,
+    noted_progress,
+    open_ws,
+    print_summary,
+    styled,
+)
 
 generate_app = typer.Typer(help="Generate with an LLM (question rounds, answers by self-consistency).", no_args_is_help=True, rich_markup_mode=None)
 
@@ -52,11 +60,7 @@ def generate_questions_cmd(
 
 def _finish(summary: Any, json_out: bool = False) -> None:
     """Print a run's summary (lines, or JSON), what stopped it and the advice; exit 1 when it failed."""
-    if json_out:
-        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
-    else:
-        for line in summary.lines():
-            out.print(line)
+    print_summary(summary, json_out)
     if summary.stopped:
         err.print(styled(("stopped: ", "bold red"), summary.stopped))
     if summary.failed:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, open_ws, out
+from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, open_ws, out, print_summary
 
 if TYPE_CHECKING:
     from tqaforge.annotation.labelstudio.manage import ServerStatus
@@ -168,17 +168,12 @@ def push(
     Idempotent: our task id travels in the task data, so pushing again creates nothing, and a push
     that was interrupted completes the rest."""
     from tqaforge.annotation.labelstudio import manage
-    from tqaforge.annotation.labelstudio.annotators import list_accounts
     from tqaforge.annotation.labelstudio.sync import PushOptions
     from tqaforge.annotation.labelstudio.sync import push as push_kind
 
     ws = open_ws(ctx, workspace)
-    settings = manage.connection(ws.root, url)
-    people = list(annotators or []) or [a.email for a in list_accounts(settings)]
-    options = PushOptions(overlap=overlap or manage.configured_overlap(ws.root, kind), seed=seed,
-                          batch_size=batch_size or PushOptions().batch_size, limit=limit)
-    summary = push_kind(ws, kind, settings, people, options)
-    _print_summary(summary.as_dict(), summary.lines(), as_json)
+    options = PushOptions(overlap=overlap, seed=seed, batch_size=batch_size or PushOptions().batch_size, limit=limit)
+    print_summary(push_kind(ws, kind, manage.connection(ws.root, url), annotators or None, options), as_json)
 
 
 @labelstudio_app.command("pull")
@@ -197,16 +192,7 @@ def pull(
     from tqaforge.annotation.labelstudio.sync import pull as pull_labels
 
     ws = open_ws(ctx, workspace)
-    summary = pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None)
-    _print_summary(summary.as_dict(), summary.lines(), as_json)
-
-
-def _print_summary(data: dict[str, object], lines: list[str], as_json: bool) -> None:
-    if as_json:
-        out.print_json(json.dumps(data))
-    else:
-        for line in lines:
-            out.print(line, soft_wrap=True, markup=False, highlight=False)
+    print_summary(pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None), as_json)
 
 
 annotators_app = typer.Typer(help="The people who label in Label Studio: their accounts and progress.",
@@ -245,5 +231,4 @@ def annotators_list(
     from tqaforge.annotation.labelstudio.annotators import annotator_progress, list_accounts
 
     ws = open_ws(ctx, workspace)
-    progress = annotator_progress(ws, list_accounts(manage.connection(ws.root, url)))
-    _print_summary(progress.as_dict(), progress.lines(), as_json)
+    print_summary(annotator_progress(ws, list_accounts(manage.connection(ws.root, url))), as_json)

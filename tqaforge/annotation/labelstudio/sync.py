@@ -426,19 +426,24 @@ def push(
     ws: Workspace,
     kind: str,
     settings: ClientSettings,
-    annotators: Sequence[str],
+    annotators: Sequence[str] | None,
     options: PushOptions = PushOptions(),
     *,
     client: LabelStudioClient | None = None,
 ) -> PushSummary:
     """Push the pending items of ``kind`` to each assigned annotator's project (module docs).
 
+    ``annotators`` None: every annotator account of the server. Overlap: ``options.overlap``,
+    else the workspace's ``[labelstudio] overlap`` for the kind, else the kind's default.
     Idempotent and resumable: a second push creates nothing, and a push interrupted at any point
     and run again completes without a duplicate task in Label Studio or in the store.
     """
+    from tqaforge.annotation.labelstudio.annotators import list_accounts
+    from tqaforge.annotation.labelstudio.manage import configured_overlap
+
     spec = _spec(kind)
-    names = _annotators(annotators)
-    overlap = options.overlap or spec.overlap
+    names = _annotators([a.email for a in list_accounts(settings, client=client)] if annotators is None else annotators)
+    overlap = options.overlap or configured_overlap(ws.root, kind) or spec.overlap
     if overlap > len(names):
         raise LabelStudioError(
             f"{kind} needs {overlap} annotators per task, but {len(names)} were given ({', '.join(names)})",
