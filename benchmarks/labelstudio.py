@@ -177,8 +177,10 @@ def main() -> None:
             assert (recovered.copies_recovered, recovered.copies_created) == (n, 0), recovered.lines()
             pulled, pull_s = timed("our pull", lambda: pull(ws, settings, kinds=["question_typing"]))
             assert (pulled.recorded, pulled.problems) == (n, []), pulled.lines()
-            repeat, repeat_s = timed("our pull again", lambda: pull(ws, settings, kinds=["question_typing"]))
+            repeat, repeat_s = timed("our pull again, every task", lambda: pull(ws, settings, kinds=["question_typing"], full=True))
             assert (repeat.recorded, repeat.unchanged) == (0, n), repeat.lines()
+            fresh, fresh_s = timed("our incremental pull", lambda: pull(ws, settings, kinds=["question_typing"]))
+            assert (fresh.recorded, fresh.incremental) == (0, 1), fresh.lines()
             with ws.session() as s:
                 ls_task_ids = list(s.exec(
                     select(LabelStudioTaskCopy.ls_task_id).where(LabelStudioTaskCopy.kind == "question_typing")
@@ -206,7 +208,8 @@ def main() -> None:
     print(f"         naive (tasks.create per task)         {naive_push_n:7.2f} s  {rate(naive_n, naive_push_s)}{scaled}")
     print(f"         ratio naive / ours                    {naive_push_n / push_s:7.1f}x")
     print(f"  pull   ours (sync.pull, labels recorded)     {pull_s:7.2f} s  {rate(n, pull_s)}  (target < {TARGET:.0f} s)")
-    print(f"         again (nothing new)                   {repeat_s:7.2f} s")
+    print(f"         again, every task (--full)            {repeat_s:7.2f} s")
+    print(f"         again, incremental (nothing new)      {fresh_s:7.2f} s  ({fresh.tasks} tasks listed)")
     print(f"         naive (annotations.list per task)     {naive_pull_n:7.2f} s  {rate(naive_n, naive_pull_s)}{scaled}")
     print(f"         ratio naive / ours                    {naive_pull_n / pull_s:7.1f}x")
     print(f"  setup  import {n} annotated tasks            {setup_s:7.2f} s;  push recording them as copies {recover_s:.2f} s")

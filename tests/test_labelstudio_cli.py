@@ -70,7 +70,7 @@ def test_annotators_push_pull_through_the_cli_with_url(label_studio, sqlite_work
     code, listed = _run(ws.root, "annotators", "list", *url, env=env)
     line = next(line for line in listed.splitlines() if line.startswith(ana))
     assert "question_review" in line and "3 / 3" in line and "100%" in line, listed
-    code, again = _run(ws.root, "labelstudio", "pull", "--json", *url, env=env)
+    code, again = _run(ws.root, "labelstudio", "pull", "--full", "--json", *url, env=env)
     assert json.loads(again)["recorded"] == 0 and json.loads(again)["unchanged"] == 6
     with ws.session() as s:
         assert s.exec(select(func.count()).select_from(Annotation)).one() == 6

@@ -5,6 +5,7 @@ annotation becomes a new label."""
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 
 import httpx
@@ -17,11 +18,11 @@ from tqaforge.annotation.kinds import LabelError
 from tqaforge.annotation.labelstudio.client import LabelStudioClient, client_settings
 from tqaforge.annotation.labelstudio.registry import LS_KINDS, table_html
 from tqaforge.annotation.labelstudio.server import LabelStudioError
-from tqaforge.annotation.labelstudio.sync import assign, project_title, pull, push, validate_configs
+from tqaforge.annotation.labelstudio.sync import PushOptions, assign, project_title, pull, push, validate_configs
 from tqaforge.annotation.workflows import kind_report, load_rater_data
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.schemas.enums import AdjudicationStatus, QuestionStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, LabelStudioTaskCopy, Question, TableRecord
+from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, LabelStudioPull, LabelStudioTaskCopy, Question, TableRecord
 
 
 def test_every_kind_with_a_config_validates_against_the_server(label_studio) -> None:
@@ -128,8 +129,8 @@ def test_push_annotate_pull_adjudicate(label_studio, workspace) -> None:
     cy = new_email("cy")  # a third annotator joins: tasks that have their two keep them
     joined = push(ws, "question_review", settings, [ana, ben, cy])
     assert (joined.copies_created, joined.copies_present, joined.projects_created) == (0, 6, [cy])
-    repeat = pull(ws, settings)
-    assert (repeat.recorded, repeat.unchanged) == (0, 8)
+    repeat = pull(ws, settings, full=True)
+    assert (repeat.recorded, repeat.unchanged, repeat.incremental) == (0, 8, 0)
 
     # Agreement and adjudication work on what was pulled, unchanged.
     data = load_rater_data(ws, "question_review")
@@ -152,7 +153,7 @@ def test_push_annotate_pull_adjudicate(label_studio, workspace) -> None:
             f"/api/annotations/{mine[0]['id']}/",
             json={"result": [choice("decision", "question", "accept"), choice("subtype_right", "category", "no")]},
         ).raise_for_status()
-    changed = pull(ws, settings)
+    changed = pull(ws, settings, full=True)
     assert (changed.recorded, changed.changed, changed.unchanged) == (1, 1, 7)
     assert pull(ws, settings).recorded == 0
     with ws.session() as s:
@@ -175,3 +176,47 @@ def test_a_picked_agent_answer_becomes_a_verification_label() -> None:
         read([choice("picked", "answer", "other|17"), choice("decision", "answer", "correct")])
     with pytest.raises(LabelError, match="not one of the agents' answers"):
         read([choice("picked", "answer", "17")])
+
+
+def test_pull_reads_only_tasks_updated_since_the_last_pull(label_studio, workspace) -> None:
+    """A project pulled to the end is read from the server time its pull began: nothing old is
+    listed again, a changed annotation is; --full reads everything; a recovered copy resets it."""
+    ws = workspace
+    url, admin = label_studio.url, label_studio.token
+    settings = client_settings(url, admin)
+    build_workspace(ws, proposed=3)
+    ana = new_email("ana")
+    token = signup(url, admin, ana)[1]
+    assert push(ws, "question_typing", settings, [ana], PushOptions(overlap=1)).copies_created >= 3
+    with ws.session() as s:
+        copies = s.exec(select(LabelStudioTaskCopy).where(LabelStudioTaskCopy.kind == "question_typing")).all()
+    for copy in copies:
+        annotate(url, token, copy.ls_task_id, [choice("type", "question", "extraction")])
+    time.sleep(1.1)  # the server's Date header has whole seconds
+    first = pull(ws, settings, kinds=["question_typing"])
+    assert (first.tasks, first.recorded, first.incremental) == (len(copies), len(copies), 0)
+    with ws.session() as s:
+        mark = s.get(LabelStudioPull, copies[0].ls_project_id)
+    assert mark is not None and mark.annotator == ana and mark.kind == "question_typing"
+
+    nothing = pull(ws, settings, kinds=["question_typing"])
+    assert (nothing.incremental, nothing.tasks, nothing.recorded) == (1, 0, 0)
+    assert any("read incrementally" in line for line in nothing.lines())
+
+    with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}) as user:
+        mine = user.get(f"/api/tasks/{copies[0].ls_task_id}/annotations/").raise_for_status().json()
+        user.patch(f"/api/annotations/{mine[0]['id']}/", json={"result": [choice("type", "question", "reasoning")]}).raise_for_status()
+    one = pull(ws, settings, kinds=["question_typing"])
+    assert (one.tasks, one.recorded, one.changed) == (1, 1, 1)
+
+    everything = pull(ws, settings, kinds=["question_typing"], full=True)
+    assert (everything.tasks, everything.recorded, everything.unchanged, everything.incremental) == (len(copies), 0, len(copies), 0)
+
+    # A push that recovers a copy the store lost drops the project's watermark.
+    with ws.session() as s:
+        lost = s.get(LabelStudioTaskCopy, copies[1].id)
+        s.delete(lost)
+    assert push(ws, "question_typing", settings, [ana], PushOptions(overlap=1)).copies_recovered == 1
+    with ws.session() as s:
+        assert s.get(LabelStudioPull, copies[0].ls_project_id) is None
+    assert pull(ws, settings, kinds=["question_typing"]).tasks == len(copies)

@@ -86,5 +86,5 @@ def test_short_pages_are_followed_to_the_end(label_studio, sqlite_workspace) -> 
         annotate(label_studio.url, token, copy.ls_task_id, [choice("decision", "question", "accept"), choice("subtype_right", "category", "yes")])
     pulled = pull(ws, settings, client=capped)
     assert (pulled.tasks, pulled.annotations, pulled.recorded, pulled.problems) == (5, 5, 5, [])
-    again = pull(ws, settings, client=capped)
+    again = pull(ws, settings, client=capped, full=True)
     assert (again.recorded, again.unchanged) == (0, 5)

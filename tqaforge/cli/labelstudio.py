@@ -182,17 +182,19 @@ def pull(
     ctx: typer.Context,
     kinds: Optional[list[str]] = typer.Option(None, "--kind", "-k", help="Only this kind (repeat; default: every kind pushed)."),
     url: Optional[str] = URL_OPTION,
+    full: bool = typer.Option(False, "--full", help="Read every task again, not only those updated since the last pull."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Record every new or changed annotation from Label Studio as labels (safe to repeat).
+    """Record every new or changed annotation from Label Studio as labels (safe to repeat; reads only
+    tasks updated since the last pull of each project, or all with --full).
 
     Final labels then come from `tqaforge agreement adjudicate`, as for labels given in the CLI."""
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.sync import pull as pull_labels
 
     ws = open_ws(ctx, workspace)
-    print_summary(pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None), as_json)
+    print_summary(pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None, full=full), as_json)
 
 
 annotators_app = typer.Typer(help="The people who label in Label Studio: their accounts and progress.",

@@ -239,6 +239,21 @@ class LabelStudioTaskCopy(SQLModel, table=True):
     make_id = staticmethod(ids.labelstudio_copy_id)
 
 
+class LabelStudioPull(SQLModel, table=True):
+    """How far the pulls of one Label Studio project have read: ``pulled_until`` is the server's
+    time when the last complete pull of the project began, so the next one asks only for tasks
+    updated since (Label Studio bumps a task's ``updated_at`` whenever one of its annotations is
+    saved or deleted)."""
+
+    __tablename__ = "labelstudio_pulls"
+
+    ls_project_id: int = Field(primary_key=True)
+    kind: str
+    annotator: str
+    pulled_until: datetime
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 class Adjudication(SQLModel, table=True):
     """The final label of one annotation task and how it was decided (never deletes annotations).
 
@@ -366,6 +381,7 @@ ALL_RECORDS = (
     AnnotationTask,
     Annotation,
     LabelStudioTaskCopy,
+    LabelStudioPull,
     Adjudication,
     LLMCall,
     Release,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator
 
 import httpx
@@ -86,6 +88,14 @@ def _auth_header(token: str) -> str:
     return f"Bearer {token}" if token.count(".") == 2 else f"Token {token}"
 
 
+def _date_header(response: httpx.Response) -> datetime | None:
+    try:
+        moment = parsedate_to_datetime(response.headers.get("date", ""))
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 def _detail(response: httpx.Response) -> str:
     text = response.text.strip().replace("\n", " ")
     return text[:300] + ("..." if len(text) > 300 else "")
@@ -103,6 +113,9 @@ class LabelStudioClient:
     ) -> None:
         self.settings = settings
         self._sleep = sleep
+        #: The server's clock (the ``Date`` header) at its latest reply, when it sends one: the
+        #: watermark of an incremental pull is taken from the server, never from this machine.
+        self.server_time: datetime | None = None
         self._http = httpx.Client(
             base_url=settings.base_url,
             headers={"Authorization": _auth_header(settings.token), "Accept": "application/json"},
@@ -163,6 +176,7 @@ class LabelStudioClient:
                         status=response.status_code, detail=_detail(response), hint=hint,
                     )
                 else:
+                    self.server_time = _date_header(response) or self.server_time
                     if not response.content:
                         return None
                     try:
