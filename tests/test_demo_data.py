@@ -128,6 +128,8 @@ def test_table_file_cells_are_the_source_cells(path):
     [
         ("tablebench_sample.jsonl", "tablebench/TableBench.jsonl"),
         ("tat_nonfactoid_dev_sample.jsonl", "freb-tqa/02_rel/tat_nonfactoid_dev.jsonl"),
+        *[(f"freb_agg_com/tat_nonfactoid_dev_no_shuffle_{part}.jsonl", f"freb-tqa/03_agg_com/tat_nonfactoid_dev_no_shuffle_{part}.jsonl")
+          for part in ("ori_table", "short_table", "ans_change", "ans_no_change")],
     ],
 )
 def test_sample_lines_are_verbatim(sample, source):

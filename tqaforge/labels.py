@@ -28,6 +28,10 @@ from tqaforge.schemas.records import Annotation, AnnotationTask, Question
 
 #: The kind of a question review (a person's or the verification agent's decision on a question).
 QUESTION_REVIEW = "question_review"
+#: The source of labels imported from published work (FREB-TQA's relevant cells): not our annotators'.
+IMPORTED_SOURCE = "imported"
+#: Sources that agreement figures and adjudication leave out unless asked otherwise.
+NOT_OURS: tuple[str, ...] = (IMPORTED_SOURCE,)
 
 
 @dataclass(frozen=True, slots=True)

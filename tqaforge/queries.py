@@ -398,6 +398,17 @@ class VariantSummary:
     status: str
     answer_effect: str | None
     skip_reason: str | None
+    edits: str = ""  # a person's value modification: "r0c1: 4 -> 361; r2c1: 7 -> 9"
+
+
+def _edits_text(changes: Any) -> str:
+    edits = (changes or {}).get("edits") if isinstance(changes, dict) else None
+    parts = []
+    for e in edits or []:
+        if isinstance(e, dict):
+            where = f"h{e.get('col')}" if e.get("row") == -1 else f"r{e.get('row')}c{e.get('col')}"
+            parts.append(f"{where}: {str(e.get('old', '')).strip() or '(empty)'} -> {str(e.get('new', '')).strip() or '(empty)'}")
+    return "; ".join(parts)
 
 
 def list_variants(
@@ -411,11 +422,12 @@ def list_variants(
 ) -> Page[VariantSummary]:
     """Stored variants, filtered by question (id prefix), perturbation and status; the ids are
     what `tqaforge variants show` takes."""
+    from tqaforge.tables.edits import PERTURBATION_OF  # the names of people's value modifications
     from tqaforge.tables.perturb import PERTURBATIONS  # the names the grid can build
 
     check_window(limit, offset)
     check_choice(status, [s.value for s in VariantStatus], "--status")
-    check_choice(perturbation, list(PERTURBATIONS), "--perturbation")
+    check_choice(perturbation, [*PERTURBATIONS, *PERTURBATION_OF.values()], "--perturbation")
     conditions = []
     if question:
         conditions.append(Variant.question_id.startswith(question.strip()))  # type: ignore[attr-defined]
@@ -424,11 +436,11 @@ def list_variants(
     if status:
         conditions.append(Variant.status == status)
     columns = (Variant.id, Variant.question_id, Question.text, Variant.perturbation, Variant.seed,
-               Variant.status, Variant.answer_effect, Variant.skip_reason)
+               Variant.status, Variant.answer_effect, Variant.skip_reason, Variant.changes)
     with ws.session() as s:
         q = (select(*columns).join(Question, Question.id == Variant.question_id).where(*conditions)  # type: ignore[call-overload]
              .order_by(Variant.question_id, Variant.perturbation, Variant.seed, Variant.id).offset(offset).limit(limit))
-        items = [VariantSummary(*row) for row in s.exec(q).all()]
+        items = [VariantSummary(*row[:-1], edits=_edits_text(row[-1])) for row in s.exec(q).all()]
         total = s.exec(select(func.count()).select_from(Variant).where(*conditions)).one()
     return Page(items, total, offset, limit)
 

@@ -39,6 +39,7 @@ from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against
 from tqaforge.annotation.workflows import RECORD_SOME, latest_annotations
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id
+from tqaforge.labels import NOT_OURS
 from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
 from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
@@ -203,7 +204,7 @@ def adjudicate(
     *,
     kinds: Sequence[str] | None = None,
     min_agree: int | None = None,
-    exclude_sources: Iterable[str] = (),
+    exclude_sources: Iterable[str] = NOT_OURS,
 ) -> AdjudicationRun:
     """Run the rules on every task with two or more annotators; see the module docs.
 

@@ -30,13 +30,20 @@ question_review          question   ``{"decision": "accept" | "edit" | "promote"
                                     ``reject``
 answer_verification      answer     ``{"decision": "correct" | "incorrect" | "unanswerable",
                                     "answer": "corrected answer" (optional)}``
-relevant_cells           question   ``{"cells": [[row, col], ...]}`` (data rows, 0-based); compared
-                                    as sets with the MASI distance
+relevant_cells           question   ``{"cells": [[row, col], ...]}`` (data rows, 0-based; row -1 is a
+                                    header cell); compared as sets with the MASI distance; the final
+                                    set shortens the table (:mod:`tqaforge.variants.human`)
 relevant_cell_validity   question   ``{"decision": "valid" | "invalid" | "unanswerable"}``: does
                                     removing the relevant cells prevent answering (FREB-TQA
                                     appendix A.2; ``1`` / ``0`` / ``-1`` are read as these)
-value_modification       variant    ``{"decision": "accept" | "reject"}``: is a person's value
-                                    modification (and its new gold) acceptable
+value_modification       variant    a person's edit of a shortened table (the variant), authored, not
+                                    compared: ``{"answer_changes": {"edits": [{"row", "col", "old",
+                                    "new"}], "answers": [...]}, "answer_same": {...}}`` or
+                                    ``{"unanswerable": true}``; checked against the table
+                                    (:func:`tqaforge.tables.edits.check_value_edit`)
+value_modification_      variant    ``{"decision": "accept" | "reject"}``: a value-modified variant
+review                              whose blind re-answers disagree with its author, decided by a
+                                    person; settles the variant (validated or rejected)
 blind_reanswer           variant    ``{"answer": "..."}`` or ``{"answers": ["...", ...]}``: a second
                          or         person's answer, scored by exact match (after the normalisation
                          question   of :func:`tqaforge.tables.matching.value_match`) against the
@@ -54,12 +61,15 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from sqlmodel import Session, select
 
 from tqaforge.annotation.review import REVIEW_KIND, settle_question
-from tqaforge.annotation.verification import settle_answer, settle_question_type
+from tqaforge.annotation.verification import settle_answer, settle_question_type, settle_relevant_cells, settle_value_modification
 from tqaforge.errors import AgreementError
 from tqaforge.schemas.records import Answer, Question, TableRecord, Variant
+from tqaforge.tables.edits import EDIT_MODES, CellEdit, EditRejected, check_value_edit
+from tqaforge.tables.table import Table
 
-#: How a kind's labels are compared: one category, a set of cells, or answer values.
-Shape = Literal["category", "set", "answer"]
+#: How a kind's labels are compared: one category, a set of cells, answer values, or an authored
+#: table edit (not compared between annotators: blind re-answering checks it).
+Shape = Literal["category", "set", "answer", "edit"]
 #: ``settle(session, target_id, final_label)``: carry a resolved final label over to its target.
 Settle = Callable[[Session, str, Mapping[str, Any]], None]
 
@@ -84,7 +94,7 @@ class KindSpec:
     @property
     def adjudicated(self) -> bool:
         """Whether disagreements are adjudicated into a final label (answers are scored against gold instead)."""
-        return self.shape != "answer"
+        return self.shape in ("category", "set")
 
     def read(self, label: Any) -> Any:
         """The comparable value of a label: a category, a frozenset of (row, col), or a tuple of answers."""
@@ -97,6 +107,8 @@ class KindSpec:
             return self._category(value)
         if self.shape == "set":
             return _cells(value)
+        if self.shape == "edit":
+            return _value_edit(label)
         return _answers(value)
 
     def _category(self, value: Any) -> str:
@@ -124,11 +136,34 @@ def _cells(value: Any) -> frozenset[tuple[int, int]]:
     for cell in value:
         if (
             not isinstance(cell, (list, tuple)) or len(cell) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cell)
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in cell) or cell[0] < -1 or cell[1] < 0
         ):
-            raise LabelError(f"cell {cell!r} is not a [row, col] pair of non-negative integers")
+            raise LabelError(f"cell {cell!r} is not a [row, col] pair of integers (row -1: a header cell; columns from 0)")
         cells.add((cell[0], cell[1]))
     return frozenset(cells)
+
+
+def _value_edit(label: Any) -> dict[str, Any]:
+    """A value_modification label, its shape checked: {mode: (edits, answers or None)} or
+    {"unanswerable": True}; the checks against the table are :func:`check_against_target`'s."""
+    if not isinstance(label, Mapping):
+        raise LabelError(f"a value modification is an object with {' and '.join(EDIT_MODES)}, got {label!r}")
+    if label.get("unanswerable") is True:
+        return {"unanswerable": True}
+    read: dict[str, Any] = {}
+    for mode in EDIT_MODES:
+        part = label.get(mode)
+        if not isinstance(part, Mapping):
+            raise LabelError(f"the value modification has no {mode!r} part")
+        try:
+            edits = tuple(CellEdit.from_dict(e) for e in part.get("edits") or [])
+        except EditRejected as exc:
+            raise LabelError(f"{mode}: {exc}") from None
+        answers = part.get("answers")
+        if answers is not None and (not isinstance(answers, list) or not all(isinstance(a, str) for a in answers)):
+            raise LabelError(f"{mode}: answers must be a list of texts, got {answers!r}")
+        read[mode] = (edits, tuple(answers) if answers is not None else None)
+    return read
 
 
 def _answers(value: Any) -> tuple[str, ...]:
@@ -156,15 +191,19 @@ KINDS: dict[str, KindSpec] = {
             "answer_verification", "category", "decision", "is the candidate gold answer correct",
             ("correct", "incorrect", "unanswerable"), settle=settle_answer,
         ),
-        KindSpec("relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)"),
+        KindSpec(
+            "relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)", settle=settle_relevant_cells,
+        ),
         KindSpec(
             "relevant_cell_validity", "category", "decision",
             "does removing the relevant cells prevent answering (FREB-TQA A.2)",
             ("valid", "invalid", "unanswerable"), {1: "valid", 0: "invalid", -1: "unanswerable"},
         ),
+        KindSpec("value_modification", "edit", "edits", "a person's edit of a shortened table (FREB-TQA 3.5)"),
         KindSpec(
-            "value_modification", "category", "decision", "is a person's value modification acceptable",
-            ("accept", "reject"),
+            "value_modification_review", "category", "decision",
+            "a value modification whose re-answers disagree: accept or reject", ("accept", "reject"),
+            settle=settle_value_modification,
         ),
         KindSpec(
             "blind_reanswer", "answer", "answer",
@@ -241,6 +280,9 @@ def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id
     pairs of non-negative integers, non-blank answers) is already checked; here the cells must
     lie inside the target's table: data rows from 0 (header excluded) and columns from 0.
     """
+    if spec.shape == "edit":
+        _check_value_edit(s, target_type, target_id, value)
+        return
     if spec.shape != "set":
         models: dict[str, type[Question] | type[Answer] | type[Variant]] = {
             "question": Question, "answer": Answer, "variant": Variant,
@@ -250,10 +292,28 @@ def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id
             raise LabelError(f"the task's {target_type} {target_id[:10]} does not exist")
         return
     n_rows, n_cols = target_table_size(s, target_type, target_id)
-    outside = sorted((r, c) for r, c in value if not (r < n_rows and c < n_cols))
+    outside = sorted((r, c) for r, c in value if not (-1 <= r < n_rows and c < n_cols))
     if outside:
         shown = ", ".join(f"[{r}, {c}]" for r, c in outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
         raise LabelError(
             f"cell {shown} lies outside the table of {target_type} {target_id[:10]} "
-            f"({n_rows} data rows x {n_cols} columns; rows 0-{max(n_rows - 1, 0)} and columns 0-{max(n_cols - 1, 0)}, header excluded)"
+            f"({n_rows} data rows x {n_cols} columns; rows 0-{max(n_rows - 1, 0)} (-1: the header) and columns 0-{max(n_cols - 1, 0)})"
         )
+
+
+def _check_value_edit(s: Session, target_type: str, target_id: str, value: Mapping[str, Any]) -> None:
+    """A value modification against the shortened table it was made on (the target variant)."""
+    if target_type != "variant":
+        raise LabelError(f"a value modification is made on a variant (a shortened table), not a {target_type}")
+    variant = s.get(Variant, target_id)
+    if variant is None or variant.table is None:
+        raise LabelError(f"the task's variant {target_id[:10]} (a shortened table) does not exist")
+    if value.get("unanswerable"):
+        return
+    table = Table.from_dict(variant.table)
+    for mode in EDIT_MODES:
+        edits, answers = value[mode]
+        try:
+            check_value_edit(table, edits, mode=mode, old_answers=variant.answers or (), new_answers=answers)
+        except EditRejected as exc:
+            raise LabelError(str(exc)) from None

@@ -26,9 +26,10 @@ from sqlmodel import Session, col, select
 
 from tqaforge.answers.parse import split_answer
 from tqaforge.ids import annotation_task_id
-from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionType
-from tqaforge.schemas.records import Annotation, Answer, Question, utcnow
+from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionType, VariantStatus
+from tqaforge.schemas.records import Annotation, Answer, Question, Variant, utcnow
 from tqaforge.tables.matching import answer_rule, same_answer
+from tqaforge.variants.human import store_shortened_table
 
 VERIFICATION_KIND = "answer_verification"
 TYPING_KIND = "question_typing"
@@ -92,3 +93,23 @@ def settle_question_type(s: Session, question_id: str, final_label: Mapping[str,
         question.question_type = QuestionType(kind)
         question.updated_at = utcnow()
         s.add(question)
+
+
+def settle_relevant_cells(s: Session, question_id: str, final_label: Mapping[str, Any]) -> None:
+    """A final set of relevant cells becomes the question's ``relevant_cells`` and its shortened
+    table (:func:`tqaforge.variants.human.store_shortened_table`). An empty set shortens nothing."""
+    cells = [c for c in final_label.get("cells") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
+    if cells:
+        store_shortened_table(s, question_id, cells)
+
+
+def settle_value_modification(s: Session, variant_id: str, final_label: Mapping[str, Any]) -> None:
+    """A person's decision on a value modification whose re-answers disagreed: ``accept``
+    validates the variant (with its author's gold), ``reject`` rejects it."""
+    variant = s.get(Variant, variant_id)
+    if variant is None:
+        return
+    decision = final_label.get("decision")
+    variant.status = VariantStatus.VALIDATED if decision == "accept" else VariantStatus.REJECTED
+    variant.skip_reason = None if decision == "accept" else "rejected by a person after blind re-answering"
+    s.add(variant)

@@ -49,7 +49,7 @@ from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, Shape, check_
 from tqaforge.errors import AgreementError
 from tqaforge.files import atomic_write_text
 from tqaforge.ids import content_hash
-from tqaforge.labels import label_order
+from tqaforge.labels import NOT_OURS, label_order
 from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
@@ -244,7 +244,7 @@ class Settings:
     n_boot: int = DEFAULT_N_BOOT
     seed: int = 0
     ci_level: float = DEFAULT_CI_LEVEL
-    exclude_sources: tuple[str, ...] = ()
+    exclude_sources: tuple[str, ...] = NOT_OURS  # imported published labels are not our annotators' work
     match_rules: tuple[Rule, ...] = DEFAULT_MATCH_RULES
 
     def boot(self) -> dict[str, Any]:
@@ -526,6 +526,9 @@ def agreement_report(
     for kind in wanted:
         if kind not in KINDS:
             skipped[kind] = "no label shape is defined for this kind"
+            continue
+        if KINDS[kind].shape == "edit":
+            skipped[kind] = "authored edits are not compared between annotators: blind re-answering checks them (blind_reanswer)"
             continue
         data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
         if not data.items:

@@ -29,6 +29,15 @@ agreement_app = typer.Typer(
 )
 
 
+def _excluded(option: str | None) -> tuple[str, ...]:
+    """--exclude-source: the default leaves imported labels out; ``none`` keeps every source."""
+    from tqaforge.labels import NOT_OURS
+
+    if option is None:
+        return NOT_OURS
+    return () if option.strip().lower() == "none" else tuple(names(option))
+
+
 @agreement_app.command("report")
 @friendly_errors
 def agreement_report_cmd(
@@ -38,7 +47,7 @@ def agreement_report_cmd(
     n_boot: int = typer.Option(1000, "--n-boot", min=0, help="Bootstrap resamples for the intervals (0: none)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the bootstrap (stored with the report)."),
     ci_level: float = typer.Option(0.95, "--ci-level", min=0.5, max=0.999, help="Confidence level of the intervals (0.5-0.999)."),
-    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out (e.g. agent)."),
+    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out (default: imported; give 'none' to keep all)."),
     match_rules: str = typer.Option("exact,numeric", "--match-rules", help="Blind re-answering: matching rules (exact, numeric, loose, core)."),
     no_store: bool = typer.Option(False, "--no-store", help="Print only; do not write WORKSPACE/reports/."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
@@ -52,7 +61,7 @@ def agreement_report_cmd(
     kinds = names(kind) if kind else None
     settings = Settings(
         n_boot=n_boot, seed=seed, ci_level=ci_level,
-        exclude_sources=names(exclude_source) if exclude_source else (), match_rules=names(match_rules),  # type: ignore[arg-type]
+        exclude_sources=_excluded(exclude_source), match_rules=names(match_rules),  # type: ignore[arg-type]
     )
     report = agreement_report(ws, kinds=kinds, settings=settings)
     if report.is_empty and fmt == "table":
@@ -83,7 +92,7 @@ def agreement_adjudicate(
     ctx: typer.Context,
     kind: Optional[str] = typer.Option(None, "--kind", "-k", help="Comma-separated kinds (default: all but blind_reanswer)."),
     min_agree: Optional[int] = typer.Option(None, "--min-agree", min=1, help="M of 'at least M of N agree' (default: a strict majority)."),
-    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out."),
+    exclude_source: Optional[str] = typer.Option(None, "--exclude-source", help="Comma-separated annotation sources to leave out (default: imported; 'none' keeps all)."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Final labels: unanimous and majority items are decided by rule, the rest wait in the queue."""
@@ -91,7 +100,7 @@ def agreement_adjudicate(
 
     run = adjudicate(
         open_ws(ctx, workspace), kinds=names(kind) if kind else None, min_agree=min_agree,
-        exclude_sources=names(exclude_source) if exclude_source else (),
+        exclude_sources=_excluded(exclude_source),
     )
     for line in run.lines():
         out.print(line)

@@ -47,7 +47,8 @@ def tables_import(
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Import tables (and the questions and answers of benchmark files) into the workspace."""
-    from tqaforge.ingest import ImportOptions, import_paths
+    from tqaforge.annotation.human_import import import_human_work
+    from tqaforge.ingest import ImportOptions
     from tqaforge.tables.readers._common import parse_size
     from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
@@ -69,12 +70,12 @@ def tables_import(
         encoding=encoding, max_file_bytes=max_bytes,
     )
     with progress_reporter("importing", total=0, describe=lambda path: f"importing {Path(path).name}") as on_progress:
-        summary = import_paths(ws, paths, options, on_progress=on_progress)
-    for failure in summary.failures():
+        summary = import_human_work(ws, paths, options, on_progress=on_progress)
+    for failure in summary.questions.failures():
         err.print(styled(("failed ", "red"), failure))
     for line in summary.lines():
         out.print(line)
-    if summary.failed:
+    if summary.questions.failed:
         raise typer.Exit(1)
 
 

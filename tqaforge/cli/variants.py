@@ -88,8 +88,8 @@ def variants_list(
     )
     t = plain_table("id", "question", "perturbation", "seed", "status", "question text / skip reason")
     for v in page.items:
-        t.add_row(v.id[:12], v.question_id[:10], v.perturbation, str(v.seed), v.status,
-                  f"skipped: {v.skip_reason}" if v.skip_reason else v.question)
+        t.add_row(v.id[:12], v.question_id[:10], v.perturbation, "-" if v.seed is None else str(v.seed), v.status,
+                  f"skipped: {v.skip_reason}" if v.skip_reason else (f"{v.question}\nchanged (old -> new): {v.edits}" if v.edits else v.question))
     if page.items:
         out.print(t)
     print_count("variants", Shown(len(page.items), offset, page.total))
@@ -129,7 +129,7 @@ def variants_show(
 
     view = show_variant(open_ws(ctx, workspace), variant_id)
     v = view.variant
-    out.print(styled((v.id, "bold"), f"  {v.perturbation} (seed {v.seed})  status {v.status}"))
+    out.print(styled((v.id, "bold"), f"  {v.perturbation}" + (f" (seed {v.seed})" if v.seed is not None else "") + f"  status {v.status}"))
     out.print(f"question: {view.question.text}")
     if v.params:
         out.print(f"params: {json.dumps(v.params)}")
@@ -137,7 +137,11 @@ def variants_show(
         out.print(f"skipped: {v.skip_reason}")
         return
     out.print(f"gold answer: {v.answers if v.answers is not None else '(a person must decide)'} ({v.answer_effect})")
-    left = plain_table("#", *[h or "(blank)" for h in view.original.header], title="original")
+    if view.edits:
+        out.print("changed cells (old -> new):")
+        for line in view.edit_lines():
+            out.print(f"  {line}")
+    left = plain_table("#", *[h or "(blank)" for h in view.original.header], title="shortened table" if view.edits else "original")
     for i, row in enumerate(view.original.rows[:max_rows]):
         left.add_row(f"r{i}", *row)
     right = plain_table("from", *[h or "(blank)" for h in view.perturbed.header], title=v.perturbation)

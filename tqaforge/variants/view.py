@@ -8,7 +8,9 @@ from typing import Literal, Sequence
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.records import Question, TableRecord, Variant
 from tqaforge.store import Workspace
+from tqaforge.tables.edits import CellEdit
 from tqaforge.tables.table import Table
+from tqaforge.variants.human import variant_edits
 
 Mark = Literal["same", "moved", "changed", "inserted"]
 
@@ -30,6 +32,17 @@ class VariantView:
     perturbed: Table | None  # None for a skipped variant
     marks: tuple[tuple[Mark, ...], ...]  # one per perturbed cell
     row_origin: tuple[str, ...]  # per perturbed row: "r3" (from original row 3), "new", "copy of r3"
+    #: A person's value modification: its changed cells (old and new value); ``original`` is then
+    #: the shortened table the edit was made on, not the question's whole table.
+    edits: tuple[CellEdit, ...] = ()
+
+    def edit_lines(self) -> list[str]:
+        """One line per changed cell, ``r0c1 (Votes): 4 -> 361`` (header cells ``h1``)."""
+        lines = []
+        for e in self.edits:
+            column = self.original.header[e.col] if 0 <= e.col < self.original.n_cols else f"column {e.col}"
+            lines.append(f"{e.cell_id} ({column or 'blank'}): {e.old.strip() or '(empty)'} -> {e.new.strip() or '(empty)'}")
+        return lines
 
     def marked_rows(self, max_rows: int | None = None) -> list[list[str]]:
         """The perturbed rows with each cell's text marker appended ("12*" changed, "x~" moved,
@@ -37,7 +50,11 @@ class VariantView:
         if self.perturbed is None:
             return []
         rows = self.perturbed.rows if max_rows is None else self.perturbed.rows[:max_rows]
-        return [[marked(cell, mark) for cell, mark in zip(row, marks)] for row, marks in zip(rows, self.marks)]
+        old = {(e.row, e.col): e.old.strip() for e in self.edits}
+        return [
+            [marked(f"{old[(i, j)]} -> {cell}" if (i, j) in old else cell, mark) for j, (cell, mark) in enumerate(zip(row, marks))]
+            for i, (row, marks) in enumerate(zip(rows, self.marks))
+        ]
 
     def counts(self) -> dict[Mark, int]:
         """How many cells carry each mark other than "same" (for a one-line summary)."""
@@ -112,10 +129,15 @@ def show_variant(ws: Workspace, variant_id: str) -> VariantView:
         variant = get_by_prefix(s, Variant, variant_id)
         question = s.get(Question, variant.question_id)
         record = s.get(TableRecord, variant.table_id)
+        base = (variant.params or {}).get("from_variant")
+        shortened = s.get(Variant, base) if isinstance(base, str) else None
     assert question is not None and record is not None  # foreign keys guarantee both
     original = record.to_table()
     if variant.table is None:
         return VariantView(variant, question, original, None, (), ())
     perturbed = Table.from_dict(variant.table)
+    edits = tuple(variant_edits(variant))
+    if shortened is not None and shortened.table is not None:
+        original = Table.from_dict(shortened.table)  # the edit was made on the shortened table
     marks, origins = cell_marks(variant, perturbed)
-    return VariantView(variant, question, original, perturbed, marks, origins)
+    return VariantView(variant, question, original, perturbed, marks, origins, edits)

@@ -373,6 +373,7 @@ LS_KINDS: dict[str, LabelStudioKind] = {
         # The next issue: a cell-picking config, and variant tasks.
         LabelStudioKind("relevant_cells", "question"),
         LabelStudioKind("value_modification", "variant"),
+        LabelStudioKind("value_modification_review", "variant"),
         LabelStudioKind("blind_reanswer", "variant"),
     )
 }

@@ -185,7 +185,9 @@ def _cells(path: Path, value: object, line: int) -> tuple[Cell, ...]:
     return tuple((p[0], p[1]) for p in pairs)
 
 
-def _variant(path: Path) -> str | None:
+def table_variant(path: Path) -> str | None:
+    """Which FREB-TQA table a file holds, by its name: ``ori_table``, ``short_table``,
+    ``ans_change``, ``ans_no_change``, or None for a file of questions on their own tables."""
     stem = path.stem
     for variant in (*DERIVED_TABLE_VARIANTS, "ori_table"):
         if stem.endswith(variant):
@@ -210,7 +212,7 @@ def read_freb_tqa(
     """Read FREB-TQA / WikiTableQuestions-style JSONL: ``question``, ``answers`` (or
     ``answer``), ``table`` as ``{header, rows}`` or a list of rows, optional ``rel_cell``
     (index base and the short-table caveat in the module doc). Other fields go to ``meta``."""
-    variant = _variant(path)
+    variant = table_variant(path)
     subtype = _subtype(path)
     folder = path.parent.name if _FOLDER.match(path.parent.name) else None
     records: list[ReadRecord] = []
