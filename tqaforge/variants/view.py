@@ -52,7 +52,7 @@ class VariantView:
         rows = self.perturbed.rows if max_rows is None else self.perturbed.rows[:max_rows]
         old = {(e.row, e.col): e.old.strip() for e in self.edits}
         return [
-            [marked(f"{old[(i, j)]} -> {cell}" if (i, j) in old else cell, mark) for j, (cell, mark) in enumerate(zip(row, marks))]
+            [marked(f"{old[(i, j)]} -> {cell.strip()}" if (i, j) in old else cell, mark) for j, (cell, mark) in enumerate(zip(row, marks))]
             for i, (row, marks) in enumerate(zip(rows, self.marks))
         ]
 
