@@ -22,7 +22,15 @@ from tqaforge.annotation.labelstudio.sync import PushOptions, assign, project_ti
 from tqaforge.annotation.workflows import kind_report, load_rater_data
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.schemas.enums import AdjudicationStatus, QuestionStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, LabelStudioPull, LabelStudioTaskCopy, Question, TableRecord
+from tqaforge.schemas.records import (
+    Adjudication,
+    Annotation,
+    AnnotationTask,
+    LabelStudioPull,
+    LabelStudioTaskCopy,
+    Question,
+    TableRecord,
+)
 
 
 def test_every_kind_with_a_config_validates_against_the_server(label_studio) -> None:

@@ -440,7 +440,10 @@ def list_variants(
     with ws.session() as s:
         q = (select(*columns).join(Question, Question.id == Variant.question_id).where(*conditions)  # type: ignore[call-overload]
              .order_by(Variant.question_id, Variant.perturbation, Variant.seed, Variant.id).offset(offset).limit(limit))
-        items = [VariantSummary(*row[:-1], edits=_edits_text(row[-1])) for row in s.exec(q).all()]
+        items = [
+            VariantSummary(v_id, qid, text, name, seed, status, effect, reason, _edits_text(changes))
+            for v_id, qid, text, name, seed, status, effect, reason, changes in s.exec(q).all()
+        ]
         total = s.exec(select(func.count()).select_from(Variant).where(*conditions)).one()
     return Page(items, total, offset, limit)
 

@@ -19,6 +19,7 @@ from tqaforge.cli._common import (
     out,
     plain_table,
     print_count,
+    print_summary,
     progress_reporter,
     styled,
 )
@@ -93,6 +94,21 @@ def variants_list(
     if page.items:
         out.print(t)
     print_count("variants", Shown(len(page.items), offset, page.total))
+
+
+@variants_app.command("validate")
+@friendly_errors
+def variants_validate(
+    ctx: typer.Context,
+    min_reanswers: int = typer.Option(2, "--min-reanswers", min=1, help="Blind re-answers a modification needs before it is judged."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """People's value modifications: pulled edits become variants; those whose blind re-answers all
+    equal the author's new answer are validated, the others go to adjudication."""
+    from tqaforge.annotation.robustness import settle_human_variants
+
+    print_summary(settle_human_variants(open_ws(ctx, workspace), min_reanswers=min_reanswers), as_json)
 
 
 @variants_app.command("kinds")

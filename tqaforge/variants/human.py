@@ -19,7 +19,7 @@ so storing the same edit again changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from sqlmodel import Session
 
@@ -167,7 +167,7 @@ class ReanswerVerdict:
         return bool(self.matches) and all(self.matches.values())
 
 
-def judge_reanswers(variant: Variant, reanswers: dict[str, Sequence[str]]) -> ReanswerVerdict:
+def judge_reanswers(variant: Variant, reanswers: Mapping[str, Sequence[str]]) -> ReanswerVerdict:
     """Compare each re-answer with the author's gold (exact match after the shared normaliser)."""
     gold = tuple(variant.answers or ())
     given = {who: tuple(a) for who, a in reanswers.items()}

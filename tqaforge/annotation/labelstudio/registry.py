@@ -38,8 +38,13 @@ from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import KINDS, LabelError
 from tqaforge.answers.parse import split_answer
-from tqaforge.schemas.enums import AnswerRoute, QuestionStatus
-from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord
+from tqaforge.errors import TableError
+from tqaforge.queries import trusted_answers
+from tqaforge.schemas.enums import AnswerRoute, QuestionStatus, QuestionType, VariantStatus
+from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord, Variant
+from tqaforge.tables.edits import EditRejected, parse_cell_id, read_value_edit, to_grid
+from tqaforge.tables.table import Table
+from tqaforge.variants.human import SHORTENED, VALUE_PERTURBATIONS
 
 #: A Label Studio annotation's ``result``: the list of its regions.
 Result = Sequence[Mapping[str, Any]]
@@ -61,11 +66,19 @@ class LabelStudioKind:
     payload: Callable[[Session, str], dict[str, Any] | None] | None = None
     #: How many annotators label each task (each in their own project).
     overlap: int = 2
+    #: A reading that needs the task's target (a value modification is diffed against the stored
+    #: shortened table): ``(session, target id, result) -> label``; used instead of ``to_label``.
+    to_label_for: Callable[[Session, str, Result], dict[str, Any]] | None = None
+    #: Who must not get an item (``ls:`` pseudonyms): the author of a modification does not re-answer it.
+    excluded: Callable[[Session, str], set[str]] | None = None
+    #: A refused label is sent back: the annotation is deleted in Label Studio and the task's data
+    #: get the message (``feedback``) and, through ``resend``, the annotator's attempt to start from.
+    resend: Callable[[Result], dict[str, Any]] | None = None
 
     @property
     def supported(self) -> bool:
         """Whether the kind can be pushed to Label Studio yet."""
-        return None not in (self.config, self.pending, self.task_data, self.to_label)
+        return None not in (self.config, self.pending, self.task_data) and (self.to_label or self.to_label_for) is not None
 
     def config_text(self) -> str:
         """The label configuration template's text (:class:`LabelError` if the kind has none)."""
@@ -95,22 +108,27 @@ def _cut(text: str | None) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + f"\n[... {len(text) - MAX_SHOWN} more characters not shown]"
 
 
-def table_html(table: TableRecord, highlight: set[tuple[int, int]] | None = None) -> str:
-    """A stored table as an HTML table, every cell escaped, ``highlight`` cells (data rows from 0) marked."""
+def table_html(table: TableRecord | Table, highlight: set[tuple[int, int]] | None = None, *, ids: bool = False) -> str:
+    """A table as an HTML table, every cell escaped, ``highlight`` cells (data rows from 0) marked;
+    with ``ids`` each cell shows its id (``r0c1``, ``h1`` for a column name) in grey."""
     marked = highlight or set()
     cell = "border:1px solid #bbb;padding:2px 6px;"
+
+    def tag(text: str) -> str:
+        return f'<sup style="color:#999;font-size:10px;font-weight:normal">{text}</sup> ' if ids else ""
+
     parts = ['<div style="overflow:auto;max-height:480px">']
     if table.caption:
         parts.append(f"<p><i>{_e(table.caption)}</i></p>")
     parts.append('<table style="border-collapse:collapse;font-size:13px">')
     parts.append("<thead><tr><th style=\"" + cell + "\">#</th>")
-    parts.extend(f'<th style="{cell}background:#eee">{_e(h)}</th>' for h in table.header)
+    parts.extend(f'<th style="{cell}background:#eee">{tag(f"h{c}")}{_e(h)}</th>' for c, h in enumerate(table.header))
     parts.append("</tr></thead><tbody>")
     for r, row in enumerate(table.rows):
         parts.append(f'<tr><td style="{cell}color:#888">{r}</td>')
         for c, value in enumerate(row):
             style = cell + ("background:#ffe08a;font-weight:bold;" if (r, c) in marked else "")
-            parts.append(f'<td style="{style}">{_e(value)}</td>')
+            parts.append(f'<td style="{style}">{tag(f"r{r}c{c}")}{_e(value)}</td>')
         parts.append("</tr>")
     parts.append("</tbody></table></div>")
     return "".join(parts)
@@ -246,6 +264,60 @@ def _answer_payload(s: Session, answer_id: str) -> dict[str, Any] | None:
     return None if answer is None else {"question_id": answer.question_id, "answer": answer.value, "route": answer.route}
 
 
+def _gold_text(s: Session, question_id: str) -> str:
+    gold = trusted_answers(s, [question_id])
+    return ", ".join(gold[question_id].values) if question_id in gold else ""
+
+
+def _cells_data(s: Session, question_id: str) -> dict[str, Any]:
+    question, table = _question(s, question_id)
+    choices = [{"value": f"h{c}", "html": f"h{c} <small>{_e(h) or '(blank)'}</small>"} for c, h in enumerate(table.header)]
+    choices += [
+        {"value": f"r{r}c{c}", "html": f"r{r}c{c} <small>{_e(v) or '(empty)'}</small>"}
+        for r, row in enumerate(table.rows) for c, v in enumerate(row)
+    ]
+    return {
+        "table_html": table_html(table, ids=True), "question": question.text,
+        "answer_text": f"Answer: {_gold_text(s, question_id) or '(none yet)'}", "cell_choices": choices,
+    }
+
+
+def _variant(s: Session, variant_id: str) -> tuple[Variant, Question, Table]:
+    variant = s.get(Variant, variant_id)
+    if variant is None or variant.table is None:
+        raise LabelError(f"variant {variant_id[:10]} does not exist or has no table")
+    question = s.get(Question, variant.question_id)
+    if question is None:
+        raise LabelError(f"the question of variant {variant_id[:10]} does not exist")
+    return variant, question, Table.from_dict(variant.table)
+
+
+def _modification_data(s: Session, variant_id: str) -> dict[str, Any]:
+    variant, question, table = _variant(s, variant_id)
+    grid = to_grid(table)
+    return {
+        "table_html": table_html(table, ids=True), "question": question.text,
+        "answer_text": f"Answer on this table: {', '.join(variant.answers or []) or '(none)'}",
+        "grid_change": grid, "grid_same": grid, "feedback": "",
+    }
+
+
+def _reanswer_data(s: Session, variant_id: str) -> dict[str, Any]:
+    # Blind: the table and the question only, never the author's answer.
+    _, question, table = _variant(s, variant_id)
+    return {"table_html": table_html(table), "question": question.text}
+
+
+def _variant_payload(s: Session, variant_id: str) -> dict[str, Any] | None:
+    variant = s.get(Variant, variant_id)
+    return None if variant is None else {"question_id": variant.question_id, "perturbation": variant.perturbation}
+
+
+def _author(s: Session, variant_id: str) -> set[str]:
+    variant = s.get(Variant, variant_id)
+    return {variant.created_by} if variant is not None else set()
+
+
 # ---------------------------------------------------------------------------------------------
 # Pending items
 
@@ -264,6 +336,36 @@ def _untyped_questions(s: Session) -> list[str]:
         select(Question.id).where(
             col(Question.question_type).is_(None), Question.status != QuestionStatus.REJECTED.value
         ).order_by(Question.id)
+    ).all())
+
+
+def _reasoning_without_cells(s: Session) -> list[str]:
+    """Reasoning questions (FREB-TQA: relevant cells are marked for these) without relevant cells."""
+    rows = s.exec(
+        select(Question.id, Question.relevant_cells).where(
+            Question.question_type == QuestionType.REASONING.value, Question.status != QuestionStatus.REJECTED.value,
+        ).order_by(Question.id)
+    ).all()
+    return [qid for qid, cells in rows if not cells]
+
+
+def _shortened_without_modifications(s: Session) -> list[str]:
+    """Shortened tables no value modification was made on yet."""
+    shortened = s.exec(
+        select(Variant.id).where(Variant.perturbation == SHORTENED, Variant.status == VariantStatus.VALIDATED.value).order_by(Variant.id)
+    ).all()
+    used = {
+        (params or {}).get("from_variant")
+        for params in s.exec(select(Variant.params).where(col(Variant.perturbation).in_(VALUE_PERTURBATIONS))).all()
+    }
+    return [vid for vid in shortened if vid not in used]
+
+
+def _modifications_to_reanswer(s: Session) -> list[str]:
+    return list(s.exec(
+        select(Variant.id).where(
+            col(Variant.perturbation).in_(VALUE_PERTURBATIONS), Variant.status == VariantStatus.PENDING_REVIEW.value,
+        ).order_by(Variant.id)
     ).all())
 
 
@@ -351,6 +453,58 @@ def _validity_label(result: Result) -> dict[str, Any]:
     return {"decision": _choice(result, "decision", ("valid", "invalid", "unanswerable"))}
 
 
+def _cells_label(result: Result) -> dict[str, Any]:
+    values = _values(result, "cells", "choices")
+    if not values:
+        raise LabelError("no cell was ticked: tick every cell the answer needs")
+    try:
+        cells = sorted({parse_cell_id(v) for v in values})
+    except TableError as exc:
+        raise LabelError(str(exc).split("\n")[0]) from None
+    return {"cells": [list(c) for c in cells]}
+
+
+def _answer_items(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [item.strip() for item in split_answer(text) if item.strip()] or [text.strip()]
+
+
+def _modification_label(s: Session, variant_id: str, result: Result) -> dict[str, Any]:
+    """Both edits of a value-modification task, diffed against the stored shortened table and
+    checked (:func:`tqaforge.tables.edits.read_value_edit`); or "unanswerable"."""
+    if _values(result, "unanswerable", "choices"):
+        return {"unanswerable": True}
+    variant, _, table = _variant(s, variant_id)
+    label: dict[str, Any] = {}
+    for mode, grid_name, answer_name in (("answer_changes", "changed_table", "changed_answer"), ("answer_same", "same_table", None)):
+        grid = "\n".join(_values(result, grid_name, "text") or [])
+        answers = _answer_items(_text(result, answer_name)) if answer_name else None
+        try:
+            edits, gold = read_value_edit(table, grid, mode=mode, old_answers=variant.answers or (), new_answers=answers)  # type: ignore[arg-type]
+        except EditRejected as exc:
+            raise LabelError(str(exc)) from None
+        label[mode] = {"edits": [e.as_dict() for e in edits], "answers": list(gold)}
+    return label
+
+
+def _modification_resend(result: Result) -> dict[str, Any]:
+    """The annotator's attempt, to start from when the task comes back."""
+    back = {}
+    for name, key in (("changed_table", "grid_change"), ("same_table", "grid_same")):
+        text = "\n".join(_values(result, name, "text") or [])
+        if text.strip():
+            back[key] = text
+    return back
+
+
+def _reanswer_label(result: Result) -> dict[str, Any]:
+    answers = _answer_items(_text(result, "answer"))
+    if not answers:
+        raise LabelError("no answer was typed")
+    return {"answers": answers}
+
+
 LS_KINDS: dict[str, LabelStudioKind] = {
     entry.kind: entry
     for entry in (
@@ -370,11 +524,20 @@ LS_KINDS: dict[str, LabelStudioKind] = {
             "relevant_cell_validity", "question", "relevant_cell_validity.xml", _questions_with_cells, _validity_data,
             _validity_label, _question_payload,
         ),
-        # The next issue: a cell-picking config, and variant tasks.
-        LabelStudioKind("relevant_cells", "question"),
-        LabelStudioKind("value_modification", "variant"),
+        LabelStudioKind(
+            "relevant_cells", "question", "relevant_cells.xml", _reasoning_without_cells, _cells_data, _cells_label,
+            _question_payload,
+        ),
+        LabelStudioKind(
+            "value_modification", "variant", "value_modification.xml", _shortened_without_modifications, _modification_data,
+            None, _variant_payload, overlap=1, to_label_for=_modification_label, resend=_modification_resend,
+        ),
+        LabelStudioKind(
+            "blind_reanswer", "variant", "blind_reanswer.xml", _modifications_to_reanswer, _reanswer_data, _reanswer_label,
+            _variant_payload, excluded=_author,
+        ),
+        # Decided by a person on the command line (`tqaforge agreement resolve`): not pushed.
         LabelStudioKind("value_modification_review", "variant"),
-        LabelStudioKind("blind_reanswer", "variant"),
     )
 }
 

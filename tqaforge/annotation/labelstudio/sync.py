@@ -465,6 +465,8 @@ def push(
         task_data = spec.task_data
         with ws.session() as s:
             targets = {annotation_task_id(kind, spec.target_type, t): t for t in spec.pending(s)}
+            # Whoever must not label an item (the author of a modification re-answering it).
+            barred = {task_id: spec.excluded(s, t) for task_id, t in targets.items()} if spec.excluded is not None else {}
             held: dict[str, set[str]] = defaultdict(set)
             for task_id, who in s.exec(select(LabelStudioTaskCopy.task_id, LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)):
                 held[who].add(task_id)
@@ -479,7 +481,10 @@ def push(
                 if options.limit is not None and new_items >= options.limit:
                     continue
                 new_items += 1
-            extra = [who for who in assign(task_id, names, len(names), options.seed) if who not in holders]
+            extra = [
+                who for who in assign(task_id, names, len(names), options.seed)
+                if who not in holders and labelstudio_annotator(who) not in barred.get(task_id, ())
+            ]
             for who in [h for h in holders if h in names] + extra[: max(overlap - len(holders), 0)]:
                 wanted[who].append(task_id)
         for who in names:
@@ -545,6 +550,9 @@ class PullSummary:
     cancelled: int = 0  # skipped tasks in Label Studio ("was_cancelled"): no label
     by_kind: dict[str, int] = field(default_factory=dict)  # new labels per kind
     problems: list[str] = field(default_factory=list)  # annotations that could not be read, skipped
+    sent_back: int = 0  # refused annotations deleted in Label Studio, their task carrying the message
+    #: (Label Studio task, annotation id, message, data to add) of refused labels to send back.
+    resend: list[tuple[dict[str, Any], int, str, dict[str, Any]]] = field(default_factory=list, repr=False)
 
     def lines(self) -> list[str]:
         lines = [
@@ -555,13 +563,17 @@ class PullSummary:
         if self.incremental:
             lines.append(f"{self.incremental} of {self.projects} projects read incrementally (tasks updated since their last pull; --full reads all)")
         lines += [f"  {kind}: {n} new" for kind, n in sorted(self.by_kind.items())]
+        if self.sent_back:
+            lines.append(f"{self.sent_back} refused labels sent back to their annotator (the task shows why)")
         lines += [f"skipped: {p}" for p in self.problems[:20]]
         if len(self.problems) > 20:
             lines.append(f"... and {len(self.problems) - 20} more")
         return lines
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("resend", None)
+        return data
 
 
 def _when(value: Any) -> datetime | None:
@@ -616,7 +628,7 @@ def _known(s: Session, task_ids: Iterable[str]) -> _Known:
 
 def _pull_annotation(
     s: Session, spec: LabelStudioKind, task: AnnotationTask, ann: dict[str, Any], users: dict[int, str], owner: str,
-    summary: PullSummary, known: _Known,
+    summary: PullSummary, known: _Known, ls_task: dict[str, Any],
 ) -> None:
     where = f"{spec.kind}, Label Studio task {ann.get('task')}, annotation {ann.get('id')}"
     if ann.get("was_cancelled"):
@@ -641,13 +653,19 @@ def _pull_annotation(
         changed_by = users.get(editor, f"user {editor}")
         summary.problems.append(f"{where}: {owner}'s label was changed by {changed_by} (not theirs: left out)")
         return
-    assert spec.to_label is not None
+    result = ann.get("result") or []
     try:
-        label = spec.to_label(ann.get("result") or [])
+        if spec.to_label_for is not None:
+            label = spec.to_label_for(s, task.target_id, result)
+        else:
+            assert spec.to_label is not None
+            label = spec.to_label(result)
         value = kind_spec(spec.kind).read(label)
         check_against_target(s, kind_spec(spec.kind), task.target_type, task.target_id, value)
     except LabelError as exc:
         summary.problems.append(f"{where} by {login}: {exc}")
+        if spec.resend is not None and isinstance(ann.get("id"), int):
+            summary.resend.append((ls_task, ann["id"], str(exc), spec.resend(result)))
         return
     updated = ann.get("updated_at") or ann.get("created_at")
     revision = re.sub(r"\D", "", updated) if isinstance(updated, str) and updated else "0"
@@ -712,7 +730,7 @@ def _pull_tasks(
                 )
                 continue
             for ann in sorted(annotations, key=lambda a: (a.get("updated_at") or "", a.get("id") or 0)):
-                _pull_annotation(s, spec, task, ann, users, owner, summary, known)
+                _pull_annotation(s, spec, task, ann, users, owner, summary, known, ls_task)
 
 
 #: Label Studio's data-manager filters take times in this form (UTC).
@@ -742,6 +760,19 @@ def _save_watermark(ws: Workspace, kind: str, project_id: int, owner: str, until
         row.kind, row.annotator, row.pulled_until, row.updated_at = kind, owner, until, datetime.now(timezone.utc)
         s.add(row)
         s.commit()
+
+
+def _send_back(ls: LabelStudioClient, summary: PullSummary) -> None:
+    """Return each refused label to its annotator: the task's data get the reason (and the
+    attempt to start from), then the annotation is deleted, so the task is in their queue again.
+    In that order, so an interruption between the two only repeats the first next time."""
+    for ls_task, annotation_id, message, attempt in summary.resend:
+        data = {**(ls_task.get("data") or {}), **attempt,
+                "feedback": f"Sent back: {message}. Your last attempt is below: correct it and submit again."}
+        ls.request("PATCH", f"/api/tasks/{ls_task['id']}/", json={"data": data}, what=f"send task {ls_task['id']} back")
+        ls.request("DELETE", f"/api/annotations/{annotation_id}/", what=f"delete refused annotation {annotation_id}", ok_missing=True)
+        summary.sent_back += 1
+    summary.resend.clear()
 
 
 def pull(
@@ -788,6 +819,7 @@ def pull(
             for ls_tasks in _ahead(_batched(listed, PULL_PAGE)):
                 summary.tasks += len(ls_tasks)
                 _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
+            _send_back(ls, summary)
             # A project with annotations left out keeps its old watermark: they are read and
             # reported again until they are fixed, never forgotten after one summary.
             if began is not None and len(summary.problems) == problems:

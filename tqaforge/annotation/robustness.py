@@ -1,0 +1,145 @@
+"""People's value modifications, from labels to validated variants (FREB-TQA 3.5 and A.2).
+
+:func:`settle_human_variants` is the step between pulls:
+
+1. each annotator's latest ``value_modification`` label (checked when it was pulled: one or two
+   cells of the shortened table, the answer changed or not as asked) becomes two variants,
+   ``value_change_answer_changes`` and ``value_change_answer_same``, waiting for blind
+   re-answers (``pending_review``); a label saying "unanswerable" makes none (filtered out, as in
+   the paper);
+2. a waiting variant with at least ``min_reanswers`` blind re-answers by people other than its
+   author is judged: every re-answer equal to the author's gold (the shared normaliser,
+   :func:`tqaforge.tables.matching.same_answer`) validates it, with that gold; otherwise it goes
+   to adjudication: an open ``value_modification_review`` item, listing the re-answers, that a
+   person decides with ``tqaforge agreement resolve TASK accept|reject --by NAME``.
+
+Re-answer accuracy per annotator and overall is the agreement report's ``blind_reanswer``
+section (FREB-TQA reports 92.5% and 93.5%). Safe to repeat: variants are keyed by content and an
+item already sent to adjudication is not opened twice.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlmodel import col, select
+
+from tqaforge.annotation.kinds import LabelError, kind_spec
+from tqaforge.annotation.workflows import latest_annotations
+from tqaforge.errors import AgreementError
+from tqaforge.ids import adjudication_id
+from tqaforge.labels import NOT_OURS, task_for
+from tqaforge.schemas.enums import AdjudicationStatus, Origin, VariantStatus
+from tqaforge.schemas.records import Adjudication, Variant
+from tqaforge.store import Workspace
+from tqaforge.tables.edits import EDIT_MODES
+from tqaforge.variants.human import VALUE_PERTURBATIONS, judge_reanswers, store_value_modification
+
+REVIEW_KIND = "value_modification_review"
+
+
+@dataclass
+class HumanVariantsSummary:
+    """What one :func:`settle_human_variants` did; ``lines()`` for the CLI."""
+
+    labels: int = 0  # value_modification labels read
+    variants_new: int = 0  # value-modified variants made from them
+    unanswerable: int = 0  # labels saying the question cannot be answered: no variant
+    validated: int = 0  # re-answers all equal the author's gold
+    to_adjudicate: int = 0  # re-answers disagree: sent to a person
+    waiting: int = 0  # fewer re-answers than needed so far
+    problems: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"{self.labels} value modifications read: {self.variants_new} new variants, {self.unanswerable} unanswerable (left out)",
+            f"blind re-answers: {self.validated} variants validated, {self.to_adjudicate} sent to adjudication "
+            f"(`tqaforge agreement queue --kind {REVIEW_KIND}`), {self.waiting} waiting for re-answers",
+        ]
+        return lines + [f"skipped: {p}" for p in self.problems]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _collect(ws: Workspace, summary: HumanVariantsSummary) -> None:
+    spec = kind_spec("value_modification")
+    with ws.session() as s:
+        for task, ann in latest_annotations(s, "value_modification", exclude_sources=NOT_OURS):
+            summary.labels += 1
+            try:
+                value = spec.read(ann.label)
+            except LabelError as exc:
+                summary.problems.append(f"value_modification by {ann.annotator} on {task.target_id[:10]}: {exc}")
+                continue
+            if value.get("unanswerable"):
+                summary.unanswerable += 1
+                continue
+            shortened = s.get(Variant, task.target_id)
+            if shortened is None:
+                summary.problems.append(f"value_modification by {ann.annotator}: its shortened table {task.target_id[:10]} is gone")
+                continue
+            for mode in EDIT_MODES:
+                edits, answers = value[mode]
+                _, new = store_value_modification(
+                    s, shortened, mode=mode, edits=list(edits), answers=list(answers or shortened.answers or []),
+                    author=ann.annotator, source={"source": ann.source, "annotation": ann.id},
+                )
+                summary.variants_new += new
+
+
+def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> None:
+    with ws.session() as s:
+        waiting = {
+            v.id: v for v in s.exec(
+                select(Variant).where(
+                    col(Variant.perturbation).in_(VALUE_PERTURBATIONS), Variant.status == VariantStatus.PENDING_REVIEW.value,
+                    Variant.origin == Origin.HUMAN.value,
+                )
+            ).all()
+        }
+        reanswers: dict[str, dict[str, list[str]]] = defaultdict(dict)
+        reader = kind_spec("blind_reanswer")
+        for task, ann in latest_annotations(s, "blind_reanswer", exclude_sources=NOT_OURS):
+            variant = waiting.get(task.target_id)
+            if task.target_type != "variant" or variant is None or ann.annotator == variant.created_by:
+                continue  # the author's own answer is the gold, not a re-answer
+            try:
+                reanswers[variant.id][ann.annotator] = list(reader.read(ann.label))
+            except LabelError as exc:
+                summary.problems.append(f"blind_reanswer by {ann.annotator} on {variant.id[:10]}: {exc}")
+        opened = {row.task_id: row for row in s.exec(select(Adjudication).where(Adjudication.kind == REVIEW_KIND)).all()}
+        for vid, variant in sorted(waiting.items()):
+            given = reanswers.get(vid, {})
+            if len(given) < min_reanswers:
+                summary.waiting += 1
+                continue
+            verdict = judge_reanswers(variant, given)
+            if verdict.agreed:
+                variant.status = VariantStatus.VALIDATED
+                s.add(variant)
+                summary.validated += 1
+                continue
+            task = task_for(s, REVIEW_KIND, "variant", vid, {"question_id": variant.question_id, "perturbation": variant.perturbation})
+            summary.to_adjudicate += 1
+            if task.id in opened:
+                continue
+            shown = "; ".join(f"{who}: {', '.join(a)} ({'=' if verdict.matches[who] else '!='})" for who, a in sorted(given.items()))
+            s.add(Adjudication(
+                id=adjudication_id(task.id), task_id=task.id, kind=REVIEW_KIND, status=AdjudicationStatus.OPEN, history=[],
+                votes=[{"value": list(a), "annotators": [who]} for who, a in sorted(given.items())],
+                note=f"re-answers disagree with the author's gold {', '.join(variant.answers or [])!r}: {shown}",
+            ))
+
+
+def settle_human_variants(ws: Workspace, *, min_reanswers: int = 2) -> HumanVariantsSummary:
+    """Turn value-modification labels into variants and judge them by their blind re-answers
+    (module docs). ``min_reanswers``: re-answers a variant needs before it is judged."""
+    if isinstance(min_reanswers, bool) or not isinstance(min_reanswers, int) or min_reanswers < 1:
+        raise AgreementError(f"min_reanswers must be 1 or more, got {min_reanswers!r}", hint="give --min-reanswers 1 or more")
+    summary = HumanVariantsSummary()
+    _collect(ws, summary)
+    _judge(ws, summary, min_reanswers)
+    return summary
