@@ -97,7 +97,10 @@ class KindSpec:
         return self.shape in ("category", "set")
 
     def read(self, label: Any) -> Any:
-        """The comparable value of a label: a category, a frozenset of (row, col), or a tuple of answers."""
+        """The comparable value of a label: a category, a frozenset of (row, col), a tuple of answers,
+        or a value modification's parts."""
+        if self.shape == "edit":
+            return _value_edit(label)
         value = label.get(self.key) if isinstance(label, dict) else label
         if isinstance(label, dict) and value is None and self.shape == "answer" and "answers" in label:
             value = label["answers"]
@@ -107,8 +110,6 @@ class KindSpec:
             return self._category(value)
         if self.shape == "set":
             return _cells(value)
-        if self.shape == "edit":
-            return _value_edit(label)
         return _answers(value)
 
     def _category(self, value: Any) -> str:
