@@ -477,9 +477,10 @@ def _modification_label(s: Session, variant_id: str, result: Result) -> dict[str
         return {"unanswerable": True}
     variant, _, table = _variant(s, variant_id)
     label: dict[str, Any] = {}
-    for mode, grid_name, answer_name in (("answer_changes", "changed_table", "changed_answer"), ("answer_same", "same_table", None)):
+    parts = (("answer_changes", "changed_table", "changed_answer"), ("answer_same", "same_table", "same_answer"))
+    for mode, grid_name, answer_name in parts:
         grid = "\n".join(_values(result, grid_name, "text") or [])
-        answers = _answer_items(_text(result, answer_name)) if answer_name else None
+        answers = _answer_items(_text(result, answer_name))
         try:
             edits, gold = read_value_edit(table, grid, mode=mode, old_answers=variant.answers or (), new_answers=answers)  # type: ignore[arg-type]
         except EditRejected as exc:
