@@ -44,6 +44,7 @@ from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import LS_KINDS
 from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push
 from tqaforge.ids import labelstudio_annotator
+from tqaforge.schemas.enums import QuestionType
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, LabelStudioTaskCopy, Question, TableRecord
 
 PASSWORD = "tqaforge-browser-pw-1"
@@ -343,8 +344,14 @@ def test_labelling_screen_of_every_kind(label_studio, sqlite_workspace, chromium
         assert marked is not None
         marked.relevant_cells = [[0, 0], [1, 0]]
         s.add(marked)
-    kinds = [kind for kind, spec in LS_KINDS.items() if spec.supported]
-    assert kinds == ["question_review", "answer_verification", "question_typing", "relevant_cell_validity"]
+        reasoning = s.get(Question, sorted(ids["questions"])[1])  # relevant_cells waits for reasoning questions
+        assert reasoning is not None
+        reasoning.question_type = QuestionType.REASONING
+        s.add(reasoning)
+    # The kinds on variants (value modification, blind re-answering) are shown by
+    # test_labelstudio_browser_robustness.py, which makes their variants through the UI.
+    kinds = [kind for kind, spec in LS_KINDS.items() if spec.supported and spec.target_type != "variant"]
+    assert kinds == ["question_review", "answer_verification", "question_typing", "relevant_cell_validity", "relevant_cells"]
     ana = new_email("ana")
     signup(url, admin, ana, PASSWORD)
     for kind in kinds:
