@@ -815,3 +815,45 @@ def test_write_report_is_atomic_and_named_by_kind(sqlite_workspace):
     json_path, md_path = write_report(ws, report, kinds=["question_typing"])
     assert json_path.name == "agreement-question_typing.json" and md_path.exists()
     assert not list(json_path.parent.glob("*.partial"))
+
+
+def _random_cell_study(n_units: int, n_tables: int, seed: int, rows: int = 5, cols: int = 4) -> tuple[list[list], list[str]]:
+    """Three raters marking 1-3 cells of each unit's table (sometimes the same, sometimes not)."""
+    import random
+
+    rng = random.Random(seed)
+    tables = [f"t{u % n_tables}" for u in range(n_units)]
+    data: list[list] = [[], [], []]
+    for _ in range(n_units):
+        truth = {(rng.randrange(rows), rng.randrange(cols)) for _ in range(rng.randint(1, 3))}
+        for r in range(3):
+            if rng.random() < 0.1:
+                data[r].append(None)
+                continue
+            mine = set(truth) if rng.random() < 0.7 else {(rng.randrange(rows), rng.randrange(cols))}
+            data[r].append([list(c) for c in mine])
+    return data, tables
+
+
+def test_masi_alpha_in_blocks_equals_the_textbook_alpha_on_table_keyed_cells():
+    """Per-table blocks give exactly alpha over cells named with their table (sets of different
+    tables share no cell: MASI distance 1), interval included, without the all-pairs matrix."""
+    data, tables = _random_cell_study(120, 15, seed=3)
+    keyed = [[None if v is None else [[t, r, c] for r, c in v] for v, t in zip(row, tables)] for row in data]
+    blocked = masi_alpha(data, blocks=tables, n_boot=300, seed=5)
+    textbook = masi_alpha(keyed, n_boot=300, seed=5)
+    assert blocked.value == pytest.approx(textbook.value, abs=1e-12)
+    assert blocked.ci is not None and textbook.ci is not None
+    assert blocked.ci == (pytest.approx(textbook.ci[0], abs=1e-12), pytest.approx(textbook.ci[1], abs=1e-12))
+    assert blocked.components["blocks"] == 15 and textbook.components["blocks"] == 1
+    with pytest.raises(AgreementError, match="give one block"):
+        masi_alpha(data, blocks=tables[:-1])
+
+
+def test_masi_alpha_runs_over_thousands_of_questions_in_blocks():
+    data, tables = _random_cell_study(8000, 4000, seed=7, rows=40, cols=10)
+    with pytest.raises(AgreementError, match="distinct label sets in one block"):
+        masi_alpha(data, n_boot=0)
+    result = masi_alpha(data, blocks=tables, n_boot=100, seed=1)
+    assert result.value is not None and 0.3 < result.value < 0.95
+    assert result.components["blocks"] == 4000 and result.ci is not None and result.ci[0] <= result.value <= result.ci[1]

@@ -55,7 +55,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from tqaforge.annotation.bootstrap import bootstrap_ci, group_rows
+from tqaforge.annotation.bootstrap import SparseRows, bootstrap_ci, group_rows
 from tqaforge.errors import AgreementError
 
 Weights = Literal["linear", "quadratic"]
@@ -347,7 +347,7 @@ def _result(
     n_items: int,
     n_raters: int,
     components: Mapping[str, Any],
-    stats: np.ndarray | tuple[np.ndarray, np.ndarray] | None,
+    stats: np.ndarray | tuple[Any, np.ndarray] | None,
     from_sums: Callable[[np.ndarray], np.ndarray] | None,
     n_boot: int,
     seed: int,
@@ -844,7 +844,7 @@ def _alpha_from_codes(
     statistic: str,
     codes: np.ndarray,
     domain: tuple[Any, ...],
-    delta: Callable[[np.ndarray], np.ndarray],
+    delta: Callable[[np.ndarray], "np.ndarray | BlockDistance"],
     describe: Callable[[int], str],
     *,
     n_boot: int,
@@ -865,39 +865,51 @@ def _alpha_from_codes(
     raters_used = int(present.any(axis=1).sum())
     if n_pairable == 0:
         return AgreementResult(statistic, None, 0, raters_used, components or {}, reason="no unit has two or more values: nothing to compare")
-    if n_pairable * v > 50_000_000:
+    unit_index = np.broadcast_to(np.arange(n_pairable), codes.shape)
+    flat = unit_index[present] * v + codes[present]
+    totals = np.bincount(codes[present], minlength=v).astype(np.float64)
+    made = delta(totals)
+    d = made if isinstance(made, BlockDistance) else DenseDistance(made)
+    dense = n_pairable * v <= 50_000_000
+    if not dense and not isinstance(d, BlockDistance):
         raise AgreementError(
             f"{v} distinct values over {n_pairable} units: too many for the units x values table",
             hint="round or bin interval values first, or compute alpha on a subset",
         )
-    unit_index = np.broadcast_to(np.arange(n_pairable), codes.shape)
-    counts = np.bincount(
-        unit_index[present] * v + codes[present], minlength=n_pairable * v
-    ).reshape(n_pairable, v).astype(np.float64)
-    totals = counts.sum(axis=0)
-    d = delta(totals)
-    if v <= 64:
-        within = ((counts @ d) * counts).sum(axis=1)
+    counts = np.bincount(flat, minlength=n_pairable * v).reshape(n_pairable, v).astype(np.float64) if dense else None
+    if counts is not None and v <= 64:
+        within = d.quadratic(counts)
     else:
         # Many distinct values (sets): sum over pairs of raters instead of V x V per unit.
         within = np.zeros(n_pairable)
         for r, s in combinations(range(n_rows), 2):
             both = present[r] & present[s]
-            within[both] += 2.0 * d[codes[r, both], codes[s, both]]
+            within[both] += 2.0 * d.pairs(codes[r, both], codes[s, both])
     do_u = within / (m - 1.0)
+    boot_stats: np.ndarray | tuple[Any, np.ndarray]
+    if counts is not None:
+        boot_stats = np.column_stack([do_u, counts])
+    else:
+        # Too wide to hold densely (thousands of tables' sets): one sparse row per unit.
+        keys, per = np.unique(flat, return_counts=True)
+        units = np.arange(n_pairable)
+        boot_stats = (
+            SparseRows(n_pairable, 1 + v, np.concatenate([units, keys // v]), np.concatenate([np.zeros(n_pairable, dtype=np.int64), keys % v + 1]),
+                       np.concatenate([do_u, per])),
+            np.ones(n_pairable, dtype=np.int64),
+        )
 
     def from_sums(s: np.ndarray) -> np.ndarray:
         n_c = s[:, 1:]
         n = n_c.sum(axis=1)
-        de = ((n_c @ d) * n_c).sum(axis=1)
+        de = d.quadratic(n_c)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(de > _EPS, 1.0 - (n - 1.0) * s[:, 0] / de, np.nan)
 
-    stats = np.column_stack([do_u, counts])
-    sums = stats.sum(axis=0)
+    sums = np.concatenate([[do_u.sum()], totals])
     value = from_sums(sums[None, :])[0]
     n = totals.sum()
-    de_total = float((totals @ d) @ totals)
+    de_total = float(d.quadratic(totals[None, :])[0])
     comp = dict(components or {})
     comp.update({
         "D_o": float(sums[0] / n),
@@ -911,7 +923,7 @@ def _alpha_from_codes(
     reason = describe(only)
     return _result(
         statistic, value, reason, n_items=n_pairable, n_raters=raters_used, components=comp,
-        stats=stats, from_sums=from_sums, n_boot=n_boot, seed=seed, ci_level=ci_level,
+        stats=boot_stats, from_sums=from_sums, n_boot=n_boot, seed=seed, ci_level=ci_level,
     )
 
 
@@ -997,6 +1009,57 @@ def masi_distance(a: Iterable[Hashable], b: Iterable[Hashable]) -> float:
     return 1.0 - inter / union * m
 
 
+class DenseDistance:
+    """A V x V distance matrix, as alpha uses it."""
+
+    def __init__(self, d: np.ndarray) -> None:
+        self.d = d
+
+    def quadratic(self, n: np.ndarray) -> np.ndarray:
+        """Row by row, ``n @ d @ n`` (n: rows x V counts)."""
+        return ((n @ self.d) * n).sum(axis=1)
+
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The distance of each pair of value codes."""
+        return self.d[a, b]
+
+
+class BlockDistance:
+    """A distance between values that each belong to a block (the table a set of cells is on):
+    1 between values of different blocks (cells of different tables are never the same cell, so
+    their sets are disjoint: MASI distance 1), a dense matrix within each block. Memory and time
+    grow with the sum of the blocks' squares, not with the square of all values: this is what
+    lets MASI alpha run over a study of thousands of questions."""
+
+    def __init__(self, blocks: Sequence[np.ndarray], matrices: Sequence[np.ndarray], n_values: int) -> None:
+        self.blocks = [np.asarray(b, dtype=np.int64) for b in blocks]
+        self.matrices = list(matrices)
+        self.block_of = np.full(n_values, -1, dtype=np.int64)
+        self.local = np.zeros(n_values, dtype=np.int64)
+        for k, members in enumerate(self.blocks):
+            self.block_of[members] = k
+            self.local[members] = np.arange(len(members))
+
+    def quadratic(self, n: np.ndarray) -> np.ndarray:
+        """Row by row, ``n @ d @ n`` without forming ``d``."""
+        total = n.sum(axis=1)
+        out = total * total  # every pair at distance 1 ...
+        for members, d in zip(self.blocks, self.matrices):
+            part = n[:, members]
+            within = part.sum(axis=1)
+            out = out - within * within + ((part @ d) * part).sum(axis=1)  # ... but pairs within a block
+        return out
+
+    def pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The distance of each pair of value codes."""
+        out = np.ones(len(a), dtype=np.float64)
+        same = self.block_of[a] == self.block_of[b]
+        for k in np.unique(self.block_of[a][same]):
+            pick = same & (self.block_of[a] == k)
+            out[pick] = self.matrices[k][self.local[a[pick]], self.local[b[pick]]]
+        return out
+
+
 def masi_distance_matrix(sets: Sequence[frozenset]) -> np.ndarray:
     """The MASI distance between every two sets, vectorised (Passonneau 2006, as in NLTK).
 
@@ -1024,6 +1087,7 @@ def masi_distance_matrix(sets: Sequence[frozenset]) -> np.ndarray:
 def masi_alpha(
     reliability_data: Sequence[Sequence[Any]],
     *,
+    blocks: Sequence[Hashable] | None = None,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     ci_level: float = DEFAULT_CI_LEVEL,
@@ -1032,7 +1096,13 @@ def masi_alpha(
 
     ``reliability_data`` is raters x units; each value is a collection (``[[r, c], ...]`` or a
     set) or None when the rater did not label the unit. An empty collection is a label ("no
-    cell"), not a missing value. At most :data:`MAX_SET_LABELS` distinct sets.
+    cell"), not a missing value.
+
+    ``blocks`` (one per unit: the table its cells are on) keeps the sets of different tables
+    apart: a set on one table and a set on another are different values at MASI distance 1 (no
+    cell is shared), and distances are computed within each table only (:class:`BlockDistance`),
+    so that thousands of questions work. At most :data:`MAX_SET_LABELS` distinct sets per block;
+    without ``blocks`` every unit is in one block, as in the textbook formula.
     """
     check_bootstrap(n_boot, ci_level, seed)
     rows = [list(r) for r in reliability_data]
@@ -1041,28 +1111,39 @@ def masi_alpha(
     width = len(rows[0])
     if any(len(r) != width for r in rows):
         raise AgreementError("reliability data are ragged: every rater needs one entry per unit (None = missing)")
-    index: dict[frozenset, int] = {}
+    if blocks is not None and len(blocks) != width:
+        raise AgreementError(f"{len(blocks)} blocks for {width} units: give one block (table) per unit")
+    index: dict[tuple[Any, frozenset], int] = {}
     codes = np.full((len(rows), width), -1, dtype=np.int64)
     for r, row in enumerate(rows):
         for u, label in enumerate(row):
             if label is None:
                 continue
-            codes[r, u] = index.setdefault(as_label_set(label), len(index))
-    if len(index) > MAX_SET_LABELS:
+            key = (blocks[u] if blocks is not None else None, as_label_set(label))
+            codes[r, u] = index.setdefault(key, len(index))
+    members: dict[Any, list[int]] = {}
+    for (block, _), code in index.items():
+        members.setdefault(block, []).append(code)
+    largest = max((len(m) for m in members.values()), default=0)
+    if largest > MAX_SET_LABELS:
         raise AgreementError(
-            f"{len(index)} distinct label sets: the MASI alpha keeps a distance matrix of sets x sets "
-            f"and accepts at most {MAX_SET_LABELS}",
-            hint="compute it per table or per subtype",
+            f"{largest} distinct label sets in one block: the MASI alpha keeps a distance matrix of sets x sets "
+            f"per block and accepts at most {MAX_SET_LABELS}",
+            hint="give blocks (the table of each unit), or compute it per subtype",
         )
     domain = tuple(index)
-    d = masi_distance_matrix(domain)
+    sets = [cells for _, cells in domain]
+
+    def distance(_totals: np.ndarray) -> BlockDistance:
+        groups = [np.array(m) for m in members.values()]
+        return BlockDistance(groups, [masi_distance_matrix([sets[i] for i in g]) for g in groups], len(domain))
 
     def describe(only: int) -> str:
         if only >= 0:
-            return f"every pairable label is the same set {sorted(domain[only], key=str)!r}: expected disagreement is 0, alpha is undefined"
+            return f"every pairable label is the same set {sorted(sets[only], key=str)!r}: expected disagreement is 0, alpha is undefined"
         return "expected disagreement is 0: alpha is undefined"
 
     return _alpha_from_codes(
-        "masi_alpha", codes, domain, lambda totals: d, describe,
-        n_boot=n_boot, seed=seed, ci_level=ci_level, components={"distance": "masi"},
+        "masi_alpha", codes, domain, distance, describe,
+        n_boot=n_boot, seed=seed, ci_level=ci_level, components={"distance": "masi", "blocks": len(members)},
     )

@@ -61,6 +61,24 @@ def item_counts(counts: np.ndarray) -> np.ndarray:
     return values.astype(np.int64)
 
 
+class SparseRows:
+    """A rows x columns matrix of few non-zero entries (``rows[i], cols[i]`` holds ``values[i]``),
+    for bootstrap statistics too wide to hold densely (one column per distinct set of cells):
+    ``weights @ SparseRows`` gives the dense (resamples x columns) sums."""
+
+    __array_ufunc__ = None  # numpy hands ``ndarray @ SparseRows`` to __rmatmul__
+
+    def __init__(self, n_rows: int, n_cols: int, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
+        self.shape = (n_rows, n_cols)
+        self.rows, self.cols, self.values = rows, cols, values.astype(np.float64)
+
+    def __rmatmul__(self, weights: np.ndarray) -> np.ndarray:
+        weights = np.atleast_2d(weights)
+        out = np.zeros((weights.shape[0], self.shape[1]))
+        np.add.at(out, (np.arange(weights.shape[0])[:, None], self.cols[None, :]), weights[:, self.rows] * self.values)
+        return out
+
+
 def resampled_sums(
     patterns: np.ndarray, counts: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> Iterator[np.ndarray]:

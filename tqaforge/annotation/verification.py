@@ -29,7 +29,7 @@ from tqaforge.ids import annotation_task_id
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionType, VariantStatus
 from tqaforge.schemas.records import Annotation, Answer, Question, Variant, utcnow
 from tqaforge.tables.matching import answer_rule, same_answer
-from tqaforge.variants.human import store_shortened_table
+from tqaforge.variants.human import HumanVariantError, store_shortened_table
 
 VERIFICATION_KIND = "answer_verification"
 TYPING_KIND = "question_typing"
@@ -99,8 +99,14 @@ def settle_relevant_cells(s: Session, question_id: str, final_label: Mapping[str
     """A final set of relevant cells becomes the question's ``relevant_cells`` and its shortened
     table (:func:`tqaforge.variants.human.store_shortened_table`). An empty set shortens nothing."""
     cells = [c for c in final_label.get("cells") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
-    if cells:
+    if not cells:
+        return
+    try:
         store_shortened_table(s, question_id, cells)
+    except HumanVariantError:
+        # Cells that do not fit the question's table (labels recorded around the checks, e.g. a
+        # seeded study): the final label stands in its adjudication; no table is shortened by it.
+        return
 
 
 def settle_value_modification(s: Session, variant_id: str, final_label: Mapping[str, Any]) -> None:

@@ -85,6 +85,8 @@ class RaterData:
     labels: tuple[tuple[Any, ...], ...]
     annotation_ids: tuple[tuple[str | None, ...], ...]
     problems: tuple[str, ...] = ()
+    #: Per item, the table its cells are on (set kinds): MASI alpha keeps tables apart.
+    tables: tuple[str, ...] = ()
 
     @property
     def n_annotations(self) -> int:
@@ -116,6 +118,7 @@ class RaterData:
             pick(self.labels),
             pick(self.annotation_ids),
             self.problems,
+            tuple(self.tables[i] for i in idx) if self.tables else (),
         )
 
 
@@ -167,12 +170,26 @@ def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str,
     return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
 
 
+def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The table each (target_type, target_id)'s cells are on: a question's table; a variant's own."""
+    found: dict[tuple[str, str], str] = {}
+    questions = sorted({t for kind, t in targets if kind == "question"})
+    for chunk in _chunks(questions):
+        for qid, table_id in s.exec(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            found[("question", qid)] = table_id
+    for kind, t in targets:
+        found.setdefault((kind, t), f"{kind}:{t}")
+    return found
+
+
 def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
     """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
     spec = kind_spec(kind)
     with ws.session() as s:
         pairs = latest_annotations(s, kind, exclude_sources=exclude_sources)
-        subtype_of = _subtypes(s, {(t.target_type, t.target_id) for t, _ in pairs})
+        targets = {(t.target_type, t.target_id) for t, _ in pairs}
+        subtype_of = _subtypes(s, targets)
+        table_of = _cell_tables(s, targets) if spec.shape == "set" else {}
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
     tasks: dict[str, AnnotationTask] = {}
@@ -194,6 +211,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         tuple(tasks[i].target_id for i in items),
         tuple(subtype_of.get((tasks[i].target_type, tasks[i].target_id), NO_SUBTYPE) for i in items),
         raters, labels, ann_ids, tuple(sorted(problems)),
+        tuple(table_of[(tasks[i].target_type, tasks[i].target_id)] for i in items) if table_of else (),
     )
 
 
@@ -330,7 +348,7 @@ def _set_stats(data: RaterData, settings: Settings) -> dict[str, AgreementResult
     codes = _set_codes(data)
     counts, _ = category_counts(codes)
     return {
-        "masi_alpha": masi_alpha(data.reliability_data(), **settings.boot()),
+        "masi_alpha": masi_alpha(data.reliability_data(), blocks=data.tables or None, **settings.boot()),
         "percent_agreement": percent_agreement(counts, **settings.boot()),  # identical sets
     }
 
