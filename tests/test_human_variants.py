@@ -111,3 +111,75 @@ def test_the_demo_sample_of_value_modifications_imports(sqlite_workspace: Worksp
         ("short_table.jsonl", 6, 6), ("ans_change.jsonl", 6, 6), ("ans_no_change.jsonl", 6, 6),
     ]
     assert any("6 validated value modifications" in line for line in summary.lines())
+    rel = import_human_work(sqlite_workspace, [SAMPLE / "tat_nonfactoid_dev_sample.jsonl"])  # 02_rel: rel_cell as labels
+    assert rel.relevant_cell_labels == 10
+
+
+def test_value_modifications_read_at_80_columns_without_colour(sqlite_workspace: Workspace) -> None:
+    """`variants show` and `variants list` name each changed cell old -> new in plain text."""
+    from typer.testing import CliRunner
+
+    from tqaforge.cli import app
+
+    import_human_work(sqlite_workspace, [SAMPLE / "freb_agg_com"])
+    changed = sorted(_variants(sqlite_workspace, "value_change_answer_changes"), key=lambda v: v.id)[0]
+    edit = variant_edits(changed)[0]
+    runner = CliRunner(env={"COLUMNS": "80", "NO_COLOR": "1"})
+    root = ["-w", str(sqlite_workspace.root)]
+    shown = runner.invoke(app, [*root, "variants", "show", changed.id[:12]])
+    assert shown.exit_code == 0, shown.output
+    assert "changed cells (old -> new):" in shown.output and f"{edit.cell_id} (" in shown.output
+    assert f"{edit.old.strip()} -> {edit.new.strip()}" in shown.output and "shortened table" in shown.output
+    assert max(len(line) for line in shown.output.splitlines()) <= 80
+    assert "\x1b[" not in shown.output  # no colour codes: the marks are text
+    listed = runner.invoke(app, [*root, "variants", "list", "--perturbation", "value_change_answer_changes"])
+    assert listed.exit_code == 0 and "changed (old" in listed.output and "->" in listed.output, listed.output
+    assert max(len(line) for line in listed.output.splitlines()) <= 80
+
+
+def test_value_modification_labels_become_variants_that_blind_reanswers_validate(workspace: Workspace) -> None:
+    """Without Label Studio: labels recorded directly go the same way (an unanswerable one makes
+    no variant; a re-answer by the author does not count; a disagreement goes to a person)."""
+    from tqaforge.annotation.adjudication import adjudication_queue, resolve
+    from tqaforge.annotation.robustness import REVIEW_KIND, settle_human_variants
+    from tqaforge.variants.human import store_shortened_table
+
+    assert not import_paths(workspace, [SAMPLE / "tat_nonfactoid_dev_sample.jsonl"]).failed
+    with workspace.session() as s:
+        q1, q2 = [q.id for q in s.exec(select(Question).order_by(Question.id)).all()[:2]]
+        short1 = store_shortened_table(s, q1, [[1, 1], [2, 1]])
+        short2 = store_shortened_table(s, q2, [[0, 1]])
+        table = Table.from_dict(short1.table)  # type: ignore[arg-type]
+        old = table.rows[1][1]
+        label = {
+            "answer_changes": {"edits": [{"row": 1, "col": 1, "old": old, "new": old + "9"}], "answers": ["77"]},
+            "answer_same": {"edits": [{"row": 0, "col": 1, "old": table.rows[0][1], "new": table.rows[0][1] + "x"}], "answers": None},
+        }
+        record_annotation(s, kind="value_modification", target_type="variant", target_id=short1.id, annotator="ana", label=label)
+        record_annotation(s, kind="value_modification", target_type="variant", target_id=short2.id, annotator="ben",
+                          label={"unanswerable": True})
+        gold = list(short1.answers or [])
+    first = settle_human_variants(workspace)
+    assert (first.labels, first.variants_new, first.unanswerable, first.waiting) == (2, 2, 1, 2)
+    made = {v.perturbation: v for v in _variants(workspace, "value_change_answer_changes") + _variants(workspace, "value_change_answer_same")}
+    assert made["value_change_answer_changes"].answers == ["77"] and made["value_change_answer_same"].answers == gold
+    assert all(v.status == VariantStatus.PENDING_REVIEW and v.created_by == "ana" for v in made.values())
+
+    with workspace.session() as s:
+        for who, changed, same in (("ana", "77", gold), ("ben", "77", gold), ("cy", "78", gold)):
+            record_annotation(s, kind="blind_reanswer", target_type="variant", target_id=made["value_change_answer_changes"].id,
+                              annotator=who, label={"answers": [changed]})
+            record_annotation(s, kind="blind_reanswer", target_type="variant", target_id=made["value_change_answer_same"].id,
+                              annotator=who, label={"answers": same})
+    second = settle_human_variants(workspace)
+    # ana is the author: her answers are not re-answers. ben and cy agree on "stays the same";
+    # cy disagrees on "changes": a person decides.
+    assert (second.validated, second.to_adjudicate, second.variants_new) == (1, 1, 0)
+    [item] = adjudication_queue(workspace, kind=REVIEW_KIND)
+    assert item.target_id == made["value_change_answer_changes"].id
+    resolve(workspace, item.task_id, {"decision": "reject"}, by="lead")
+    with workspace.session() as s:
+        statuses = {v.perturbation: v.status for v in s.exec(select(Variant).where(Variant.id.in_([v.id for v in made.values()]))).all()}  # type: ignore[attr-defined]
+    assert statuses == {"value_change_answer_changes": VariantStatus.REJECTED, "value_change_answer_same": VariantStatus.VALIDATED}
+    third = settle_human_variants(workspace)
+    assert (third.validated, third.to_adjudicate, third.variants_new) == (0, 0, 0)
