@@ -19,6 +19,7 @@ from tqaforge.cli.answers import answers_app
 from tqaforge.cli.generate import generate_app
 from tqaforge.cli.labelstudio import annotators_app, labelstudio_app
 from tqaforge.cli.questions import questions_app
+from tqaforge.cli.release import release_app
 from tqaforge.cli.sandbox import sandbox_app
 from tqaforge.cli.seeds import seeds_app
 from tqaforge.cli.tables import tables_app
@@ -54,6 +55,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(answers_app, name="answers")
 app.add_typer(labelstudio_app, name="labelstudio")
 app.add_typer(annotators_app, name="annotators")
+app.add_typer(release_app, name="release")
 _serve.register(app)
 
 __all__ = ["app"]

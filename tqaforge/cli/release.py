@@ -1,0 +1,64 @@
+"""`tqaforge release build|verify|diff`: frozen, checksummed benchmark releases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, print_summary
+
+release_app = typer.Typer(help="Freeze what is trusted into a release; verify and compare releases.",
+                          no_args_is_help=True, rich_markup_mode=None)
+
+
+@release_app.command("build")
+@friendly_errors
+def release_build(
+    ctx: typer.Context,
+    version: str = typer.Option(..., "--version", help="The release's version, X.Y.Z."),
+    subsets: Optional[str] = typer.Option(None, "--subsets", help="Comma-separated: base, structure, relevant_cells, values, realistic (default: all)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The release directory (default: WORKSPACE/releases/NAME-VERSION)."),
+    min_agreement: float = typer.Option(0.6, "--min-agreement", help="The agreement every feeding kind must reach (kappa, MASI alpha, accuracy)."),
+    accept_low_agreement: Optional[str] = typer.Option(None, "--accept-low-agreement", help="Build anyway below the threshold; the REASON goes into the manifest and the card."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Freeze the items people verified and their trusted variants into a read-only release directory."""
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.release.contents import SUBSETS
+
+    options = ReleaseOptions(
+        version=version, subsets=tuple(s.strip() for s in subsets.split(",") if s.strip()) if subsets else SUBSETS,
+        out=out, min_agreement={"*": min_agreement}, accept_low_agreement=accept_low_agreement,
+    )
+    print_summary(build_release(open_ws(ctx, workspace), options), as_json)
+
+
+@release_app.command("verify")
+@friendly_errors
+def release_verify(
+    path: Path = typer.Argument(..., help="The release directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Check every file of a release against its manifest; exit 1 naming what changed, was added or removed."""
+    from tqaforge.release.verify import verify_release
+
+    report = verify_release(path)
+    print_summary(report, as_json)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@release_app.command("diff")
+@friendly_errors
+def release_diff(
+    a: Path = typer.Argument(..., help="The older release directory."),
+    b: Path = typer.Argument(..., help="The newer release directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the difference as JSON."),
+) -> None:
+    """Items and variants added, removed and changed between two releases."""
+    from tqaforge.release.verify import diff_releases
+
+    print_summary(diff_releases(a, b), as_json)

@@ -1,0 +1,341 @@
+"""Build a frozen release: ``tqaforge release build --version X.Y.Z``.
+
+>>> build_release(ws, ReleaseOptions(version="1.0.0")).lines()   # doctest: +SKIP
+
+A release directory holds, for each subset (:mod:`tqaforge.release.contents`), ``data/SUBSET.jsonl``
+and ``data/SUBSET.parquet``; ``agreement.json`` (the agreement over exactly the annotations that
+fed it); ``README.md``, the dataset card with Hugging Face YAML metadata; ``croissant.json``; and
+``manifest.json``: version, tool version, a hash of the store state it came from, counts per
+subset and subtype, the sha256 of every other file, the models used and their cost.
+
+**Agreement gates the build**: each annotation kind that fed the release is scored on the
+annotations of its items only; a kind whose statistic (Fleiss' kappa for categories, MASI alpha
+for cells, accuracy for blind re-answers) is below its threshold (``[release] min_agreement``,
+0.6 by default) stops the build with the figures and the items to adjudicate, unless
+``accept_low_agreement`` gives a reason, which the manifest and the card then carry.
+
+**Frozen and deterministic**: nothing in it depends on the clock or the machine (no timestamps,
+sorted rows and keys), so the same store gives the same bytes. Files are written read-only. A
+version that exists is rebuilt in a temporary directory and compared: identical, nothing
+happens; different, the build refuses (a release never changes under its version).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from tqaforge import __version__
+from tqaforge.annotation.workflows import Settings, kind_report, load_rater_data
+from tqaforge.errors import TqaforgeError
+from tqaforge.ids import content_hash
+from tqaforge.release.contents import SUBSETS, Contents, collect
+from tqaforge.schemas.records import AnnotationTask, LLMCall
+from tqaforge.store import Workspace
+
+#: The statistic that gates each kind shape, and the default threshold.
+GATE_STATISTIC = {"category": "fleiss_kappa", "set": "masi_alpha", "answer": "accuracy"}
+DEFAULT_MIN_AGREEMENT = 0.6
+#: Kinds whose labels make what a release holds (the item, its answer, its cells, its variants).
+FEEDING_KINDS = ("question_review", "answer_verification", "question_typing", "relevant_cells",
+                 "relevant_cell_validity", "blind_reanswer")
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+
+
+class ReleaseError(TqaforgeError):
+    """A release cannot be built, verified or compared (the message says why and what to do)."""
+
+
+class LowAgreement(ReleaseError):
+    """Agreement below the threshold stops the build (module docs)."""
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """What to build: ``version`` (X.Y.Z), the subsets (default all), where (default
+    ``WORKSPACE/releases/NAME-VERSION``), thresholds per kind, and the reason to go on below them."""
+
+    version: str
+    subsets: tuple[str, ...] = SUBSETS
+    out: Path | None = None
+    name: str | None = None
+    min_agreement: Mapping[str, float] = field(default_factory=dict)
+    accept_low_agreement: str | None = None
+    licence: str = "other"
+    n_boot: int = 200
+
+
+@dataclass
+class ReleaseSummary:
+    """What a build did; ``lines()`` for the CLI."""
+
+    path: str
+    version: str
+    counts: dict[str, int]
+    identical_to_existing: bool = False
+    low_agreement: list[str] = field(default_factory=list)
+    accepted_reason: str | None = None
+
+    def lines(self) -> list[str]:
+        state = "already built, identical: nothing written" if self.identical_to_existing else "built (read-only)"
+        lines = [f"release {self.version} {state}: {self.path}"]
+        lines += [f"  {name}: {n} rows" for name, n in self.counts.items()]
+        if self.low_agreement:
+            lines.append(f"agreement below the threshold, accepted ({self.accepted_reason}):")
+            lines += [f"  {line}" for line in self.low_agreement]
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_version(version: str) -> None:
+    parts = version.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The agreement gate
+
+
+def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[dict[str, Any], list[str]]:
+    """Agreement per feeding kind over the annotations of the release's items; (the summary,
+    lines naming each kind below its threshold with the items to adjudicate)."""
+    targets = set(contents.question_ids) | set(contents.variant_ids)
+    with ws.session() as s:
+        answer_of = {
+            a: q for a, q in s.exec(
+                select(AnnotationTask.target_id, AnnotationTask.payload).where(AnnotationTask.target_type == "answer")
+            ).all() for q in [(q or {}).get("question_id")] if q in targets
+        }
+    summary: dict[str, Any] = {}
+    low: list[str] = []
+    for kind in FEEDING_KINDS:
+        data = load_rater_data(ws, kind, exclude_sources=Settings().exclude_sources)
+        keep = [t in targets or answer_of.get(t) in targets for t in data.targets]
+        if not any(keep):
+            continue
+        used = data.select(keep)
+        if not used.items:
+            continue
+        report = kind_report(used, Settings(n_boot=options.n_boot), gold=None if used.kind.shape != "answer" else _gold(ws, used))
+        statistic = GATE_STATISTIC[used.kind.shape]
+        result = report.overall.get(statistic)
+        value = None if result is None else result.value
+        threshold = options.min_agreement.get(kind, options.min_agreement.get("*", DEFAULT_MIN_AGREEMENT))
+        summary[kind] = {
+            "statistic": statistic, "value": None if value is None else round(value, 4), "threshold": threshold,
+            "items": len(used.items), "annotations": used.n_annotations,
+            "ci": None if result is None or result.ci is None else [round(x, 4) for x in result.ci],
+        }
+        if value is not None and value < threshold:
+            disagree = [t for t, row in zip(used.targets, used.labels) if len({repr(x) for x in row if x is not None}) > 1]
+            low.append(
+                f"{kind}: {statistic} {value:.3f} < {threshold} over {len(used.items)} items; "
+                f"{len(disagree)} items with disagreement, e.g. {', '.join(sorted(disagree)[:5])}"
+            )
+    return summary, low
+
+
+def _gold(ws: Workspace, data: Any) -> dict[str, list[str]]:
+    from tqaforge.annotation.workflows import gold_answers
+
+    return gold_answers(ws, data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def _parquet(rows: list[dict[str, Any]]) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(rows) if rows else pa.table({"id": pa.array([], pa.string())})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def _models(ws: Workspace) -> tuple[list[str], float]:
+    with ws.session() as s:
+        rows = s.exec(select(LLMCall.model, func.sum(LLMCall.cost)).group_by(col(LLMCall.model)).order_by(col(LLMCall.model))).all()
+    return [m for m, _ in rows], round(float(sum(c or 0.0 for _, c in rows)), 6)
+
+
+def _card(name: str, version: str, manifest: dict[str, Any], subsets: Sequence[str], licence: str) -> str:
+    configs = "\n".join(
+        f"- config_name: {sub}\n  data_files:\n  - split: test\n    path: data/{sub}.parquet" for sub in subsets
+    )
+    counts = "\n".join(f"| {sub} | {manifest['counts'][sub]} |" for sub in subsets)
+    accepted = manifest.get("accepted_low_agreement")
+    agreement = "\n".join(
+        f"| {kind} | {a['statistic']} | {a['value']} | {a['threshold']} | {a['items']} |"
+        for kind, a in sorted(manifest["agreement"].items())
+    ) or "| (no annotations fed this release) | | | | |"
+    return f"""---
+license: {licence}
+pretty_name: {name} {version}
+task_categories:
+- table-question-answering
+configs:
+{configs}
+---
+
+# {name} {version}
+
+A table question answering benchmark built with tqaforge {manifest['tool_version']}: questions about
+real tables whose gold answers people verified (or that came verified with a curated benchmark),
+and robustness variants of them. Every file's sha256 is in `manifest.json`; `tqaforge release verify`
+checks them.
+
+| subset | rows |
+|---|---|
+{counts}
+
+Subsets: `base` (the items), `structure` (rows and columns moved, transposed, empty rows),
+`relevant_cells` (relevant cells removed or moved), `values` (shortened tables and people's value
+modifications with their new gold), `realistic` (missing values, duplicate rows).
+
+## Agreement
+
+| kind | statistic | value | threshold | items |
+|---|---|---|---|---|
+{agreement}
+
+{"Accepted below the threshold: " + accepted if accepted else "Every kind met its threshold."}
+
+## Provenance
+
+Models: {", ".join(manifest["models"]) or "none"}; LLM cost {manifest["llm_cost_usd"]} USD. Annotators appear
+only as pseudonymous ids. Licences follow the sources (TableBench: Apache-2.0; FREB-TQA and
+WikiTableQuestions: CC-BY-SA-4.0).
+"""
+
+
+def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[str, str]) -> dict[str, Any]:
+    files = [
+        {"@type": "cr:FileObject", "@id": f"{sub}-jsonl", "name": f"{sub}-jsonl", "contentUrl": f"data/{sub}.jsonl",
+         "encodingFormat": "application/jsonlines", "sha256": hashes[f"data/{sub}.jsonl"]}
+        for sub in subsets
+    ]
+    records = [
+        {"@type": "cr:RecordSet", "@id": sub, "name": sub, "field": [
+            {"@type": "cr:Field", "@id": f"{sub}/{key}", "name": key, "dataType": "sc:Text",
+             "source": {"fileObject": {"@id": f"{sub}-jsonl"}, "extract": {"column": key}}}
+            for key in ("id", "question")
+        ]}
+        for sub in subsets
+    ]
+    return {
+        "@context": {"@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
+                     "cr": "http://mlcommons.org/croissant/", "dct": "http://purl.org/dc/terms/",
+                     "conformsTo": "dct:conformsTo"},
+        "@type": "sc:Dataset", "name": name, "version": version, "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "description": f"{name} {version}: table question answering items and robustness variants (tqaforge).",
+        "distribution": files, "recordSet": records,
+    }
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.chmod(path, READ_ONLY)
+
+
+def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], ReleaseSummary]:
+    """Every file of the release as bytes (nothing written), after the agreement gate."""
+    _check_version(options.version)
+    unknown = [s for s in options.subsets if s not in SUBSETS]
+    if unknown:
+        raise ReleaseError(f"unknown subset(s): {', '.join(unknown)}", hint=f"choose from {', '.join(SUBSETS)}")
+    with ws.session() as s:
+        contents = collect(s, tuple(options.subsets))
+    if not contents.question_ids:
+        raise ReleaseError(
+            "nothing to release: no question has an answer verified by people or imported as gold",
+            hint="verify answers (`tqaforge labelstudio push answer_verification`, then pull and adjudicate) or import a benchmark",
+        )
+    agreement, low = gate(ws, contents, options)
+    if low and not options.accept_low_agreement:
+        raise LowAgreement(
+            "agreement is below the threshold:\n  " + "\n  ".join(low),
+            hint="adjudicate the items (`tqaforge agreement queue`), or build with --accept-low-agreement \"REASON\"",
+        )
+    name = options.name or ws.config.name
+    files: dict[str, bytes] = {}
+    for sub in options.subsets:
+        rows = contents.rows[sub]
+        files[f"data/{sub}.jsonl"] = "".join(_dumps(r) + "\n" for r in rows).encode("utf-8")
+        files[f"data/{sub}.parquet"] = _parquet(rows)
+    files["agreement.json"] = (json.dumps(agreement, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    hashes = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+    models, cost = _models(ws)
+    by_subtype: dict[str, dict[str, int]] = {}
+    for sub in options.subsets:
+        tally: dict[str, int] = {}
+        for r in contents.rows[sub]:
+            tally[r.get("qsubtype") or "(none)"] = tally.get(r.get("qsubtype") or "(none)", 0) + 1
+        by_subtype[sub] = dict(sorted(tally.items()))
+    manifest: dict[str, Any] = {
+        "name": name, "version": options.version, "tool_version": __version__,
+        "store_state": content_hash([hashes[k] for k in sorted(hashes)]),
+        "counts": {sub: len(contents.rows[sub]) for sub in options.subsets}, "by_subtype": by_subtype,
+        "models": models, "llm_cost_usd": cost, "agreement": agreement,
+        "accepted_low_agreement": options.accept_low_agreement if low else None, "below_threshold": low,
+    }
+    files["README.md"] = _card(name, options.version, manifest, options.subsets, options.licence).encode("utf-8")
+    hashes["README.md"] = hashlib.sha256(files["README.md"]).hexdigest()
+    files["croissant.json"] = (json.dumps(_croissant(name, options.version, options.subsets, hashes), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    hashes["croissant.json"] = hashlib.sha256(files["croissant.json"]).hexdigest()
+    manifest["files"] = dict(sorted(hashes.items()))
+    files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    summary = ReleaseSummary("", options.version, manifest["counts"], low_agreement=low,
+                             accepted_reason=options.accept_low_agreement if low else None)
+    return files, summary
+
+
+def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
+    """Build (or confirm) a release (module docs)."""
+    files, summary = render(ws, options)
+    name = options.name or ws.config.name
+    out = options.out or ws.paths.releases / f"{name}-{options.version}"
+    summary.path = str(out)
+    if out.exists():
+        held = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        if held == files:
+            summary.identical_to_existing = True
+            return summary
+        changed = sorted(k for k in set(held) | set(files) if held.get(k) != files.get(k))
+        raise ReleaseError(
+            f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
+            + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
+            hint="a release never changes under its version: give a new --version",
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _write(tmp, files)
+        os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
