@@ -759,8 +759,10 @@ def _simulate(ws, n_items: int, seed: int) -> None:
     _seed_records(ws, [[_table()], qs, tasks, anns])
 
 
-def test_agreement_report_end_to_end_recovers_the_simulated_error_rates(workspace):
-    ws = workspace
+def test_agreement_report_end_to_end_recovers_the_simulated_error_rates(sqlite_workspace):
+    # SQLite only (suite time): the statistics are numpy's whatever the store; PostgreSQL runs
+    # the report path in test_labelstudio_sync.py and the hostile agreement tests.
+    ws = sqlite_workspace
     _simulate(ws, n_items=3000, seed=11)
     implied = _implied(ERRORS)
     # Eight intervals are checked; even when everything is right, eight 95% intervals all hold

@@ -39,7 +39,7 @@ from tqaforge.ingest import ImportOptions, ImportSummary, expand_paths, import_p
 from tqaforge.labels import IMPORTED_SOURCE, record_annotation
 from tqaforge.progress import Progress
 from tqaforge.schemas.enums import Origin, VariantStatus
-from tqaforge.schemas.records import Question
+from tqaforge.schemas.records import Question, Variant
 from tqaforge.store import Workspace
 from tqaforge.tables.edits import CellEdit
 from tqaforge.tables.readers.datasets import DERIVED_TABLE_VARIANTS, read_freb_tqa, table_variant
@@ -184,10 +184,16 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
     shorts = _rows(short_path) if short_path is not None else {}
     questions = _questions(ws, base) if base is not None else {}
     shortened: dict[str, Any] = {}
+    with ws.session() as s:  # what is stored already, in a few queries, not one per row
+        ids = sorted(q.id for q in questions.values())
+        stored: dict[str, Variant] = {
+            v.id: v for start in range(0, len(ids), 500)
+            for v in s.exec(select(Variant).where(col(Variant.question_id).in_(ids[start:start + 500]))).all()
+        }
     if short_path is not None:
         count = HumanFileCount(str(short_path), "short_table")
         left = Counter[str]()
-        with ws.session() as s:
+        with ws.session() as s, s.no_autoflush:
             for source_id, (line, record) in shorts.items():
                 count.rows += 1
                 question = questions.get(source_id)
@@ -196,20 +202,21 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
                     continue
                 variant, new = store_imported_shortened(
                     s, question, record.table, record.items[0].answers,
-                    source={"source": IMPORTED_SOURCE, "file": short_path.name, "line": line},
+                    source={"source": IMPORTED_SOURCE, "file": short_path.name, "line": line}, known=stored,
                 )
                 shortened[source_id] = variant
                 count.stored += 1
                 count.new += new
         count.left_out = dict(left)
         counts.append(count)
+    stored_ids = set(stored)
     for variant_name in ("ans_change", "ans_no_change"):
         path = group.get(variant_name)
         if path is None:
             continue
         count = HumanFileCount(str(path), variant_name)
         left = Counter[str]()
-        with ws.session() as s:
+        with ws.session() as s, s.no_autoflush:
             for source_id, (line, record) in _rows(path).items():
                 count.rows += 1
                 base_variant = shortened.get(source_id)
@@ -223,7 +230,7 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
                 edits = published_edits(short, record.table)
                 _, new = store_value_modification(
                     s, base_variant, mode=_MODES[variant_name], edits=edits, answers=list(record.items[0].answers),  # type: ignore[arg-type]
-                    author=FREB_ANNOTATOR, origin=Origin.IMPORT, status=VariantStatus.VALIDATED, table=record.table,
+                    author=FREB_ANNOTATOR, origin=Origin.IMPORT, status=VariantStatus.VALIDATED, table=record.table, known=stored_ids,
                     source={"source": IMPORTED_SOURCE, "file": path.name, "line": line,
                             **({} if edits else {"structure": f"{short.n_rows}x{short.n_cols} -> {record.table.n_rows}x{record.table.n_cols}"})},
                 )
@@ -236,8 +243,6 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
 
 def imported_variant_counts(ws: Workspace, files: Iterable[str]) -> dict[str, int]:
     """{file name: validated imported variants from it} (for reports and tests)."""
-    from tqaforge.schemas.records import Variant
-
     names = {Path(f).name for f in files}
     found: Counter[str] = Counter()
     with ws.session() as s:

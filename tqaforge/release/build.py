@@ -50,6 +50,8 @@ DEFAULT_MIN_AGREEMENT = 0.6
 #: Kinds whose labels make what a release holds (the item, its answer, its cells, its variants).
 FEEDING_KINDS = ("question_review", "answer_verification", "question_typing", "relevant_cells",
                  "relevant_cell_validity", "blind_reanswer")
+LICENCE_URLS = {"other": "https://spdx.org/licenses/", "apache-2.0": "https://www.apache.org/licenses/LICENSE-2.0",
+                "cc-by-sa-4.0": "https://creativecommons.org/licenses/by-sa/4.0/"}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 
@@ -229,7 +231,7 @@ WikiTableQuestions: CC-BY-SA-4.0).
 """
 
 
-def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[str, str]) -> dict[str, Any]:
+def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[str, str], licence_url: str) -> dict[str, Any]:
     files = [
         {"@type": "cr:FileObject", "@id": f"{sub}-jsonl", "name": f"{sub}-jsonl", "contentUrl": f"data/{sub}.jsonl",
          "encodingFormat": "application/jsonlines", "sha256": hashes[f"data/{sub}.jsonl"]}
@@ -243,11 +245,20 @@ def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[
         ]}
         for sub in subsets
     ]
+    context = {
+        "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
+        "cr": "http://mlcommons.org/croissant/", "dct": "http://purl.org/dc/terms/",
+        "citeAs": "cr:citeAs", "column": "cr:column", "conformsTo": "dct:conformsTo",
+        "data": {"@id": "cr:data", "@type": "@json"}, "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+        "extract": "cr:extract", "field": "cr:field", "fileObject": "cr:fileObject", "fileSet": "cr:fileSet",
+        "format": "cr:format", "includes": "cr:includes", "jsonPath": "cr:jsonPath", "key": "cr:key",
+        "recordSet": "cr:recordSet", "references": "cr:references", "source": "cr:source", "subField": "cr:subField",
+        "transform": "cr:transform",
+    }
     return {
-        "@context": {"@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
-                     "cr": "http://mlcommons.org/croissant/", "dct": "http://purl.org/dc/terms/",
-                     "conformsTo": "dct:conformsTo"},
-        "@type": "sc:Dataset", "name": name, "version": version, "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "@context": context, "@type": "sc:Dataset", "name": name, "version": version,
+        "conformsTo": "http://mlcommons.org/croissant/1.0", "license": licence_url,
+        "url": "https://github.com/tqaforge", "citeAs": f"{name} {version}, built with tqaforge",
         "description": f"{name} {version}: table question answering items and robustness variants (tqaforge).",
         "distribution": files, "recordSet": records,
     }
@@ -304,7 +315,7 @@ def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], Re
     }
     files["README.md"] = _card(name, options.version, manifest, options.subsets, options.licence).encode("utf-8")
     hashes["README.md"] = hashlib.sha256(files["README.md"]).hexdigest()
-    files["croissant.json"] = (json.dumps(_croissant(name, options.version, options.subsets, hashes), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    files["croissant.json"] = (json.dumps(_croissant(name, options.version, options.subsets, hashes, LICENCE_URLS.get(options.licence, options.licence)), indent=2, sort_keys=True) + "\n").encode("utf-8")
     hashes["croissant.json"] = hashlib.sha256(files["croissant.json"]).hexdigest()
     manifest["files"] = dict(sorted(hashes.items()))
     files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

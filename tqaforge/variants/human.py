@@ -121,18 +121,22 @@ def store_value_modification(
     status: VariantStatus = VariantStatus.PENDING_REVIEW,
     source: dict[str, Any] | None = None,
     table: Table | None = None,
-) -> tuple[Variant, bool]:
+    known: set[str] | None = None,
+) -> tuple[Variant | None, bool]:
     """Store one value modification of a shortened table; (the variant, whether it is new).
 
     ``table`` is the modified table when it is known as published (an import); otherwise the
-    edits are applied to the shortened table."""
+    edits are applied to the shortened table. ``known``: ids of variants already stored, read
+    in bulk by the caller (then a variant already there is not loaded: None is returned)."""
     if mode not in EDIT_MODES:
         raise HumanVariantError(f"unknown value modification {mode!r}; one of {', '.join(EDIT_MODES)}")
     if shortened.table is None:
         raise HumanVariantError(f"variant {shortened.id[:10]} has no table to modify")
     vid = value_variant_id(shortened.question_id, mode, author, edits)
-    held = s.get(Variant, vid)
-    if held is not None:
+    if known is not None:
+        if vid in known:
+            return None, False
+    elif (held := s.get(Variant, vid)) is not None:
         return held, False
     base = Table.from_dict(shortened.table)
     modified = table if table is not None else apply_edits(base, edits)
@@ -174,12 +178,15 @@ def judge_reanswers(variant: Variant, reanswers: Mapping[str, Sequence[str]]) ->
     return ReanswerVerdict(variant.id, given, {who: bool(gold) and same_answer(a, gold) for who, a in given.items()})
 
 
-def store_imported_shortened(s: Session, question: Question, table: Table, answers: Sequence[str], *, source: dict[str, Any]) -> tuple[Variant, bool]:
+def store_imported_shortened(
+    s: Session, question: Question, table: Table, answers: Sequence[str], *, source: dict[str, Any],
+    known: dict[str, Variant] | None = None,
+) -> tuple[Variant, bool]:
     """A published shortened table (FREB-TQA's ``short_table``) as the question's shortened
     variant, origin ``import``, validated; (the variant, whether it is new). An existing one
-    (a person's, or imported before) is kept as it is."""
+    (a person's, or imported before) is kept as it is. ``known``: stored variants read in bulk."""
     vid = variant_id(question.id, SHORTENED, 0)
-    held = s.get(Variant, vid)
+    held = known.get(vid) if known is not None else s.get(Variant, vid)
     if held is not None:
         return held, False
     variant = Variant(
