@@ -311,3 +311,10 @@ def test_label_studio_venv_is_configuration(tmp_path, monkeypatch):
         server.executable()
     assert "Label Studio is not installed (looked for on PATH)" in str(info.value)
     assert server.VENV_ENV in (info.value.hint or "") and "pip install label-studio" in (info.value.hint or "")
+
+
+def test_newest_migration_by_file_name_is_alembic_s_head() -> None:
+    """Opening a workspace compares the database with the newest file's revision, without Alembic."""
+    from tqaforge.store import newest_migration
+
+    assert newest_migration() == head_revision()

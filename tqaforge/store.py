@@ -22,17 +22,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import JSON, Engine, Text, bindparam, cast, create_engine, event, type_coerce
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 from sqlmodel import Session
 
 from tqaforge.config import (
@@ -259,7 +258,11 @@ def _database_error(engine: Engine, exc: DBAPIError, action: str) -> StoreError:
     )
 
 
-def _alembic_config() -> Config:
+def _alembic_config() -> "Config":
+    # Alembic is imported only when a migration may be needed: opening a workspace that is
+    # already at the newest revision (every command but the first after an upgrade) skips it.
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     return cfg
@@ -267,6 +270,8 @@ def _alembic_config() -> Config:
 
 def head_revision() -> str:
     """The newest migration revision this version of tqaforge knows."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert head is not None  # the package always ships migrations
     return head
@@ -274,6 +279,8 @@ def head_revision() -> str:
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
@@ -287,6 +294,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     Any driver error (server unreachable or silent, not a database, no permission) becomes a
     :class:`StoreError` naming the database with its password masked.
     """
+    from alembic import command
+
     cfg = _alembic_config()
     try:
         with engine.connect() as conn:
@@ -482,12 +491,30 @@ def open_workspace(root: Path | None = None, *, upgrade: bool = True, create: bo
     try:
         if engine.dialect.name == "sqlite":
             _check_sqlite_file(engine, create=create)
-        if upgrade:
+        if upgrade and not _at_newest(engine):
             migrate(engine)
     except BaseException:
         engine.dispose()
         raise
     return Workspace(root=found, config=config, engine=engine)
+
+
+def newest_migration() -> str:
+    """The newest revision shipped, from the file names alone (``NNNN_*.py`` holds revision
+    ``NNNN``; a test checks it against Alembic's own head), without importing Alembic."""
+    names = sorted(p.name for p in (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    return names[-1][:4]
+
+
+def _at_newest(engine: Engine) -> bool:
+    """Whether the database is at the newest revision already (one cheap query); anything
+    unexpected says no, and :func:`migrate` then does the work and reports any error."""
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+    except SQLAlchemyError:
+        return False
+    return [tuple(r) for r in rows] == [(newest_migration(),)]
 
 
 def _check_sqlite_file(engine: Engine, *, create: bool) -> None:
