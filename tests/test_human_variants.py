@@ -140,7 +140,7 @@ def test_value_modification_labels_become_variants_that_blind_reanswers_validate
     """Without Label Studio: labels recorded directly go the same way (an unanswerable one makes
     no variant; a re-answer by the author does not count; a disagreement goes to a person)."""
     from tqaforge.annotation.adjudication import adjudication_queue, resolve
-    from tqaforge.annotation.robustness import REVIEW_KIND, settle_human_variants
+    from tqaforge.annotation.robustness import MODIFICATION_REVIEW, settle_human_variants
     from tqaforge.variants.human import store_shortened_table
 
     assert not import_paths(workspace, [SAMPLE / "tat_nonfactoid_dev_sample.jsonl"]).failed
@@ -174,7 +174,7 @@ def test_value_modification_labels_become_variants_that_blind_reanswers_validate
     # ana is the author: her answers are not re-answers. ben and cy agree on "stays the same";
     # cy disagrees on "changes": a person decides.
     assert (second.validated, second.to_adjudicate, second.variants_new) == (1, 1, 0)
-    [item] = adjudication_queue(workspace, kind=REVIEW_KIND)
+    [item] = adjudication_queue(workspace, kind=MODIFICATION_REVIEW)
     assert item.target_id == made["value_change_answer_changes"].id
     resolve(workspace, item.task_id, {"decision": "reject"}, by="lead")
     with workspace.session() as s:

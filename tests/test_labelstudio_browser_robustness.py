@@ -12,14 +12,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sqlmodel import select
 from test_labelstudio_browser import PASSWORD, annotations_of, api, browser, copies, login, screenshot, task_page, wait
-from test_labelstudio_robustness import SAMPLE
+from test_labelstudio_robustness import _reasoning_questions
 
 from tqaforge.annotation.adjudication import resolve
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push
 from tqaforge.annotation.robustness import settle_human_variants
-from tqaforge.ingest import import_paths
-from tqaforge.schemas.enums import QuestionType
 from tqaforge.schemas.records import Annotation, Question, Variant
 from tqaforge.tables.edits import parse_grid, to_grid
 from tqaforge.tables.table import Table
@@ -34,14 +32,11 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
     ws = sqlite_workspace
     url, admin = label_studio.url, label_studio.token
     settings = client_settings(url, admin)
-    assert not import_paths(ws, [SAMPLE]).failed
+    [question_id] = _reasoning_questions(ws, n=1)
     with ws.session() as s:
-        questions = s.exec(select(Question).order_by(Question.id)).all()
-        for i, q in enumerate(questions):
-            q.question_type = QuestionType.REASONING if i == 0 else QuestionType.EXTRACTION
-            q.relevant_cells = None if i == 0 else q.relevant_cells
-            s.add(q)
-        question_id, question_text = questions[0].id, questions[0].text
+        question = s.get(Question, question_id)
+        assert question is not None
+        question_text = question.text
     ana = new_email("br-ana")
     signup(url, admin, ana, PASSWORD)
     assert push(ws, "relevant_cells", settings, [ana], PushOptions(overlap=1)).copies_created == 1

@@ -19,7 +19,7 @@ from sqlmodel import select
 from tqaforge.annotation.adjudication import adjudicate, adjudication_queue, resolve
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push
-from tqaforge.annotation.robustness import REVIEW_KIND, settle_human_variants
+from tqaforge.annotation.robustness import MODIFICATION_REVIEW, settle_human_variants
 from tqaforge.annotation.workflows import Settings, agreement_report
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.ingest import import_paths
@@ -190,7 +190,7 @@ def test_people_make_validated_variants_end_to_end(label_studio, sqlite_workspac
 
     done = settle_human_variants(ws)
     assert (done.validated, done.to_adjudicate, done.waiting) == (3, 1, 0)
-    queue = adjudication_queue(ws, kind=REVIEW_KIND)
+    queue = adjudication_queue(ws, kind=MODIFICATION_REVIEW)
     assert len(queue) == 1 and queue[0].target_id == wrong
     resolve(ws, queue[0].task_id, {"decision": "accept"}, by="lead")
     with ws.session() as s:

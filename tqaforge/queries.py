@@ -402,12 +402,14 @@ class VariantSummary:
 
 
 def _edits_text(changes: Any) -> str:
-    edits = (changes or {}).get("edits") if isinstance(changes, dict) else None
+    from tqaforge.tables.edits import CellEdit, EditRejected
+
     parts = []
-    for e in edits or []:
-        if isinstance(e, dict):
-            where = f"h{e.get('col')}" if e.get("row") == -1 else f"r{e.get('row')}c{e.get('col')}"
-            parts.append(f"{where}: {str(e.get('old', '')).strip() or '(empty)'} -> {str(e.get('new', '')).strip() or '(empty)'}")
+    for e in ((changes or {}).get("edits") if isinstance(changes, dict) else None) or []:
+        try:
+            parts.append(CellEdit.from_dict(e).describe())
+        except EditRejected:
+            continue  # a malformed entry is shown by `variants show`, not in a listing
     return "; ".join(parts)
 
 

@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from sqlmodel import col, select
 
+from tqaforge.errors import ReaderError
 from tqaforge.ingest import ImportOptions, ImportSummary, expand_paths, import_paths
 from tqaforge.labels import IMPORTED_SOURCE, record_annotation
 from tqaforge.progress import Progress
@@ -171,7 +172,7 @@ def import_human_work(
         if table_variant(path) in ("ori_table", None) and path.suffix == ".jsonl":
             try:
                 summary.relevant_cell_labels += _record_relevant_cells(ws, path)
-            except Exception:  # not a FREB-TQA file: it has no relevant cells to record
+            except ReaderError:  # not a FREB-TQA file: it has no relevant cells to record
                 continue
     for prefix, group in sorted(derived.items()):
         summary.files += _import_group(ws, group, bases.get(prefix))
@@ -240,14 +241,3 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
         counts.append(count)
     return counts
 
-
-def imported_variant_counts(ws: Workspace, files: Iterable[str]) -> dict[str, int]:
-    """{file name: validated imported variants from it} (for reports and tests)."""
-    names = {Path(f).name for f in files}
-    found: Counter[str] = Counter()
-    with ws.session() as s:
-        for params in s.exec(select(Variant.params).where(Variant.origin == Origin.IMPORT.value)).all():
-            name = (params or {}).get("file")
-            if name in names:
-                found[name] += 1
-    return dict(found)

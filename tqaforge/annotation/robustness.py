@@ -37,7 +37,7 @@ from tqaforge.store import Workspace
 from tqaforge.tables.edits import EDIT_MODES
 from tqaforge.variants.human import VALUE_PERTURBATIONS, judge_reanswers, store_value_modification
 
-REVIEW_KIND = "value_modification_review"
+MODIFICATION_REVIEW = "value_modification_review"
 
 
 @dataclass
@@ -56,7 +56,7 @@ class HumanVariantsSummary:
         lines = [
             f"{self.labels} value modifications read: {self.variants_new} new variants, {self.unanswerable} unanswerable (left out)",
             f"blind re-answers: {self.validated} variants validated, {self.to_adjudicate} sent to adjudication "
-            f"(`tqaforge agreement queue --kind {REVIEW_KIND}`), {self.waiting} waiting for re-answers",
+            f"(`tqaforge agreement queue --kind {MODIFICATION_REVIEW}`), {self.waiting} waiting for re-answers",
         ]
         return lines + [f"skipped: {p}" for p in self.problems]
 
@@ -110,7 +110,7 @@ def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> 
                 reanswers[variant.id][ann.annotator] = list(reader.read(ann.label))
             except LabelError as exc:
                 summary.problems.append(f"blind_reanswer by {ann.annotator} on {variant.id[:10]}: {exc}")
-        opened = {row.task_id: row for row in s.exec(select(Adjudication).where(Adjudication.kind == REVIEW_KIND)).all()}
+        opened = {row.task_id: row for row in s.exec(select(Adjudication).where(Adjudication.kind == MODIFICATION_REVIEW)).all()}
         for vid, variant in sorted(waiting.items()):
             given = reanswers.get(vid, {})
             if len(given) < min_reanswers:
@@ -122,13 +122,13 @@ def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> 
                 s.add(variant)
                 summary.validated += 1
                 continue
-            task = task_for(s, REVIEW_KIND, "variant", vid, {"question_id": variant.question_id, "perturbation": variant.perturbation})
+            task = task_for(s, MODIFICATION_REVIEW, "variant", vid, {"question_id": variant.question_id, "perturbation": variant.perturbation})
             summary.to_adjudicate += 1
             if task.id in opened:
                 continue
             shown = "; ".join(f"{who}: {', '.join(a)} ({'=' if verdict.matches[who] else '!='})" for who, a in sorted(given.items()))
             s.add(Adjudication(
-                id=adjudication_id(task.id), task_id=task.id, kind=REVIEW_KIND, status=AdjudicationStatus.OPEN, history=[],
+                id=adjudication_id(task.id), task_id=task.id, kind=MODIFICATION_REVIEW, status=AdjudicationStatus.OPEN, history=[],
                 votes=[{"value": list(a), "annotators": [who]} for who, a in sorted(given.items())],
                 note=f"re-answers disagree with the author's gold {', '.join(variant.answers or [])!r}: {shown}",
             ))

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Iterable, Mapping, Sequence
 
+from tqaforge.generation.dedup import rouge_l as dedup_rouge_l
+
 _FINAL = re.compile(r"Final Answer: (.+)")
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -101,26 +103,10 @@ def _em_one(reference: str, prediction: str, tolerance: float | None) -> float:
     return score
 
 
-def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
-    if not a or not b:
-        return 0
-    previous = [0] * (len(b) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(b, 1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    return previous[-1]
-
-
 def rouge_l(reference: str, prediction: str) -> float:
     """ROUGE-L F1 of two texts (``[a-z0-9]+`` tokens of the lowercased text, no stemming)."""
-    ref, pred = _TOKEN.findall(reference.lower()), _TOKEN.findall(prediction.lower())
-    common = _lcs(ref, pred)
-    if not common:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
+    # The F-measure is generation.dedup's; only the tokens are TableBench's (rouge_score's).
+    return dedup_rouge_l(tuple(_TOKEN.findall(prediction.lower())), tuple(_TOKEN.findall(reference.lower())))
 
 
 @dataclass(frozen=True)

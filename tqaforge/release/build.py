@@ -37,11 +37,12 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from tqaforge import __version__
-from tqaforge.annotation.workflows import Settings, kind_report, load_rater_data
+from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
 from tqaforge.errors import TqaforgeError
 from tqaforge.ids import content_hash
+from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
-from tqaforge.schemas.records import AnnotationTask, LLMCall
+from tqaforge.schemas.records import Answer, LLMCall
 from tqaforge.store import Workspace
 
 #: The statistic that gates each kind shape, and the default threshold.
@@ -120,23 +121,20 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
     """Agreement per feeding kind over the annotations of the release's items; (the summary,
     lines naming each kind below its threshold with the items to adjudicate)."""
     targets = set(contents.question_ids) | set(contents.variant_ids)
-    with ws.session() as s:
-        answer_of = {
-            a: q for a, q in s.exec(
-                select(AnnotationTask.target_id, AnnotationTask.payload).where(AnnotationTask.target_type == "answer")
-            ).all() for q in [(q or {}).get("question_id")] if q in targets
-        }
+    with ws.session() as s:  # an answer task counts for the question its answer belongs to
+        answers = {aid for aid, qid in s.exec(select(Answer.id, Answer.question_id)).all() if qid in targets}
+    targets |= answers
     summary: dict[str, Any] = {}
     low: list[str] = []
     for kind in FEEDING_KINDS:
-        data = load_rater_data(ws, kind, exclude_sources=Settings().exclude_sources)
-        keep = [t in targets or answer_of.get(t) in targets for t in data.targets]
+        data = load_rater_data(ws, kind, exclude_sources=NOT_OURS)
+        keep = [t in targets for t in data.targets]
         if not any(keep):
             continue
         used = data.select(keep)
         if not used.items:
             continue
-        report = kind_report(used, Settings(n_boot=options.n_boot), gold=None if used.kind.shape != "answer" else _gold(ws, used))
+        report = kind_report(used, Settings(n_boot=options.n_boot), gold=gold_answers(ws, used) if used.kind.shape == "answer" else None)
         statistic = GATE_STATISTIC[used.kind.shape]
         result = report.overall.get(statistic)
         value = None if result is None else result.value
@@ -153,12 +151,6 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
                 f"{len(disagree)} items with disagreement, e.g. {', '.join(sorted(disagree)[:5])}"
             )
     return summary, low
-
-
-def _gold(ws: Workspace, data: Any) -> dict[str, list[str]]:
-    from tqaforge.annotation.workflows import gold_answers
-
-    return gold_answers(ws, data)
 
 
 # ---------------------------------------------------------------------------------------------

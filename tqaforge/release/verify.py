@@ -1,8 +1,8 @@
 """Checking a release against its manifest, and comparing two releases.
 
 :func:`verify_release` recomputes the sha256 of every file and names each one changed, added or
-removed since the build (the manifest itself is checked by the card's and Croissant's hashes of
-it not being needed: it lists every other file, and a file it does not list is "added").
+removed since the build. The manifest lists every other file's hash; a file it does not list
+is "added".
 :func:`diff_releases` compares the items and variants of two releases by id.
 """
 

@@ -67,6 +67,10 @@ class CellEdit:
         """The id an annotator sees for the cell: ``r{row}c{col}``, or ``h{col}`` for a header cell."""
         return cell_id(self.row, self.col)
 
+    def describe(self) -> str:
+        """``r0c1: 4 -> 361`` (an empty value shown as ``(empty)``)."""
+        return f"{self.cell_id}: {self.old.strip() or '(empty)'} -> {self.new.strip() or '(empty)'}"
+
     def as_dict(self) -> dict[str, Any]:
         return {"row": self.row, "col": self.col, "old": self.old, "new": self.new}
 

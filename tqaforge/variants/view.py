@@ -41,7 +41,8 @@ class VariantView:
         lines = []
         for e in self.edits:
             column = self.original.header[e.col] if 0 <= e.col < self.original.n_cols else f"column {e.col}"
-            lines.append(f"{e.cell_id} ({column or 'blank'}): {e.old.strip() or '(empty)'} -> {e.new.strip() or '(empty)'}")
+            where, change = e.describe().split(": ", 1)
+            lines.append(f"{where} ({column or 'blank'}): {change}")
         return lines
 
     def marked_rows(self, max_rows: int | None = None) -> list[list[str]]:
