@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from tqaforge.cli import evaluate as _evaluate
 from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
@@ -56,6 +57,7 @@ app.add_typer(answers_app, name="answers")
 app.add_typer(labelstudio_app, name="labelstudio")
 app.add_typer(annotators_app, name="annotators")
 app.add_typer(release_app, name="release")
+_evaluate.register(app)
 _serve.register(app)
 
 __all__ = ["app"]

@@ -18,7 +18,8 @@ release_app = typer.Typer(help="Freeze what is trusted into a release; verify an
 def release_build(
     ctx: typer.Context,
     version: str = typer.Option(..., "--version", help="The release's version, X.Y.Z."),
-    subsets: Optional[str] = typer.Option(None, "--subsets", help="Comma-separated: base, structure, relevant_cells, values, realistic (default: all)."),
+    subsets: Optional[str] = typer.Option(None, "--subsets", help="Comma-separated: base, structure, relevant_cells, values, realistic, configurations (default: all)."),
+    serializations: Optional[str] = typer.Option(None, "--serializations", help="The configurations subset's formats, comma-separated (default: ToRR's seven)."),
     out: Optional[Path] = typer.Option(None, "--out", help="The release directory (default: WORKSPACE/releases/NAME-VERSION)."),
     min_agreement: float = typer.Option(0.6, "--min-agreement", help="The agreement every feeding kind must reach (kappa, MASI alpha, accuracy)."),
     accept_low_agreement: Optional[str] = typer.Option(None, "--accept-low-agreement", help="Build anyway below the threshold; the REASON goes into the manifest and the card."),
@@ -28,9 +29,13 @@ def release_build(
     """Freeze the items people verified and their trusted variants into a read-only release directory."""
     from tqaforge.release.build import ReleaseOptions, build_release
     from tqaforge.release.contents import SUBSETS
+    from tqaforge.tables.serialize import TORR_SERIALIZATIONS
+
+    def names(text: Optional[str], default: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(x.strip() for x in text.split(",") if x.strip()) if text else default
 
     options = ReleaseOptions(
-        version=version, subsets=tuple(s.strip() for s in subsets.split(",") if s.strip()) if subsets else SUBSETS,
+        version=version, subsets=names(subsets, SUBSETS), serializations=names(serializations, TORR_SERIALIZATIONS),
         out=out, min_agreement={"*": min_agreement}, accept_low_agreement=accept_low_agreement,
     )
     print_summary(build_release(open_ws(ctx, workspace), options), as_json)

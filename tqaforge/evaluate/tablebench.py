@@ -35,6 +35,7 @@ _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?%?$")
 _TOKEN = re.compile(r"[a-z0-9]+")
+_PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 #: The metric TableBench scores each subtype by (its evaluation script's table).
 METRIC_OF: dict[str, str] = {
@@ -53,6 +54,17 @@ def parse_prediction(text: str) -> str:
     """TableBench's parse of a DP/TCoT/SCoT reply: the first ``Final Answer: ...`` line, else ''."""
     found = _FINAL.search(text or "")
     return found.group(1) if found else ""
+
+
+def program_of(text: str) -> str:
+    """TableBench's code extraction (PoT, charts): the last ```` ```python ```` block, else ''."""
+    found = _PYTHON_BLOCK.findall(text or "")
+    return found[-1] if found else ""
+
+
+def parse_program_output(stdout: str) -> str:
+    """TableBench's answer of a program: its first ``Final Answer: ...`` line, else all it printed, stripped."""
+    return parse_prediction(stdout) or (stdout or "").strip()
 
 
 def normalize(text: str) -> str:
@@ -110,6 +122,31 @@ def rouge_l(reference: str, prediction: str) -> float:
 
 
 @dataclass(frozen=True)
+class ItemScore:
+    """TableBench's metrics of one prediction (fractions; ``parsed``: a non-empty parsed answer)."""
+
+    em: float
+    em_within_10: float
+    rouge_l: float
+    parsed: bool
+
+    def metric(self, name: str) -> float:
+        """The value of ``EM``, ``EM_with_error_10`` or ``ROUGE-L``."""
+        return {"EM": self.em, "EM_with_error_10": self.em_within_10, "ROUGE-L": self.rouge_l}[name]
+
+
+def score_item(reference: str, prediction: str) -> ItemScore:
+    """Every text metric of TableBench for one parsed prediction (before normalising)."""
+    r, p = normalize(reference), normalize(prediction)
+    return ItemScore(_em_one(r, p, None), _em_one(r, p, 0.10), rouge_l(r, p), bool(prediction))
+
+
+def percent(values: Sequence[float]) -> float:
+    """A group's score as TableBench reports it: the mean in percent, rounded to 2 decimals."""
+    return round(sum(values) / len(values) * 100, 2) if values else 0.0
+
+
+@dataclass(frozen=True)
 class GroupScore:
     """TableBench's metrics over one group of items, in percent (rounded to 2 decimals)."""
 
@@ -127,19 +164,10 @@ def score_group(references: Sequence[str], predictions: Sequence[str]) -> GroupS
     """Every text metric of TableBench over a group (predictions as parsed, before normalising)."""
     if len(references) != len(predictions) or not references:
         raise ValueError("one prediction per reference, at least one")
-    refs = [normalize(r) for r in references]
-    preds = [normalize(p) for p in predictions]
-    n = len(refs)
-
-    def pct(total: float) -> float:
-        return round(total / n * 100, 2)
-
+    items = [score_item(r, p) for r, p in zip(references, predictions)]
     return GroupScore(
-        n,
-        pct(sum(_em_one(r, p, None) for r, p in zip(refs, preds))),
-        pct(sum(_em_one(r, p, 0.10) for r, p in zip(refs, preds))),
-        pct(sum(rouge_l(r, p) for r, p in zip(refs, preds))),
-        pct(sum(bool(p) for p in predictions)),
+        len(items), percent([x.em for x in items]), percent([x.em_within_10 for x in items]),
+        percent([x.rouge_l for x in items]), percent([float(x.parsed) for x in items]),
     )
 
 

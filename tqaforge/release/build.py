@@ -44,6 +44,7 @@ from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
 from tqaforge.schemas.records import Answer, LLMCall
 from tqaforge.store import Workspace
+from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 
 #: The statistic that gates each kind shape, and the default threshold.
 GATE_STATISTIC = {"category": "fleiss_kappa", "set": "masi_alpha", "answer": "accuracy"}
@@ -77,6 +78,8 @@ class ReleaseOptions:
     accept_low_agreement: str | None = None
     licence: str = "other"
     n_boot: int = 200
+    #: The serializations of the configurations subset (ToRR's seven by default).
+    serializations: tuple[str, ...] = TORR_SERIALIZATIONS
 
 
 @dataclass
@@ -205,7 +208,12 @@ checks them.
 
 Subsets: `base` (the items), `structure` (rows and columns moved, transposed, empty rows),
 `relevant_cells` (relevant cells removed or moved), `values` (shortened tables and people's value
-modifications with their new gold), `realistic` (missing values, duplicate rows).
+modifications with their new gold), `realistic` (missing values, duplicate rows), `configurations`
+(ToRR's grid: each item and its structure variants as prompts in each serialization; `config` is
+`SERIALIZATION/PERTURBATION`).
+
+Score predictions with `tqaforge evaluate --release DIR --predictions FILE.jsonl` (one line per
+row: `id`, `prediction`; TableBench's inference format is read as it is).
 
 ## Agreement
 
@@ -270,8 +278,11 @@ def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], Re
     unknown = [s for s in options.subsets if s not in SUBSETS]
     if unknown:
         raise ReleaseError(f"unknown subset(s): {', '.join(unknown)}", hint=f"choose from {', '.join(SUBSETS)}")
+    unknown = [x for x in options.serializations if x not in SERIALIZATIONS]
+    if unknown or not options.serializations:
+        raise ReleaseError(f"unknown serialization(s): {', '.join(unknown) or '(none given)'}", hint=f"choose from {', '.join(SERIALIZATIONS)}")
     with ws.session() as s:
-        contents = collect(s, tuple(options.subsets))
+        contents = collect(s, tuple(options.subsets), tuple(options.serializations))
     if not contents.question_ids:
         raise ReleaseError(
             "nothing to release: no question has an answer verified by people or imported as gold",

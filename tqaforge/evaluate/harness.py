@@ -1,0 +1,393 @@
+"""Score a predictions file on a release: ``tqaforge evaluate --release DIR --predictions FILE``.
+
+>>> report = evaluate(EvaluateOptions(release=Path("releases/b-1.0.0"), predictions=Path("p.jsonl")))  # doctest: +SKIP
+>>> print("\\n".join(report.lines()))                                                                   # doctest: +SKIP
+
+A **system** is a model and an answering method (``o3-mini/DP``). For each system, each subset
+and each configuration (``base``, a perturbation, or ``SERIALIZATION/PERTURBATION``) that has
+predictions, per subtype, per question type and overall:
+
+- TableBench-compatible: its metric of the subtype (EM, EM within 10%, ROUGE-L, chart Pass@1),
+  Parse@1 and, where code runs, ECR@1; types and Overall aggregated as TableBench's evaluation
+  script does (pooled items per metric bucket, each bucket rounded, weighted by size; DataAnalysis
+  is its ``Mix_Metric``; Overall counts Pass@1 as a fraction, TableBench's quirk, kept here so
+  that Overall compares with published numbers);
+- normalised: the same metric with our parser and matcher (:mod:`tqaforge.evaluate.scoring`),
+  Overall the mean item score with Pass@1 as a percentage like the rest.
+
+A row of the release with no prediction, in a group that has predictions, counts as unanswered
+(wrong): leaving out hard items cannot raise a score. Across groups:
+
+- per robustness aspect (the variant subsets, by perturbation): FREB-TQA's Em of the items and of
+  their variants, Emd and VP, on normalised exact match of paired (item, variant) predictions;
+- over the configurations subset: ToRR's performance P and robustness R per system (items x
+  configurations per dataset), and Kendall's W of the systems' ranking across configurations
+  when two or more systems are scored.
+
+Outputs: :meth:`EvaluationReport.lines` (the terminal table), ``scores.json`` and PNG plots by
+subtype and by configuration (:func:`write_outputs`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from tqaforge.evaluate.predictions import (
+    BASE_CONFIG,
+    CONFIGURATIONS,
+    ROBUSTNESS_SUBSETS,
+    EvaluateError,
+    Reference,
+    Release,
+    load_release,
+    match,
+    read_predictions,
+)
+from tqaforge.evaluate.robustness import emd, kendall_w, torr_performance, torr_robustness, vp
+from tqaforge.evaluate.scoring import Scored, is_chart, run_programs, score_pairs, unanswered
+from tqaforge.evaluate.tablebench import metric_of, percent
+from tqaforge.progress import Progress
+from tqaforge.sandbox import Limits, Sandbox
+
+#: TableBench's four question types, in its order.
+TABLEBENCH_TYPES = ("FactChecking", "NumericalReasoning", "DataAnalysis", "Visualization")
+OVERALL = "Overall"
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What to score: a release directory and a predictions file; ``model`` names predictions that
+    name none; ``out`` receives ``scores.json`` and the plots (default ``PREDICTIONS.eval/``);
+    ``workers`` sandbox workers; ``wall_seconds`` per program (TableBench allows 15)."""
+
+    release: Path
+    predictions: Path
+    model: str | None = None
+    out: Path | None = None
+    workers: int = 2
+    wall_seconds: float = 15.0
+    plots: bool = True
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """The scores of one group: a subtype (``qtype_qsubtype``), a question type or Overall, of one
+    system, subset and configuration. Scores in percent; ``ecr`` None where no code runs."""
+
+    system: str
+    subset: str
+    config: str
+    group: str
+    level: str
+    n: int
+    answered: int
+    metric: str
+    tablebench: float
+    normalised: float
+    parse: float
+    ecr: float | None
+
+
+@dataclass(frozen=True)
+class RobustnessRow:
+    """FREB-TQA's metrics of one perturbation for one system, over paired (item, variant) predictions."""
+
+    system: str
+    subset: str
+    perturbation: str
+    n: int
+    em_original: float
+    em_perturbed: float
+    emd: float
+    vp: float
+
+
+@dataclass(frozen=True)
+class TorrRow:
+    """ToRR's performance and robustness of one system over the configurations subset."""
+
+    system: str
+    configs: int
+    items: int
+    performance: float
+    robustness: float
+
+
+@dataclass
+class EvaluationReport:
+    """Everything :func:`evaluate` computed; ``lines()`` for the terminal, ``as_dict()`` for JSON."""
+
+    release: str
+    predictions: str
+    matched: int
+    unmatched: list[str]
+    programs_run: int
+    rows: list[GroupRow] = field(default_factory=list)
+    robustness: list[RobustnessRow] = field(default_factory=list)
+    torr: list[TorrRow] = field(default_factory=list)
+    kendall_w: float | None = None
+    outputs: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"release {self.release}; {self.matched} predictions scored from {self.predictions}"
+               + (f"; {len(self.unmatched)} matched no row (e.g. {', '.join(self.unmatched[:3])})" if self.unmatched else "")]
+        if self.programs_run:
+            out.append(f"{self.programs_run} distinct programs run in the sandbox")
+        head = f"  {'group':<44} {'n':>5} {'metric':<17} {'TableBench':>10} {'normalised':>10} {'Parse@1':>8} {'ECR@1':>7}"
+        for system, subset, config in _keys(self.rows):
+            group = [r for r in self.rows if (r.system, r.subset, r.config) == (system, subset, config)]
+            if subset != "base":
+                continue
+            out += ["", f"{system} - {subset}" + ("" if config == BASE_CONFIG else f" ({config})"), head]
+            for r in group:
+                label = ("    " if r.level == "subtype" else "  ") + r.group
+                missing = f" ({r.n - r.answered} unanswered)" if r.answered < r.n else ""
+                ecr = "" if r.ecr is None else f"{r.ecr:.2f}"
+                out.append(f"  {label:<44} {r.n:>5} {r.metric:<17} {r.tablebench:>10.2f} {r.normalised:>10.2f} {r.parse:>8.2f} {ecr:>7}{missing}")
+        overall = [r for r in self.rows if r.level == "overall" and r.subset != "base"]
+        if overall:
+            out += ["", "Overall per subset and configuration:", f"  {'system':<20} {'subset':<15} {'config':<32} {'n':>6} {'TableBench':>10} {'normalised':>10}"]
+            for r in overall:
+                out.append(f"  {r.system:<20} {r.subset:<15} {r.config:<32} {r.n:>6} {r.tablebench:>10.2f} {r.normalised:>10.2f}")
+        if self.robustness:
+            out += ["", "Robustness (FREB-TQA; normalised exact match on paired items):",
+                    f"  {'system':<20} {'subset':<15} {'perturbation':<28} {'n':>5} {'Em orig':>8} {'Em pert':>8} {'Emd':>8} {'VP':>7}"]
+            for b in self.robustness:
+                out.append(f"  {b.system:<20} {b.subset:<15} {b.perturbation:<28} {b.n:>5} {b.em_original:>8.2%} {b.em_perturbed:>8.2%} {b.emd:>+8.2%} {b.vp:>7.2%}")
+        if self.torr:
+            out += ["", "ToRR over the configurations subset:", f"  {'system':<20} {'configs':>7} {'items':>6} {'P':>7} {'R':>7}"]
+            for t in self.torr:
+                out.append(f"  {t.system:<20} {t.configs:>7} {t.items:>6} {t.performance:>7.3f} {t.robustness:>7.3f}")
+            if self.kendall_w is not None:
+                out.append(f"  Kendall's W of the systems' ranking across configurations: {self.kendall_w:.3f}")
+        if self.outputs:
+            out += ["", "written: " + ", ".join(self.outputs)]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _keys(rows: Iterable[GroupRow]) -> list[tuple[str, str, str]]:
+    seen: dict[tuple[str, str, str], None] = {}
+    for r in rows:
+        seen.setdefault((r.system, r.subset, r.config), None)
+    return list(seen)
+
+
+def _bucket(s: Scored) -> str:
+    return "Pass@1" if is_chart(s.ref) else metric_of(s.ref.qtype, s.ref.qsubtype)
+
+
+def _ecr(items: Sequence[Scored]) -> float | None:
+    flags = [s.tb_executed for s in items if s.tb_executed is not None]
+    return percent([float(bool(x)) for x in flags]) if flags else None
+
+
+def _mixed(items: Sequence[Scored], *, pass_as_fraction: bool) -> tuple[str, float]:
+    """TableBench's size-weighted mean of metric buckets (each pooled and rounded first)."""
+    buckets: dict[str, list[float]] = {}
+    for s in items:
+        buckets.setdefault(_bucket(s), []).append(s.tb)
+    if len(buckets) == 1:
+        (name, values), = buckets.items()
+        return name, percent(values)
+    total = 0.0
+    for name, values in buckets.items():
+        score = sum(values) / len(values) if (pass_as_fraction and name == "Pass@1") else percent(values)
+        total += score * len(values)
+    return "Mix_Metric", round(total / len(items), 2)
+
+
+def _group_rows(system: str, subset: str, config: str, items: Sequence[Scored]) -> list[GroupRow]:
+    def row(group: str, level: str, chunk: Sequence[Scored], metric: str, tb: float, ours: float | None = None) -> GroupRow:
+        return GroupRow(
+            system, subset, config, group, level, len(chunk), sum(s.answered for s in chunk), metric, tb,
+            percent([s.score for s in chunk]) if ours is None else ours, percent([float(s.tb_parsed) for s in chunk]), _ecr(chunk),
+        )
+
+    by_type: dict[str, list[Scored]] = {}
+    for s in items:
+        by_type.setdefault(s.ref.qtype or "(no type)", []).append(s)
+    order = [t for t in TABLEBENCH_TYPES if t in by_type] + sorted(t for t in by_type if t not in TABLEBENCH_TYPES)
+    rows: list[GroupRow] = []
+    for qtype in order:
+        chunk = by_type[qtype]
+        by_subtype: dict[str, list[Scored]] = {}
+        for s in chunk:
+            by_subtype.setdefault(s.ref.qsubtype or "(no subtype)", []).append(s)
+        for subtype in sorted(by_subtype):
+            part = by_subtype[subtype]
+            rows.append(row(f"{qtype}_{subtype}", "subtype", part, _bucket(part[0]), percent([s.tb for s in part])))
+        metric, value = _mixed(chunk, pass_as_fraction=False)
+        rows.append(row(qtype, "type", chunk, metric, value))
+    metric, value = _mixed(items, pass_as_fraction=True)
+    rows.append(row(OVERALL, "overall", items, metric, value))
+    return rows
+
+
+def _robustness(scored: Sequence[Scored]) -> list[RobustnessRow]:
+    base = {(s.system, s.ref.item_id): s for s in scored if s.ref.subset == "base"}
+    pairs: dict[tuple[str, str, str], list[tuple[bool, bool]]] = {}
+    for s in scored:
+        if s.ref.subset not in ROBUSTNESS_SUBSETS:
+            continue
+        original = base.get((s.system, s.ref.item_id))
+        if original is None or not original.answered:
+            continue
+        pairs.setdefault((s.system, s.ref.subset, s.ref.config), []).append((original.correct, s.correct))
+    out = []
+    for (system, subset, perturbation), flags in sorted(pairs.items()):
+        a, b = [x for x, _ in flags], [y for _, y in flags]
+        out.append(RobustnessRow(system, subset, perturbation, len(flags), float(np.mean(a)), float(np.mean(b)), emd(a, b), vp(a, b)))
+    return out
+
+
+def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
+    grid: dict[str, dict[str, dict[str, float]]] = {}  # system -> item -> config -> score
+    dataset: dict[str, str] = {}
+    for s in scored:
+        if s.ref.subset != CONFIGURATIONS:
+            continue
+        grid.setdefault(s.system, {}).setdefault(s.ref.item_id, {})[s.ref.config] = s.score
+        dataset[s.ref.item_id] = s.ref.dataset or "all"
+    rows: list[TorrRow] = []
+    means: dict[str, dict[str, float]] = {}
+    for system, items in sorted(grid.items()):
+        configs = sorted({c for per in items.values() for c in per})
+        full = {i: per for i, per in items.items() if len(per) == len(configs)}
+        if len(configs) < 2 or not full:
+            continue
+        matrices: dict[str, list[list[float]]] = {}
+        for item, per in sorted(full.items()):
+            matrices.setdefault(dataset[item], []).append([per[c] for c in configs])
+        arrays = {name: np.asarray(m) for name, m in matrices.items()}
+        rows.append(TorrRow(system, len(configs), len(full), round(torr_performance(arrays), 4), round(torr_robustness(arrays), 4)))
+        means[system] = {c: float(np.mean([per[c] for per in full.values()])) for c in configs}
+    w = None
+    if len(means) >= 2:
+        common = sorted(set.intersection(*(set(m) for m in means.values())))
+        systems = sorted(means)
+        if len(common) >= 2:
+            try:
+                w = round(kendall_w([[means[s][c] for s in systems] for c in common]), 4)
+            except ValueError:
+                w = None  # every configuration ties every system: no ranking to agree on
+    return rows, w
+
+
+def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
+             sandbox_factory: Callable[[], Sandbox] | None = None) -> EvaluationReport:
+    """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs."""
+    release = load_release(options.release)
+    predictions = read_predictions(options.predictions, model=options.model)
+    matched = match(release, predictions)
+    if not matched.pairs:
+        sample = ", ".join(p.id for p in predictions[:3])
+        raise EvaluateError(
+            f"no prediction of {options.predictions} matches a row of release {release.name} (ids such as {sample})",
+            hint="predictions carry the release's row ids (or TableBench's ids for a release of TableBench)",
+        )
+    seen: dict[tuple[str, str, str], int] = {}
+    for ref, p in matched.pairs:
+        key = (p.model, p.method, ref.id)
+        if key in seen:
+            raise EvaluateError(
+                f"{options.predictions}:{p.line}: a second prediction of {p.model}/{p.method} for row {ref.id} (first at line {seen[key]})",
+                hint="keep one prediction per model, method and row",
+            )
+        seen[key] = p.line
+
+    def factory() -> Sandbox:
+        return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
+
+    results = run_programs(matched.pairs, sandbox_factory or factory, workers=options.workers, on_progress=on_progress)
+    scored = score_pairs(matched.pairs, results)
+    scored += _unanswered(release, scored)
+    report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
+                              sorted({p.id for p in matched.unmatched}), len({id(r) for r in results.values()}))
+    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    for s in scored:
+        groups.setdefault((s.system, s.ref.subset, s.ref.config), []).append(s)
+    subset_order = {name: i for i, name in enumerate(("base", *ROBUSTNESS_SUBSETS, CONFIGURATIONS))}
+    for key in sorted(groups, key=lambda k: (k[0], subset_order.get(k[1], 99), k[1], k[2] != BASE_CONFIG, k[2])):
+        report.rows += _group_rows(*key, groups[key])
+    report.robustness = _robustness(scored)
+    report.torr, report.kendall_w = _torr(scored)
+    out = options.out or options.predictions.with_name(options.predictions.name + ".eval")
+    report.outputs = write_outputs(report, out, plots=options.plots)
+    return report
+
+
+def _unanswered(release: Release, scored: Sequence[Scored]) -> list[Scored]:
+    """The rows of every (system, subset, config) group with predictions that have none."""
+    by_group: dict[tuple[str, str], list[Reference]] = {}
+    for ref in release.references:
+        by_group.setdefault((ref.subset, ref.config), []).append(ref)
+    answered: dict[tuple[str, str, str, str], set[str]] = {}
+    for s in scored:
+        answered.setdefault((s.model, s.method, s.ref.subset, s.ref.config), set()).add(s.ref.id)
+    out = []
+    for (model, method, subset, config), ids in answered.items():
+        out += [unanswered(ref, model, method) for ref in by_group[(subset, config)] if ref.id not in ids]
+    return out
+
+
+def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) -> list[str]:
+    """``scores.json`` and (``plots``) ``by_subtype.png`` and ``by_configuration.png`` in ``out``; their paths."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / "scores.json"]
+        (out / "scores.json").write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if plots:
+            written += _plots(report, out)
+    except OSError as exc:
+        raise EvaluateError(f"cannot write the scores to {out}: {exc.strerror or exc}", hint="give --out a writable directory") from None
+    return [str(p) for p in written]
+
+
+def _plots(report: EvaluationReport, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    systems = sorted({r.system for r in report.rows})
+    base = [r for r in report.rows if r.subset == "base" and r.level == "subtype"]
+    if base:
+        groups = sorted({r.group for r in base})
+        fig, ax = plt.subplots(figsize=(max(8, len(groups) * 0.6), 5))
+        width = 0.8 / len(systems)
+        for i, system in enumerate(systems):
+            value = {r.group: r.tablebench for r in base if r.system == system}
+            ax.bar([x + i * width for x in range(len(groups))], [value.get(g, 0.0) for g in groups], width, label=system)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))], [g.split("_", 1)[-1] for g in groups], rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("TableBench-compatible score (%)")
+        ax.set_title(f"{report.release}: base items by subtype")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(out / "by_subtype.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    overall = [r for r in report.rows if r.level == "overall"]
+    configs = sorted({(r.subset, r.config) for r in overall})
+    if len(configs) > 1:
+        fig, ax = plt.subplots(figsize=(max(8, len(configs) * 0.35), 5))
+        for system in systems:
+            by_config = {(r.subset, r.config): r.normalised for r in overall if r.system == system}
+            ax.plot(range(len(configs)), [by_config.get(c, np.nan) for c in configs], marker="o", label=system)
+        ax.set_xticks(range(len(configs)), [c if s in ("base", CONFIGURATIONS) else f"{s}:{c}" for s, c in configs], rotation=70, ha="right", fontsize=7)
+        ax.set_ylabel("normalised score (%)")
+        ax.set_title(f"{report.release}: Overall by configuration")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(out / "by_configuration.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    return written

@@ -1,0 +1,207 @@
+"""What is scored: a release's rows as references, and a predictions file matched to them.
+
+A **reference** is one scorable row of a release: a base item (config ``base``), a robustness
+variant (config: its perturbation) or one prompt of the configurations subset (config
+``SERIALIZATION/PERTURBATION``). The release is verified against its manifest before it is read:
+scores on a damaged release would be scores on something else.
+
+A **predictions file** is JSON Lines, one object per prediction: ``id`` (a row id of the release,
+or for TableBench's own inference files its TableBench ``id``) and ``prediction`` (the model's
+reply as it came); optional ``model`` (or TableBench's ``model_name``) and ``method`` (or
+``instruction_type``: DP, TCoT, SCoT, PoT). Every other field is ignored, so TableBench's
+inference format is read as it is. TableBench has one id under two subtypes: its rows are matched
+by id and ``qsubtype`` together.
+
+>>> release = load_release(Path("releases/mybench-0.1.0"))          # doctest: +SKIP
+>>> predictions = read_predictions(Path("preds.jsonl"))              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from tqaforge.errors import TqaforgeError
+from tqaforge.release.verify import verify_release
+
+#: The answering methods a prediction may name (TableBench's instruction types).
+METHODS = ("DP", "TCoT", "SCoT", "PoT")
+BASE_CONFIG = "base"
+#: Subsets whose rows are variants of an item, scored against the item (Em, Emd, VP).
+ROBUSTNESS_SUBSETS = ("structure", "relevant_cells", "values", "realistic")
+CONFIGURATIONS = "configurations"
+
+
+class EvaluateError(TqaforgeError):
+    """A release or predictions file cannot be scored (the message says where and what to do)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One scorable row of a release (module docs)."""
+
+    id: str
+    subset: str
+    item_id: str
+    config: str
+    qtype: str
+    qsubtype: str
+    answer: tuple[str, ...]
+    answer_text: str
+    table: Mapping[str, Any]
+    dataset: str = ""
+    chart_type: str = ""
+    source_id: str = ""
+
+
+@dataclass
+class Release:
+    """A verified release's manifest and references."""
+
+    root: Path
+    manifest: dict[str, Any]
+    references: list[Reference]
+
+    @property
+    def name(self) -> str:
+        return f"{self.manifest.get('name', '?')} {self.manifest.get('version', '?')}"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One line of a predictions file."""
+
+    line: int
+    id: str
+    model: str
+    method: str
+    text: str
+    qsubtype: str = ""
+
+
+@dataclass
+class Matched:
+    """Predictions matched to references, and the lines that matched nothing."""
+
+    pairs: list[tuple[Reference, Prediction]] = field(default_factory=list)
+    unmatched: list[Prediction] = field(default_factory=list)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise EvaluateError(f"{path}:{number}: not JSON ({exc.msg})", hint="one JSON object per line") from None
+    except UnicodeDecodeError:
+        raise EvaluateError(f"{path}: not UTF-8 text", hint="save the file as UTF-8 JSON Lines") from None
+    except OSError as exc:
+        raise EvaluateError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def load_release(root: Path) -> Release:
+    """The references of the release at ``root``, after checking every file against its manifest."""
+    if not (root / "manifest.json").is_file():
+        raise EvaluateError(f"{root} is not a release (no manifest.json)", hint="give the directory `tqaforge release build` wrote")
+    report = verify_release(root)
+    if not report.ok:
+        raise EvaluateError(
+            f"release {root} does not match its manifest: " + "; ".join(report.lines()[1:6]),
+            hint="score an intact release (download it again, or rebuild it)",
+        )
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    subsets = list(manifest.get("counts") or {})
+    rows = {sub: [row for _, row in _read_jsonl(root / "data" / f"{sub}.jsonl")] for sub in subsets}
+    base = {row["id"]: row for row in rows.get("base", [])}
+    refs: list[Reference] = []
+    for row in rows.get("base", []):
+        refs.append(Reference(
+            row["id"], "base", row["id"], BASE_CONFIG, row.get("qtype", ""), row.get("qsubtype", ""), tuple(row["answer"]),
+            row.get("answer_text") or ", ".join(row["answer"]), row["table"], row.get("dataset", ""),
+            row.get("chart_type", ""), row.get("source_id", ""),
+        ))
+    for sub in subsets:
+        if sub == "base":
+            continue
+        for row in rows[sub]:
+            item = base.get(row["item_id"], {})
+            answer = tuple(row["answer"])
+            # A variant whose gold is the item's keeps the item's own answer text (a chart's references).
+            text = item.get("answer_text", "") if item and tuple(item.get("answer", ())) == answer else ", ".join(answer)
+            config = row["config"] if sub == CONFIGURATIONS else row["perturbation"]
+            refs.append(Reference(
+                row["id"], sub, row["item_id"], config, row.get("qtype") or item.get("qtype", ""),
+                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, row["table"], item.get("dataset", ""),
+                row.get("chart_type") or item.get("chart_type", ""),
+            ))
+    return Release(root, manifest, refs)
+
+
+def _method(value: object, path: Path, number: int) -> str:
+    text = str(value or "DP").strip()
+    for method in METHODS:
+        if text.lower() == method.lower():
+            return method
+    raise EvaluateError(f"{path}:{number}: unknown method {text!r}", hint=f"method (or instruction_type) is one of {', '.join(METHODS)}")
+
+
+def read_predictions(path: Path, *, model: str | None = None) -> list[Prediction]:
+    """Every prediction of ``path`` (module docs); ``model`` names those that do not name one
+    (default: the file's name without extension)."""
+    out: list[Prediction] = []
+    seen: dict[tuple[str, str, str, str], int] = {}
+    default_model = model or path.stem
+    for number, row in _read_jsonl(path):
+        if not isinstance(row, dict):
+            raise EvaluateError(f"{path}:{number}: a prediction is a JSON object, got {type(row).__name__}")
+        if "id" not in row or "prediction" not in row:
+            missing = " and ".join(k for k in ("id", "prediction") if k not in row)
+            raise EvaluateError(f"{path}:{number}: no {missing}", hint="each line needs an id (a release row's id) and the model's prediction")
+        text = row["prediction"]
+        if text is None:
+            text = ""  # a failed request: scored as unanswered
+        if not isinstance(text, str):
+            raise EvaluateError(f"{path}:{number}: prediction is {type(text).__name__}, not text", hint="give the model's reply as a string")
+        name = str(row.get("model") or row.get("model_name") or default_model)
+        method = _method(row.get("method") or row.get("instruction_type"), path, number)
+        prediction = Prediction(number, str(row["id"]), name, method, text, str(row.get("qsubtype") or ""))
+        key = (prediction.model, prediction.method, prediction.id, prediction.qsubtype)
+        if key in seen:
+            raise EvaluateError(
+                f"{path}:{number}: a second prediction of {prediction.model}/{prediction.method} for {prediction.id} (first at line {seen[key]})",
+                hint="keep one prediction per model, method and id",
+            )
+        seen[key] = number
+        out.append(prediction)
+    if not out:
+        raise EvaluateError(f"{path}: no predictions", hint="one JSON object per line with id and prediction")
+    return out
+
+
+def match(release: Release, predictions: list[Prediction]) -> Matched:
+    """Pair each prediction with its reference: by row id, else by the item's source id (TableBench's
+    ``id``), with ``qsubtype`` deciding between items that share one."""
+    by_id = {ref.id: ref for ref in release.references}
+    by_source: dict[str, list[Reference]] = {}
+    for row in release.references:
+        if row.subset == "base" and row.source_id:
+            by_source.setdefault(row.source_id, []).append(row)
+    out = Matched()
+    for p in predictions:
+        ref: Reference | None = by_id.get(p.id)
+        if ref is None:
+            candidates = by_source.get(p.id, [])
+            if len(candidates) > 1:
+                candidates = [c for c in candidates if c.qsubtype == p.qsubtype]
+            ref = candidates[0] if len(candidates) == 1 else None
+        if ref is None:
+            out.unmatched.append(p)
+        else:
+            out.pairs.append((ref, p))
+    return out

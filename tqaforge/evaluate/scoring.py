@@ -1,0 +1,226 @@
+"""Score each prediction twice: TableBench's way and ours.
+
+**TableBench-compatible** (:mod:`tqaforge.evaluate.tablebench`): its parse (the first
+``Final Answer: `` line; for PoT and charts the last ```` ```python ```` block, run), its
+normalisation and metrics, so the numbers compare with published TableBench scores.
+
+**Normalised** (ours): the answer parser the agents use (:mod:`tqaforge.answers.parse`: markdown,
+``**Final Answer:**``, lists, PoT's last printed line) and the answer matcher votes use
+(:func:`tqaforge.tables.matching.same_answer`: numbers as numbers, ``12.5`` equal to ``12.50``,
+``-3`` different from ``3``, lists in order or as sets by subtype, TableBench's 10% tolerance where
+it has one); prose subtypes keep ROUGE-L. TableBench's quirks (notes in the module docs of
+:mod:`tqaforge.evaluate.tablebench`) are fixed here.
+
+Code (PoT programs, chart code) runs only in the sandbox, never in this process, with the table
+as ``table.csv``; a chart passes when the drawn data equals the references (Pass@1,
+:func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once.
+One departure from TableBench's own run, kept on purpose: TableBench executes chart code twice into
+the same figure and PoT code in-process (where functions cannot see the program's top-level names),
+which fails correct programs; the sandbox runs each program once, as a script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
+from tqaforge.evaluate.predictions import Prediction, Reference
+from tqaforge.evaluate.tablebench import (
+    ItemScore,
+    metric_of,
+    parse_prediction,
+    parse_program_output,
+    program_of,
+    rouge_l,
+    score_item,
+)
+from tqaforge.progress import Progress
+from tqaforge.sandbox import Outcome, RunResult, Sandbox
+from tqaforge.sandbox.charts import chart_matches, chart_type_of, parse_y_references
+from tqaforge.tables.matching import answer_rule, same_answer
+from tqaforge.tables.table import Table
+from tqaforge.tables.writers import write_csv
+
+CHART_SUBTYPE = "ChartGeneration"
+#: Program results by (reference id, code).
+Results = dict[tuple[str, str], RunResult]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One prediction's scores. ``tb``: TableBench's value of its subtype's metric (EM, EM within
+    10%, ROUGE-L or Pass@1; a fraction); ``tb_items``: its text metrics (None for charts);
+    ``score``: ours, the same metric on our parse and matcher; ``correct``: ours, exact;
+    ``executed``: whether its code ran (None when the method runs no code)."""
+
+    ref: Reference
+    model: str
+    method: str
+    answered: bool
+    tb: float
+    tb_parsed: bool
+    score: float
+    correct: bool
+    parsed: bool
+    executed: bool | None = None
+    tb_executed: bool | None = None
+    tb_items: ItemScore | None = None
+
+    @property
+    def system(self) -> str:
+        return f"{self.model}/{self.method}"
+
+
+def is_chart(ref: Reference) -> bool:
+    return ref.qsubtype == CHART_SUBTYPE or ref.qtype == "Visualization"
+
+
+def _uses_code(ref: Reference, method: str) -> bool:
+    return method == "PoT" or is_chart(ref)
+
+
+@dataclass(frozen=True)
+class _Job:
+    code: str
+    table_csv: str
+    chart_type: str | None
+
+    @property
+    def key(self) -> str:
+        text = "\0".join((self.code, self.table_csv, self.chart_type or ""))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
+    """(TableBench's program, ours) of a prediction that runs code; '' where none.
+
+    TableBench runs chart code, then the same code again into the figure it left (with its check
+    after it): code that draws without a new figure draws everything twice. Its compatible program
+    is therefore the code twice over; a chart whose code prints anything fails there too
+    (:func:`_chart_pass`)."""
+    tb = program_of(p.text)
+    if is_chart(ref):
+        ours = last_python_block(p.text) or tb
+        tb = f"{tb}\n{tb}" if tb else ""
+    else:
+        ours = parse_reply("PoT", p.text).code or ""
+    return tb, ours
+
+
+def run_programs(
+    pairs: Sequence[tuple[Reference, Prediction]], sandbox_factory: Callable[[], Sandbox], *,
+    workers: int = 2, on_progress: Progress | None = None,
+) -> Results:
+    """Run every distinct program of ``pairs`` (by code, table and chart type) in the sandbox once;
+    the results by (reference id, code)."""
+    jobs: dict[str, _Job] = {}
+    wanted: dict[tuple[str, str], str] = {}
+    csv_of: dict[str, str] = {}
+    for ref, p in pairs:
+        if not _uses_code(ref, p.method):
+            continue
+        for code in set(_programs(ref, p)):
+            if not code:
+                continue
+            table_csv = csv_of.get(ref.id)
+            if table_csv is None:
+                table_csv = csv_of[ref.id] = write_csv(Table.from_dict(dict(ref.table)))
+            job = _Job(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
+            jobs.setdefault(job.key, job)
+            wanted[(ref.id, code)] = job.key
+    if not jobs:
+        return {}
+    done_jobs: dict[str, RunResult] = {}
+    total = len(jobs)
+    with sandbox_factory() as box, ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {key: pool.submit(box.run, job.code, job.table_csv, chart_type=job.chart_type) for key, job in jobs.items()}
+        for done, (key, future) in enumerate(futures.items(), start=1):
+            done_jobs[key] = future.result()
+            if on_progress is not None:
+                on_progress(done, total, "programs run in the sandbox")
+    return {pair: done_jobs[key] for pair, key in wanted.items()}
+
+
+def _result_of(ref: Reference, code: str, results: Results) -> RunResult | None:
+    return results.get((ref.id, code)) if code else None
+
+
+def _chart_pass(ref: Reference, result: RunResult | None, *, silent: bool = False) -> bool:
+    """Pass@1 of a chart run; ``silent``: TableBench's rule that the program prints nothing (its
+    check reads stdout, which must be exactly ``True``)."""
+    if result is None or result.outcome != Outcome.OK or result.chart is None:
+        return False
+    if silent and result.stdout.strip():
+        return False
+    try:
+        wanted = parse_y_references(ref.answer_text)
+    except ValueError:
+        return False
+    return chart_matches(result.chart, wanted)
+
+
+def _gold_items(ref: Reference) -> list[str]:
+    """The gold answer as items: imported golds are often one text (``"spain, france, uk"``),
+    split by the same rules as a model's final answer so both sides are lists alike."""
+    if len(ref.answer) == 1:
+        return list(split_answer(ref.answer[0]) or ref.answer)
+    return list(ref.answer)
+
+
+def _ours_text(ref: Reference, values: Sequence[str]) -> tuple[float, bool]:
+    correct = same_answer(list(values), _gold_items(ref), answer_rule(ref.qsubtype))
+    if metric_of(ref.qtype, ref.qsubtype) == "ROUGE-L":
+        return (1.0 if correct else rouge_l(", ".join(ref.answer), ", ".join(values))), correct
+    return float(correct), correct
+
+
+def score_one(ref: Reference, p: Prediction | None, results: Results) -> tuple[float, bool, float, bool, bool, bool | None, bool | None, ItemScore | None]:
+    """(tb, tb_parsed, score, correct, parsed, executed, tb_executed, tb_items) of one prediction (None: unanswered)."""
+    code_run = p is not None and _uses_code(ref, p.method)
+    if p is None:
+        empty = None if is_chart(ref) else score_item(ref.answer_text, "")
+        return 0.0, False, 0.0, False, False, (False if is_chart(ref) else None), (False if is_chart(ref) else None), empty
+    if is_chart(ref):
+        tb_code, our_code = _programs(ref, p)
+        tb_result, our_result = _result_of(ref, tb_code, results), _result_of(ref, our_code, results)
+        tb_pass, our_pass = _chart_pass(ref, tb_result, silent=True), _chart_pass(ref, our_result)
+        return (float(tb_pass), bool(tb_code), float(our_pass), our_pass, bool(our_code),
+                our_result is not None and our_result.outcome == Outcome.OK,
+                tb_result is not None and tb_result.outcome == Outcome.OK, None)
+    if p.method == "PoT":
+        tb_code, our_code = _programs(ref, p)
+        tb_result, our_result = _result_of(ref, tb_code, results), _result_of(ref, our_code, results)
+        tb_ok = tb_result is not None and tb_result.outcome == Outcome.OK
+        our_ok = our_result is not None and our_result.outcome == Outcome.OK
+        tb_text = parse_program_output(tb_result.stdout) if tb_ok and tb_result is not None else ""
+        values = answer_from_output(our_result.stdout) if our_ok and our_result is not None else ()
+    else:
+        tb_text = parse_prediction(p.text)
+        values = parse_reply(p.method, p.text).values
+        tb_ok = our_ok = False
+    items = score_item(ref.answer_text, tb_text)
+    score, correct = _ours_text(ref, values)
+    metric = metric_of(ref.qtype, ref.qsubtype)
+    return (items.metric(metric), items.parsed, score, correct, bool(values),
+            our_ok if code_run else None, tb_ok if code_run else None, items)
+
+
+def score_pairs(
+    pairs: Sequence[tuple[Reference, Prediction]], results: Results,
+) -> list[Scored]:
+    """Every prediction scored both ways (programs already run: :func:`run_programs`)."""
+    out = []
+    for ref, p in pairs:
+        tb, tb_parsed, score, correct, parsed, executed, tb_executed, items = score_one(ref, p, results)
+        out.append(Scored(ref, p.model, p.method, True, tb, tb_parsed, score, correct, parsed, executed, tb_executed, items))
+    return out
+
+
+def unanswered(ref: Reference, model: str, method: str) -> Scored:
+    """A reference without a prediction in a group that has others: it counts, as wrong."""
+    tb, tb_parsed, score, correct, parsed, executed, tb_executed, items = score_one(ref, None, {})
+    executed = False if _uses_code(ref, method) else None
+    return Scored(ref, model, method, False, tb, tb_parsed, score, correct, parsed, executed, executed, items)
