@@ -58,6 +58,7 @@ bench: install
 	$(BIN)/python benchmarks/agreement.py
 	$(BIN)/python benchmarks/gateway.py
 	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/release.py
 	@if [ -d ../shared/data/freb-tqa ]; then $(BIN)/python benchmarks/question_typing.py; \
 	else echo "question typing benchmark skipped: ../shared/data/freb-tqa not found"; fi
 	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \

@@ -20,7 +20,7 @@ def evaluate_cmd(
     release: Path = typer.Option(..., "--release", help="The release directory (`tqaforge release build` wrote it)."),
     predictions: Path = typer.Option(..., "--predictions", help="JSONL: id and prediction per line (TableBench's inference format is read as it is)."),
     model: Optional[str] = typer.Option(None, "--model-name", help="The model of predictions that name none (default: the file's name)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: PREDICTIONS.eval/)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write scores.json only."),
     as_json: bool = typer.Option(False, "--json", help="Print the scores as JSON."),

@@ -15,8 +15,8 @@ predictions, per subtype, per question type and overall:
 - normalised: the same metric with our parser and matcher (:mod:`tqaforge.evaluate.scoring`),
   Overall the mean item score with Pass@1 as a percentage like the rest.
 
-A row of the release with no prediction, in a group that has predictions, counts as unanswered
-(wrong): leaving out hard items cannot raise a score. Across groups:
+A row of the release with no prediction, in a group (and dataset) that has predictions, counts
+as unanswered (wrong): leaving out hard items cannot raise a score. Across groups:
 
 - per robustness aspect (the variant subsets, by perturbation): FREB-TQA's Em of the items and of
   their variants, Emd and VP, on normalised exact match of paired (item, variant) predictions;
@@ -31,6 +31,7 @@ subtype and by configuration (:func:`write_outputs`).
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -42,6 +43,7 @@ from tqaforge.evaluate.predictions import (
     CONFIGURATIONS,
     ROBUSTNESS_SUBSETS,
     EvaluateError,
+    Prediction,
     Reference,
     Release,
     load_release,
@@ -62,7 +64,8 @@ OVERALL = "Overall"
 @dataclass(frozen=True)
 class EvaluateOptions:
     """What to score: a release directory and a predictions file; ``model`` names predictions that
-    name none; ``out`` receives ``scores.json`` and the plots (default ``PREDICTIONS.eval/``);
+    name none; ``out`` receives ``scores.json`` and the plots (default
+    ``evaluations/RELEASE/PREDICTIONS`` under the current directory);
     ``workers`` sandbox workers; ``wall_seconds`` per program (TableBench allows 15)."""
 
     release: Path
@@ -284,8 +287,25 @@ def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
 def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
              sandbox_factory: Callable[[], Sandbox] | None = None) -> EvaluationReport:
     """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs."""
-    release = load_release(options.release)
     predictions = read_predictions(options.predictions, model=options.model)
+
+    def factory() -> Sandbox:
+        return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
+
+    # Workers take a couple of seconds to start (they import pandas and matplotlib): when a reply
+    # may hold code, they start now, while the release is read and matched.
+    with ThreadPoolExecutor(max_workers=1) as starter:
+        early = starter.submit(sandbox_factory or factory) if any("```" in p.text for p in predictions) else None
+        try:
+            return _evaluate(options, predictions, early.result if early is not None else (sandbox_factory or factory), on_progress)
+        finally:
+            if early is not None and early.exception() is None:
+                early.result().close()  # idempotent: used or not, the workers stop here
+
+
+def _evaluate(options: EvaluateOptions, predictions: list[Prediction], sandbox: Callable[[], Sandbox],
+              on_progress: Progress | None) -> EvaluationReport:
+    release = load_release(options.release)
     matched = match(release, predictions)
     if not matched.pairs:
         sample = ", ".join(p.id for p in predictions[:3])
@@ -303,10 +323,7 @@ def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
             )
         seen[key] = p.line
 
-    def factory() -> Sandbox:
-        return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
-
-    results = run_programs(matched.pairs, sandbox_factory or factory, workers=options.workers, on_progress=on_progress)
+    results = run_programs(matched.pairs, release.table, sandbox, workers=options.workers, on_progress=on_progress)
     scored = score_pairs(matched.pairs, results)
     scored += _unanswered(release, scored)
     report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
@@ -319,22 +336,23 @@ def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
         report.rows += _group_rows(*key, groups[key])
     report.robustness = _robustness(scored)
     report.torr, report.kendall_w = _torr(scored)
-    out = options.out or options.predictions.with_name(options.predictions.name + ".eval")
+    out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)
     return report
 
 
 def _unanswered(release: Release, scored: Sequence[Scored]) -> list[Scored]:
-    """The rows of every (system, subset, config) group with predictions that have none."""
-    by_group: dict[tuple[str, str], list[Reference]] = {}
+    """The rows without a prediction of every (system, subset, config, dataset) group that has
+    predictions (a release holding two datasets scores a system on the one it was run on)."""
+    by_group: dict[tuple[str, str, str], list[Reference]] = {}
     for ref in release.references:
-        by_group.setdefault((ref.subset, ref.config), []).append(ref)
-    answered: dict[tuple[str, str, str, str], set[str]] = {}
+        by_group.setdefault((ref.subset, ref.config, ref.dataset), []).append(ref)
+    answered: dict[tuple[str, str, str, str, str], set[str]] = {}
     for s in scored:
-        answered.setdefault((s.model, s.method, s.ref.subset, s.ref.config), set()).add(s.ref.id)
+        answered.setdefault((s.model, s.method, s.ref.subset, s.ref.config, s.ref.dataset), set()).add(s.ref.id)
     out = []
-    for (model, method, subset, config), ids in answered.items():
-        out += [unanswered(ref, model, method) for ref in by_group[(subset, config)] if ref.id not in ids]
+    for (model, method, subset, config, dataset), ids in answered.items():
+        out += [unanswered(ref, model, method) for ref in by_group[(subset, config, dataset)] if ref.id not in ids]
     return out
 
 

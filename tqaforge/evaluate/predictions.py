@@ -40,7 +40,7 @@ class EvaluateError(TqaforgeError):
 
 @dataclass(frozen=True)
 class Reference:
-    """One scorable row of a release (module docs)."""
+    """One scorable row of a release (module docs); ``row``: its index in its subset's file."""
 
     id: str
     subset: str
@@ -50,23 +50,39 @@ class Reference:
     qsubtype: str
     answer: tuple[str, ...]
     answer_text: str
-    table: Mapping[str, Any]
+    row: int
     dataset: str = ""
     chart_type: str = ""
     source_id: str = ""
 
 
+#: The columns read for scoring; tables (and prompts) are read only for the rows whose code runs.
+_COLUMNS = ("id", "item_id", "source_id", "dataset", "qtype", "qsubtype", "chart_type", "answer", "answer_text",
+            "perturbation", "config")
+
+
 @dataclass
 class Release:
-    """A verified release's manifest and references."""
+    """A verified release's manifest and references; :meth:`table` reads a row's table when needed."""
 
     root: Path
     manifest: dict[str, Any]
     references: list[Reference]
+    _files: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return f"{self.manifest.get('name', '?')} {self.manifest.get('version', '?')}"
+
+    def table(self, ref: Reference) -> Mapping[str, Any]:
+        """The table of ``ref`` (``{"header": [...], "rows": [[...]]}``), read from its subset's Parquet file."""
+        import pyarrow.parquet as pq
+
+        column = self._files.get(ref.subset)
+        if column is None:
+            column = self._files[ref.subset] = pq.read_table(self.root / "data" / f"{ref.subset}.parquet", columns=["table"]).column("table")
+        value: Mapping[str, Any] = column[ref.row].as_py()
+        return value
 
 
 @dataclass(frozen=True)
@@ -117,19 +133,19 @@ def load_release(root: Path) -> Release:
         )
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
     subsets = list(manifest.get("counts") or {})
-    rows = {sub: [row for _, row in _read_jsonl(root / "data" / f"{sub}.jsonl")] for sub in subsets}
+    rows = {sub: _columns(root / "data" / f"{sub}.parquet") for sub in subsets}
     base = {row["id"]: row for row in rows.get("base", [])}
     refs: list[Reference] = []
-    for row in rows.get("base", []):
+    for i, row in enumerate(rows.get("base", [])):
         refs.append(Reference(
-            row["id"], "base", row["id"], BASE_CONFIG, row.get("qtype", ""), row.get("qsubtype", ""), tuple(row["answer"]),
-            row.get("answer_text") or ", ".join(row["answer"]), row["table"], row.get("dataset", ""),
-            row.get("chart_type", ""), row.get("source_id", ""),
+            row["id"], "base", row["id"], BASE_CONFIG, row.get("qtype") or "", row.get("qsubtype") or "", tuple(row["answer"]),
+            row.get("answer_text") or ", ".join(row["answer"]), i, row.get("dataset") or "",
+            row.get("chart_type") or "", row.get("source_id") or "",
         ))
     for sub in subsets:
         if sub == "base":
             continue
-        for row in rows[sub]:
+        for i, row in enumerate(rows[sub]):
             item = base.get(row["item_id"], {})
             answer = tuple(row["answer"])
             # A variant whose gold is the item's keeps the item's own answer text (a chart's references).
@@ -137,10 +153,22 @@ def load_release(root: Path) -> Release:
             config = row["config"] if sub == CONFIGURATIONS else row["perturbation"]
             refs.append(Reference(
                 row["id"], sub, row["item_id"], config, row.get("qtype") or item.get("qtype", ""),
-                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, row["table"], item.get("dataset", ""),
-                row.get("chart_type") or item.get("chart_type", ""),
+                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, i, item.get("dataset") or "",
+                row.get("chart_type") or item.get("chart_type") or "",
             ))
     return Release(root, manifest, refs)
+
+
+def _columns(path: Path) -> list[dict[str, Any]]:
+    """The scoring columns of one subset's Parquet file, as rows (checked by the manifest already)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+        rows: list[dict[str, Any]] = pq.read_table(path, columns=[c for c in _COLUMNS if c in names]).to_pylist()
+    except (OSError, ValueError) as exc:
+        raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
+    return rows
 
 
 def _method(value: object, path: Path, number: int) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
 from tqaforge.evaluate.predictions import Prediction, Reference
@@ -111,8 +111,8 @@ def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
 
 
 def run_programs(
-    pairs: Sequence[tuple[Reference, Prediction]], sandbox_factory: Callable[[], Sandbox], *,
-    workers: int = 2, on_progress: Progress | None = None,
+    pairs: Sequence[tuple[Reference, Prediction]], table_of: Callable[[Reference], Mapping[str, Any]],
+    sandbox_factory: Callable[[], Sandbox], *, workers: int = 2, on_progress: Progress | None = None,
 ) -> Results:
     """Run every distinct program of ``pairs`` (by code, table and chart type) in the sandbox once;
     the results by (reference id, code)."""
@@ -127,7 +127,7 @@ def run_programs(
                 continue
             table_csv = csv_of.get(ref.id)
             if table_csv is None:
-                table_csv = csv_of[ref.id] = write_csv(Table.from_dict(dict(ref.table)))
+                table_csv = csv_of[ref.id] = write_csv(Table.from_dict(dict(table_of(ref))))
             job = _Job(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
             jobs.setdefault(job.key, job)
             wanted[(ref.id, code)] = job.key

@@ -1,0 +1,231 @@
+"""A release of all of TableBench with ToRR's grid, and its evaluation, against TableBench's own script.
+
+1. Import TableBench's 886 items (gold imported with the benchmark) and build ToRR's grid (none +
+   shuffle rows, shuffle columns, transpose, insert empty rows; every item, seed 0), outside the
+   timing; then **build the release** (timed): base, structure and the configurations subset (35
+   prompts an item in ToRR's seven serializations: 31,010). Target: under 20 s.
+2. Write a seeded predictions file over **every row** (base items, structure variants, the 31,010
+   prompts): right, wrong or unparsable replies, and for chart questions Python code that draws the
+   references (or a wrong chart); then **evaluate** it (timed, in-process, sandbox included). Target:
+   the whole grid scored under 60 s.
+3. The 886 base items in TableBench's inference format, scored **by our harness** (``tqaforge
+   evaluate`` as a process) and **by TableBench's own scripts** (``parse_tablebench_instruction_
+   response_script.py`` then ``eval_tablebench_script.py``, run unmodified from a copy of its public
+   repository in their own virtualenv), both timed as processes from start to finish, in the same
+   run; the scores of both are printed side by side. Target: ours faster.
+
+TableBench's scripts fetch their ROUGE metric over the network (``evaluate.load('rouge')``) and
+import ``datasets.load_metric`` (gone from datasets 3): the run puts two small stand-in modules on
+their path, ``evaluate`` (ROUGE-L from ``rouge_score`` with its bootstrap aggregator, which is what
+the fetched metric computes) and ``datasets`` (the unused import). Nothing else of theirs changes.
+
+Setup of their environment, once (git-ignored):
+
+    python3 -m venv .venv-tablebench && .venv-tablebench/bin/pip install pandas matplotlib rouge_score wrapt_timeout_decorator
+
+Run (TableBench's repository: a clone, or the mirror ``fetch`` leaves):
+
+    .venv/bin/python benchmarks/release.py [--tablebench-repo PATH] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tqaforge.evaluate.harness import EvaluateOptions, evaluate
+from tqaforge.ingest import import_paths
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.sandbox.charts import parse_y_references
+from tqaforge.store import Workspace, init_workspace
+from tqaforge.tables.perturb import TORR_PERTURBATIONS
+from tqaforge.variants.grid import GridOptions, build_variant_grid
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "tablebench" / "TableBench.jsonl"
+MIRROR = Path("/work/.mirror/TableBench+TableBench/repo")
+TB_PYTHON = REPO / ".venv-tablebench" / "bin" / "python"
+SETUP = "python3 -m venv .venv-tablebench && .venv-tablebench/bin/pip install pandas matplotlib rouge_score wrapt_timeout_decorator"
+SEED = 0
+
+# Stand-ins for the two network-only imports of TableBench's scripts (module docs).
+EVALUATE_SHIM = '''
+from rouge_score import rouge_scorer, scoring
+
+class _Rouge:
+    def compute(self, predictions, references):
+        scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=False)
+        aggregator = scoring.BootstrapAggregator()
+        for reference, prediction in zip(references, predictions):
+            aggregator.add_scores(scorer.score(reference, prediction))
+        result = aggregator.aggregate()
+        return {key: value.mid.fmeasure for key, value in result.items()}
+
+def load(name, *args, **kwargs):
+    assert name == "rouge", name
+    return _Rouge()
+'''
+DATASETS_SHIM = "def load_metric(*a, **k):\n    raise RuntimeError('not used')\n\ndef list_metrics():\n    return []\n"
+
+
+def _draw(chart_type: str, answer: str, right: bool) -> str:
+    """Chart code that draws the references (``right``) or something else."""
+    try:
+        y = parse_y_references(answer)
+    except ValueError:
+        y = [[1.0]]
+    if not right:
+        y = [[v + 1 for v in series] for series in y]
+    lines = ["import matplotlib.pyplot as plt", "import pandas as pd", "df = pd.read_csv('table.csv')", "plt.figure()"]
+    for series in y:
+        xs = list(range(len(series)))
+        if chart_type == "pie":
+            lines.append(f"plt.pie({series})")
+        elif chart_type == "hbar":
+            lines.append(f"plt.barh({xs}, {series})")
+        elif chart_type in ("bar", "waterfall"):
+            lines.append(f"plt.bar({xs}, {series})")
+        elif chart_type == "scatter":
+            lines.append(f"plt.scatter({xs}, {series})")
+        else:
+            lines.append(f"plt.plot({xs}, {series})")
+    lines.append("plt.show()")
+    return "\n".join(lines) + "\n"
+
+
+def _reply(row: dict[str, Any], rng: random.Random) -> str:
+    draw = rng.random()
+    if row.get("qsubtype") == "ChartGeneration":
+        code = _draw(row.get("chart_type") or "line", row.get("answer_text") or ", ".join(row["answer"]), draw < 0.6)
+        return f"Here is the code.\n```python\n{code}```"
+    answer = row.get("answer_text") or ", ".join(row["answer"])
+    if draw < 0.6:
+        return f"The table shows it.\nFinal Answer: {answer}"
+    if draw < 0.85:
+        return "The table shows it.\nFinal Answer: 42"
+    return f"I think it is {answer}."  # no final-answer line: unparsed
+
+
+def _rows(release: Path, subset: str) -> list[dict[str, Any]]:
+    path = release / "data" / f"{subset}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+def _timed_process(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:3])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def _tablebench_copy(repo: Path, into: Path) -> Path:
+    """A fresh copy of TableBench's repository (a clone's work tree, or the mirror's HEAD)."""
+    target = into / "TableBench"
+    if (repo / "eval_tablebench_script.py").exists():
+        shutil.copytree(repo, target, ignore=shutil.ignore_patterns(".git"))
+    else:
+        target.mkdir()
+        archive = subprocess.run(["git", "--git-dir", str(repo), "archive", "HEAD"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    for sub in ("inference_results", "parsed_results", "evaluation_results"):
+        shutil.rmtree(target / "eval_examples" / sub, ignore_errors=True)
+        (target / "eval_examples" / sub).mkdir(parents=True)
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tablebench-repo", type=Path, default=MIRROR, help="TableBench's repository (a clone, or a bare mirror)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the workspace, release and predictions here")
+    args = parser.parse_args()
+    if not DATA.exists():
+        sys.exit(f"TableBench's data is not at {DATA}")
+    tmp = Path(args.keep or tempfile.mkdtemp(prefix="tqaforge-bench-release-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    ws: Workspace = init_workspace(tmp / "ws", name="tablebench")
+
+    start = time.perf_counter()
+    imported = import_paths(ws, [DATA])
+    grid = build_variant_grid(ws, GridOptions(perturbations=("none", *TORR_PERTURBATIONS), serializations=("csv",),
+                                              write_prompts=False, skip_structural=False, status=None))
+    print(f"setup (not timed): {imported.total('questions_new')} questions imported, {grid.variants_new} variants built, {time.perf_counter() - start:.1f} s")
+
+    start = time.perf_counter()
+    summary = build_release(ws, ReleaseOptions(version="1.0.0", out=tmp / "release", accept_low_agreement="benchmark"))
+    build_s = time.perf_counter() - start
+    release = tmp / "release"
+    size = sum(p.stat().st_size for p in release.rglob("*") if p.is_file()) / 1e6
+    print(f"release build: {build_s:.2f} s  ({', '.join(f'{k} {v}' for k, v in summary.counts.items() if v)}; {size:.0f} MB)  target < 20 s")
+
+    rng = random.Random(SEED)
+    base = _rows(release, "base")
+    everything = [(row, "base") for row in base] + [(row, sub) for sub in ("structure", "configurations") for row in _rows(release, sub)]
+    predictions = tmp / "all.jsonl"
+    with predictions.open("w", encoding="utf-8") as f:
+        for row, _ in everything:
+            f.write(json.dumps({"id": row["id"], "model": "synthetic", "prediction": _reply(row, rng)}, ensure_ascii=False) + "\n")
+    start = time.perf_counter()
+    report = evaluate(EvaluateOptions(release=release, predictions=predictions, plots=False, out=tmp / "all.eval"))
+    eval_s = time.perf_counter() - start
+    torr = report.torr[0] if report.torr else None
+    print(f"evaluate every row: {eval_s:.2f} s  ({report.matched} predictions, {report.programs_run} programs run; "
+          f"ToRR P {torr.performance if torr else '-'} R {torr.robustness if torr else '-'})  target < 60 s")
+
+    # The base items in TableBench's inference format: one file for both harnesses.
+    rng = random.Random(SEED + 1)
+    tb_rows = []
+    for row in base:
+        tb_rows.append({
+            "id": row["source_id"], "qtype": row["qtype"], "qsubtype": row["qsubtype"], "instruction": "", "instruction_type": "DP",
+            "table": {"columns": row["table"]["header"], "data": row["table"]["rows"]}, "question": row["question"],
+            "answer": row["answer_text"], "chart_type": row["chart_type"], "model_name": "synthetic", "prediction": _reply(row, rng),
+        })
+    tb_file = tmp / "synthetic=TableBench_DP.jsonl"
+    tb_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in tb_rows), encoding="utf-8")
+    ours_s = _timed_process([str(REPO / ".venv" / "bin" / "tqaforge"), "evaluate", "--release", str(release), "--predictions", str(tb_file),
+                             "--no-plots", "--json", "--out", str(tmp / "tb.eval")], tmp)
+    ours = json.loads((tmp / "tb.eval" / "scores.json").read_text())
+    print(f"886 base items, ours (tqaforge evaluate, a process): {ours_s:.2f} s")
+
+    if not TB_PYTHON.exists() or not (args.tablebench_repo / "eval_tablebench_script.py").exists() and not (args.tablebench_repo / "HEAD").exists():
+        print(f"TableBench's script not run: needs {TB_PYTHON} ({SETUP}) and its repository (--tablebench-repo)")
+        return
+    repo = _tablebench_copy(args.tablebench_repo, tmp)
+    shims = tmp / "shims"
+    shims.mkdir(exist_ok=True)
+    (shims / "evaluate.py").write_text(EVALUATE_SHIM)
+    (shims / "datasets.py").write_text(DATASETS_SHIM)
+    shutil.copy(tb_file, repo / "eval_examples" / "inference_results" / tb_file.name)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(shims), "MPLBACKEND": "Agg", "HOME": str(tmp)}
+    theirs_s = _timed_process([str(TB_PYTHON), "parse_tablebench_instruction_response_script.py"], repo, env)
+    theirs_s += _timed_process([str(TB_PYTHON), "eval_tablebench_script.py"], repo, env)
+    print(f"886 base items, TableBench's scripts (parse + eval, processes): {theirs_s:.2f} s")
+    print(f"ratio TableBench / ours: {theirs_s / ours_s:.1f}x  target > 1x")
+
+    theirs = json.loads((repo / "eval_examples" / "evaluation_results" / "llm_eval_subtype_results.json").read_text())["synthetic/DP"]
+    their_types = json.loads((repo / "eval_examples" / "evaluation_results" / "llm_eval_type_results.json").read_text())["synthetic/DP"]
+    mine = {r["group"]: r for r in ours["rows"] if r["subset"] == "base"}
+    print(f"\n{'group':<48} {'ours':>8} {'TableBench':>10}")
+    equal = 0
+    for group in sorted(theirs):
+        value = theirs[group][mine[group]["metric"]] if mine[group]["metric"] in theirs[group] else None
+        equal += value == mine[group]["tablebench"]
+        print(f"{group:<48} {mine[group]['tablebench']:>8.2f} {value!s:>10}")
+    for qtype, scores in their_types.items():
+        value = scores.get("Mix_Metric", scores.get("EM", scores.get("Pass@1")))
+        print(f"{qtype:<48} {mine[qtype]['tablebench']:>8.2f} {value!s:>10}")
+    print(f"subtypes with equal scores: {equal} of {len(theirs)}")
+
+
+if __name__ == "__main__":
+    main()
