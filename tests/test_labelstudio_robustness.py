@@ -3,10 +3,12 @@ real annotators through the API (FREB-TQA 3.4-3.5, A.2):
 
 relevant cells -> adjudicated set -> shortened table -> value modifications (both kinds; a bad
 edit refused and sent back) -> blind re-answers (never by the author) -> validated variants with
-their new gold, or adjudication; and the agreement report covers each step."""
+their new gold, or adjudication; the agreement report covers each step; the release holds the
+variants, verifies, and scores a model that ignores the edits (Emd -1, VP 1 where the answer changes)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,11 @@ from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push
 from tqaforge.annotation.robustness import MODIFICATION_REVIEW, settle_human_variants
 from tqaforge.annotation.workflows import Settings, agreement_report
+from tqaforge.evaluate.harness import EvaluateOptions, evaluate
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.ingest import import_paths
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.release.verify import verify_release
 from tqaforge.schemas.enums import Origin, QuestionType, VariantStatus
 from tqaforge.schemas.records import Annotation, AnnotationTask, LabelStudioTaskCopy, Question, Variant
 from tqaforge.store import Workspace
@@ -210,3 +215,23 @@ def test_people_make_validated_variants_end_to_end(label_studio, sqlite_workspac
     assert set(accuracy.per_annotator) == {labelstudio_annotator(c.annotator) for c, _ in re_copies}
     assert accuracy.per_annotator[labelstudio_annotator(disagreeing)].value < 1.0  # type: ignore[arg-type]
     assert "blind re-answering checks them" in report.skipped_kinds["value_modification"]
+
+    # 6. The release freezes them, verifies, and a model that ignores the edits is scored on it.
+    release = ws.root / "releases" / "rc-1.0.0"
+    built = build_release(ws, ReleaseOptions(version="1.0.0", out=release, n_boot=50, accept_low_agreement="two questions only"))
+    assert built.counts["values"] == 2 + 4  # two shortened tables, four value modifications
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert {"relevant_cells", "blind_reanswer"} <= set(manifest["agreement"])
+    assert verify_release(release).ok
+    base = [json.loads(line) for line in (release / "data" / "base.jsonl").read_text().splitlines()]
+    values = [json.loads(line) for line in (release / "data" / "values.jsonl").read_text().splitlines()]
+    gold = {b["id"]: ", ".join(b["answer"]) for b in base}
+    preds = [{"id": b["id"], "prediction": f"Final Answer: {gold[b['id']]}"} for b in base]
+    preds += [{"id": v["id"], "prediction": f"Final Answer: {gold[v['item_id']]}"} for v in values]  # the old answer
+    path = ws.root / "ignores-edits.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    scored = evaluate(EvaluateOptions(release=release, predictions=path, plots=False))
+    aspects = {b.perturbation: b for b in scored.robustness}
+    assert (aspects["value_change_answer_changes"].n, aspects["value_change_answer_changes"].vp) == (2, 1.0)
+    assert aspects["value_change_answer_changes"].emd == -1.0  # every changed answer missed
+    assert (aspects["value_change_answer_same"].vp, aspects["value_change_answer_same"].emd) == (0.0, 0.0)
