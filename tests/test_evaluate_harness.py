@@ -220,3 +220,82 @@ def test_evaluate_command_prints_the_table_and_writes_json_and_plots(grid_releas
     bad = CliRunner().invoke(app, ["evaluate", "--release", str(tmp_path), "--predictions", str(path)])
     assert bad.exit_code == 1 and "is not a release" in " ".join(bad.output.split()) and "Traceback" not in bad.output
 
+
+
+def _gold_by_question(release: Path) -> dict[str, str]:
+    return {r["question"]: r["answer_text"] for r in _rows(release, "base")}
+
+
+def test_a_model_run_through_the_gateway_is_resumable_and_judged(
+    sqlite_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--model asks the model every row (its replies are ledger records: a second run pays
+    nothing); --judge-model grades each reply against the reference and, on duplicated rows,
+    whether the reply says so (Wolff and Hulsebos)."""
+    release = _release(sqlite_workspace, [SAMPLE], tmp_path / "release", perturbations=("duplicate_rows",),
+                       serializations=("csv",), skip_structural=False)
+    gold = _gold_by_question(release)
+    duplicated = [r for r in _rows(release, "realistic") if r["perturbation"] == "duplicate_rows"]
+    assert duplicated
+
+    def reply(body: dict[str, Any]) -> str:
+        prompt = body["messages"][0]["content"]
+        if prompt.startswith("You grade one reply"):
+            reference = prompt.split("Reference answer: ", 1)[1].split("\n", 1)[0]
+            answer = prompt.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
+            verdict = {"correct": "yes" if f"Final Answer: {reference}" in answer else "no"}
+            if '"acknowledges"' in prompt:
+                verdict["acknowledges"] = "yes" if "duplicate" in answer else "no"
+            return json.dumps(verdict)
+        question = prompt.rsplit("Question: ", 1)[1].strip()
+        return f"Reading the table.\nFinal Answer: {gold[question]}"
+
+    from openai_server import OpenAIServer
+
+    runner = CliRunner()
+    with OpenAIServer(reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        ws = ["--workspace", str(sqlite_workspace.root)]
+        first = runner.invoke(app, ["evaluate", "--release", str(release), "--model", "m1", "--limit", "10", "--out", str(tmp_path / "a"), *ws])
+        assert first.exit_code == 0, first.output
+        assert "10 of 10 rows answered" in first.output and "10 paid calls" in first.output
+        full = runner.invoke(app, ["evaluate", "--release", str(release), "--model", "m1", "--out", str(tmp_path / "b"), *ws])
+        n = len(gold)
+        assert full.exit_code == 0, full.output
+        assert f"{n} of {n} rows answered" in full.output and f"{n - 10} paid calls, 10 from the store" in full.output
+        scores = json.loads((tmp_path / "b" / "scores.json").read_text())
+        overall = next(r for r in scores["rows"] if r["group"] == "FactChecking")
+        assert overall["system"] == "m1/DP" and overall["normalised"] == 100.0
+
+        # The judge, on a predictions file: half the duplicated-row replies say so.
+        says = {r["id"] for r in duplicated[: len(duplicated) // 2]}
+        preds = [{"id": b["id"], "model": "p", "prediction": f"Final Answer: {b['answer_text']}"} for b in _rows(release, "base")]
+        preds += [{"id": v["id"], "model": "p", "prediction": ("Two rows are duplicates; I count each once.\n" if v["id"] in says else "")
+                   + f"Final Answer: {gold[v['question']]}"} for v in duplicated]
+        path = _write(tmp_path / "p.jsonl", preds)
+        report = evaluate(EvaluateOptions(release=release, predictions=path, plots=False, judge_model="judge"), ws=sqlite_workspace)
+        paid = server.total_paid
+    rows = _by(report, subset="base")
+    assert rows["FactChecking"].judge == 100.0 and report.judge is not None and report.judge["judged"] == len(preds)
+    aspect = next(b for b in report.robustness if b.perturbation == "duplicate_rows")
+    assert aspect.acknowledgement == pytest.approx(len(says) / len(duplicated))
+    with pytest.raises(EvaluateError, match="workspace"):
+        evaluate(EvaluateOptions(release=release, predictions=path, plots=False, judge_model="judge"))
+    assert paid == n + len(preds)  # every call paid once: the model's n replies, then one verdict per prediction
+
+
+@pytest.mark.hostile
+def test_a_judge_that_lies_about_its_format_is_counted_not_trusted(grid_release: Path, sqlite_workspace: Workspace,
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openai_server import OpenAIServer
+
+    base = _text_rows(grid_release, "base")[:4]
+    path = _write(tmp_path / "p.jsonl", [{"id": b["id"], "prediction": f"Final Answer: {_answer(b)}"} for b in base])
+    with OpenAIServer(lambda body: '{"correct": "probably"}') as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        report = evaluate(EvaluateOptions(release=grid_release, predictions=path, plots=False, judge_model="judge"), ws=sqlite_workspace)
+    assert report.judge is not None and (report.judge["judged"], report.judge["invalid"]) == (0, 4)
+    overall = _by(report, subset="base", level="overall")["Overall"]
+    assert overall.judge == 0.0 and overall.normalised > 0  # an unreadable verdict is never "correct"

@@ -143,3 +143,11 @@ class SandboxError(TqaforgeError):
     the ``outcome`` of the run."""
 
     hint = "check the sandbox limits you passed (see tqaforge.sandbox.Limits) or the worker log named in the message"
+
+
+class ReleaseError(TqaforgeError):
+    """A release cannot be built, verified or compared (the message says why and what to do)."""
+
+
+class EvaluateError(TqaforgeError):
+    """A release or predictions file cannot be scored (the message says where and what to do)."""

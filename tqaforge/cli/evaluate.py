@@ -1,4 +1,4 @@
-"""``tqaforge evaluate``: score a predictions file on a release."""
+"""``tqaforge evaluate``: score a predictions file (or a model run through the gateway) on a release."""
 
 from __future__ import annotations
 
@@ -7,29 +7,54 @@ from typing import Optional
 
 import typer
 
-from tqaforge.cli._common import friendly_errors, print_summary, progress_reporter
+from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, names, open_ws, out, print_summary, progress_reporter
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``evaluate`` to the top-level app (it needs no workspace)."""
+    """Add ``evaluate`` to the top-level app (it needs a workspace only for --model and --judge-model)."""
     app.command("evaluate")(evaluate_cmd)
 
 
 @friendly_errors
 def evaluate_cmd(
+    ctx: typer.Context,
     release: Path = typer.Option(..., "--release", help="The release directory (`tqaforge release build` wrote it)."),
-    predictions: Path = typer.Option(..., "--predictions", help="JSONL: id and prediction per line (TableBench's inference format is read as it is)."),
-    model: Optional[str] = typer.Option(None, "--model-name", help="The model of predictions that name none (default: the file's name)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="JSONL: id and prediction per line (TableBench's inference format is read as it is)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Instead of --predictions: ask this model (the workspace's [llm] endpoint) every selected row first."),
+    method: str = typer.Option("DP", "--method", help="With --model: the answering method's prompt (DP, TCoT, SCoT, PoT)."),
+    subsets: str = typer.Option("base", "--subsets", help="With --model: the release subsets to ask, comma-separated."),
+    serialization: str = typer.Option("markdown", "--serialization", help="With --model: how items and variants show their table (configurations carry their own)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="With --model: the run's budget in USD."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="With --model: ask only the first N rows."),
+    model_name: Optional[str] = typer.Option(None, "--model-name", help="The model of predictions that name none (default: the file's name)."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Also grade every reply with this model against the reference (and acknowledgement of missing values and duplicates)."),
+    judge_max_cost: Optional[float] = typer.Option(None, "--judge-max-cost", help="The judge's budget in USD."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write scores.json only."),
     as_json: bool = typer.Option(False, "--json", help="Print the scores as JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Score predictions on a release: TableBench-compatible and normalised scores per subtype, type and
     configuration; Em, Emd and VP per robustness aspect; ToRR's P and R and Kendall's W."""
+    from tqaforge.errors import EvaluateError
     from tqaforge.evaluate.harness import EvaluateOptions, evaluate
+    from tqaforge.evaluate.model_run import ModelRunOptions, run_model
 
-    options = EvaluateOptions(release=release, predictions=predictions, model=model, out=out, workers=workers, plots=not no_plots)
-    with progress_reporter("running programs", lazy=True) as on_progress:
-        report = evaluate(options, on_progress=on_progress)
+    if (predictions is None) == (model is None):
+        raise EvaluateError("give either --predictions FILE or --model NAME", hint="--model asks the model first, then scores its replies")
+    ws = open_ws(ctx, workspace) if model or judge_model else None
+    if model is not None:
+        assert ws is not None
+        with progress_reporter(f"asking {model}", lazy=True) as on_progress:
+            ran = run_model(ws, ModelRunOptions(release=release, model=model, method=method, subsets=names(subsets),
+                                                serialization=serialization, max_cost=max_cost, limit=limit), on_progress=on_progress)
+        for line in ran.lines():
+            out.print(line, soft_wrap=True, markup=False, highlight=False)
+        predictions = Path(ran.predictions)
+    assert predictions is not None
+    options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out_dir, workers=workers,
+                              plots=not no_plots, judge_model=judge_model, judge_max_cost=judge_max_cost)
+    with progress_reporter("scoring", lazy=True) as on_progress:
+        report = evaluate(options, ws=ws, on_progress=on_progress)
     print_summary(report, as_json)

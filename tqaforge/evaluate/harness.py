@@ -22,7 +22,10 @@ as unanswered (wrong): leaving out hard items cannot raise a score. Across group
   their variants, Emd and VP, on normalised exact match of paired (item, variant) predictions;
 - over the configurations subset: ToRR's performance P and robustness R per system (items x
   configurations per dataset), and Kendall's W of the systems' ranking across configurations
-  when two or more systems are scored.
+  when two or more systems are scored;
+- with a judge model (``judge_model``): the share of replies it grades correct against the
+  reference, per group, and per realistic perturbation the share that acknowledges the missing
+  value or the duplicates (:mod:`tqaforge.evaluate.model_run`).
 
 Outputs: :meth:`EvaluationReport.lines` (the terminal table), ``scores.json`` and PNG plots by
 subtype and by configuration (:func:`write_outputs`).
@@ -34,7 +37,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -56,9 +59,15 @@ from tqaforge.evaluate.tablebench import metric_of, percent
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Limits, Sandbox
 
+if TYPE_CHECKING:  # the judge imports the LLM gateway (and openai), the store SQLAlchemy: only when a judge is asked for
+    from tqaforge.evaluate.model_run import Verdict
+    from tqaforge.store import Workspace
+
 #: TableBench's four question types, in its order.
 TABLEBENCH_TYPES = ("FactChecking", "NumericalReasoning", "DataAnalysis", "Visualization")
 OVERALL = "Overall"
+#: Judge verdicts by (model, method, row id).
+Verdicts = dict[tuple[str, str, str], "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,9 @@ class EvaluateOptions:
     workers: int = 2
     wall_seconds: float = 15.0
     plots: bool = True
+    #: A judge model (reference-guided grading and acknowledgement; needs a workspace for its calls).
+    judge_model: str | None = None
+    judge_max_cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class GroupRow:
     normalised: float
     parse: float
     ecr: float | None
+    judge: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,7 @@ class RobustnessRow:
     em_perturbed: float
     emd: float
     vp: float
+    acknowledgement: float | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,7 @@ class EvaluationReport:
     robustness: list[RobustnessRow] = field(default_factory=list)
     torr: list[TorrRow] = field(default_factory=list)
     kendall_w: float | None = None
+    judge: dict[str, Any] | None = None
     outputs: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -141,7 +156,8 @@ class EvaluationReport:
                + (f"; {len(self.unmatched)} matched no row (e.g. {', '.join(self.unmatched[:3])})" if self.unmatched else "")]
         if self.programs_run:
             out.append(f"{self.programs_run} distinct programs run in the sandbox")
-        head = f"  {'group':<44} {'n':>5} {'metric':<17} {'TableBench':>10} {'normalised':>10} {'Parse@1':>8} {'ECR@1':>7}"
+        judged = self.judge is not None
+        head = f"  {'group':<44} {'n':>5} {'metric':<17} {'TableBench':>10} {'normalised':>10} {'Parse@1':>8} {'ECR@1':>7}" + (f" {'judge':>7}" if judged else "")
         for system, subset, config in _keys(self.rows):
             group = [r for r in self.rows if (r.system, r.subset, r.config) == (system, subset, config)]
             if subset != "base":
@@ -151,7 +167,8 @@ class EvaluationReport:
                 label = ("    " if r.level == "subtype" else "  ") + r.group
                 missing = f" ({r.n - r.answered} unanswered)" if r.answered < r.n else ""
                 ecr = "" if r.ecr is None else f"{r.ecr:.2f}"
-                out.append(f"  {label:<44} {r.n:>5} {r.metric:<17} {r.tablebench:>10.2f} {r.normalised:>10.2f} {r.parse:>8.2f} {ecr:>7}{missing}")
+                judge = f" {r.judge:>7.2f}" if judged and r.judge is not None else (" " * 8 if judged else "")
+                out.append(f"  {label:<44} {r.n:>5} {r.metric:<17} {r.tablebench:>10.2f} {r.normalised:>10.2f} {r.parse:>8.2f} {ecr:>7}{judge}{missing}")
         overall = [r for r in self.rows if r.level == "overall" and r.subset != "base"]
         if overall:
             out += ["", "Overall per subset and configuration:", f"  {'system':<20} {'subset':<15} {'config':<32} {'n':>6} {'TableBench':>10} {'normalised':>10}"]
@@ -161,13 +178,18 @@ class EvaluationReport:
             out += ["", "Robustness (FREB-TQA; normalised exact match on paired items):",
                     f"  {'system':<20} {'subset':<15} {'perturbation':<28} {'n':>5} {'Em orig':>8} {'Em pert':>8} {'Emd':>8} {'VP':>7}"]
             for b in self.robustness:
-                out.append(f"  {b.system:<20} {b.subset:<15} {b.perturbation:<28} {b.n:>5} {b.em_original:>8.2%} {b.em_perturbed:>8.2%} {b.emd:>+8.2%} {b.vp:>7.2%}")
+                ack = "" if b.acknowledgement is None else f"  acknowledged {b.acknowledgement:.2%}"
+                out.append(f"  {b.system:<20} {b.subset:<15} {b.perturbation:<28} {b.n:>5} {b.em_original:>8.2%} {b.em_perturbed:>8.2%} {b.emd:>+8.2%} {b.vp:>7.2%}{ack}")
         if self.torr:
             out += ["", "ToRR over the configurations subset:", f"  {'system':<20} {'configs':>7} {'items':>6} {'P':>7} {'R':>7}"]
             for t in self.torr:
                 out.append(f"  {t.system:<20} {t.configs:>7} {t.items:>6} {t.performance:>7.3f} {t.robustness:>7.3f}")
             if self.kendall_w is not None:
                 out.append(f"  Kendall's W of the systems' ranking across configurations: {self.kendall_w:.3f}")
+        if self.judge is not None:
+            out += ["", f"judge {self.judge['model']}: {self.judge['judged']} replies judged, {self.judge['invalid']} verdicts unreadable, "
+                        f"{self.judge['paid_calls']} paid calls, {self.judge['cost']:.4f} USD"
+                        + (f"; stopped early: {self.judge['stopped']}" if self.judge.get("stopped") else "")]
         if self.outputs:
             out += ["", "written: " + ", ".join(self.outputs)]
         return out
@@ -207,11 +229,18 @@ def _mixed(items: Sequence[Scored], *, pass_as_fraction: bool) -> tuple[str, flo
     return "Mix_Metric", round(total / len(items), 2)
 
 
-def _group_rows(system: str, subset: str, config: str, items: Sequence[Scored]) -> list[GroupRow]:
+def _group_rows(system: str, subset: str, config: str, items: Sequence[Scored], verdicts: Verdicts | None = None) -> list[GroupRow]:
+    def judged(chunk: Sequence[Scored]) -> float | None:
+        if verdicts is None:
+            return None
+        flags = [verdicts.get((s.model, s.method, s.ref.id)) for s in chunk]
+        return percent([float(v is not None and v.correct) for v in flags])  # unanswered or unreadable: not correct
+
     def row(group: str, level: str, chunk: Sequence[Scored], metric: str, tb: float, ours: float | None = None) -> GroupRow:
         return GroupRow(
             system, subset, config, group, level, len(chunk), sum(s.answered for s in chunk), metric, tb,
             percent([s.score for s in chunk]) if ours is None else ours, percent([float(s.tb_parsed) for s in chunk]), _ecr(chunk),
+            judged(chunk),
         )
 
     by_type: dict[str, list[Scored]] = {}
@@ -234,20 +263,27 @@ def _group_rows(system: str, subset: str, config: str, items: Sequence[Scored]) 
     return rows
 
 
-def _robustness(scored: Sequence[Scored]) -> list[RobustnessRow]:
+def _robustness(scored: Sequence[Scored], verdicts: Verdicts | None = None) -> list[RobustnessRow]:
     base = {(s.system, s.ref.item_id): s for s in scored if s.ref.subset == "base"}
     pairs: dict[tuple[str, str, str], list[tuple[bool, bool]]] = {}
+    acknowledged: dict[tuple[str, str, str], list[bool]] = {}
     for s in scored:
         if s.ref.subset not in ROBUSTNESS_SUBSETS:
             continue
         original = base.get((s.system, s.ref.item_id))
         if original is None or not original.answered:
             continue
-        pairs.setdefault((s.system, s.ref.subset, s.ref.config), []).append((original.correct, s.correct))
+        key = (s.system, s.ref.subset, s.ref.config)
+        pairs.setdefault(key, []).append((original.correct, s.correct))
+        verdict = verdicts.get((s.model, s.method, s.ref.id)) if verdicts is not None else None
+        if verdict is not None and verdict.acknowledges is not None:
+            acknowledged.setdefault(key, []).append(verdict.acknowledges)
     out = []
-    for (system, subset, perturbation), flags in sorted(pairs.items()):
+    for key, flags in sorted(pairs.items()):
         a, b = [x for x, _ in flags], [y for _, y in flags]
-        out.append(RobustnessRow(system, subset, perturbation, len(flags), float(np.mean(a)), float(np.mean(b)), emd(a, b), vp(a, b)))
+        ack = acknowledged.get(key)
+        out.append(RobustnessRow(*key, len(flags), float(np.mean(a)), float(np.mean(b)), emd(a, b), vp(a, b),
+                                 float(np.mean(ack)) if ack else None))
     return out
 
 
@@ -284,9 +320,13 @@ def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
     return rows, w
 
 
-def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
+def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progress: Progress | None = None,
              sandbox_factory: Callable[[], Sandbox] | None = None) -> EvaluationReport:
-    """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs."""
+    """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs;
+    ``ws`` holds the judge's calls when ``options.judge_model`` is set."""
+    if options.judge_model and ws is None:
+        raise EvaluateError("the judge's calls are recorded in a workspace, and none was given",
+                            hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
     predictions = read_predictions(options.predictions, model=options.model)
 
     def factory() -> Sandbox:
@@ -297,14 +337,14 @@ def evaluate(options: EvaluateOptions, *, on_progress: Progress | None = None,
     with ThreadPoolExecutor(max_workers=1) as starter:
         early = starter.submit(sandbox_factory or factory) if any("```" in p.text for p in predictions) else None
         try:
-            return _evaluate(options, predictions, early.result if early is not None else (sandbox_factory or factory), on_progress)
+            return _evaluate(options, predictions, early.result if early is not None else (sandbox_factory or factory), on_progress, ws)
         finally:
             if early is not None and early.exception() is None:
                 early.result().close()  # idempotent: used or not, the workers stop here
 
 
 def _evaluate(options: EvaluateOptions, predictions: list[Prediction], sandbox: Callable[[], Sandbox],
-              on_progress: Progress | None) -> EvaluationReport:
+              on_progress: Progress | None, ws: Workspace | None) -> EvaluationReport:
     release = load_release(options.release)
     matched = match(release, predictions)
     if not matched.pairs:
@@ -328,13 +368,23 @@ def _evaluate(options: EvaluateOptions, predictions: list[Prediction], sandbox: 
     scored += _unanswered(release, scored)
     report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
                               sorted({p.id for p in matched.unmatched}), len({id(r) for r in results.values()}))
+    verdicts: Verdicts | None = None
+    if options.judge_model:
+        from tqaforge.evaluate.model_run import judge_replies
+
+        assert ws is not None
+        judged = judge_replies(ws, options.judge_model, [(ref, p.model, p.method, p.text) for ref, p in matched.pairs],
+                               max_cost=options.judge_max_cost, on_progress=on_progress)
+        verdicts = judged.verdicts
+        report.judge = {"model": options.judge_model, "judged": len(judged.verdicts), "invalid": judged.invalid,
+                        "paid_calls": judged.paid_calls, "cost": round(judged.cost, 6), "stopped": judged.stopped}
     groups: dict[tuple[str, str, str], list[Scored]] = {}
     for s in scored:
         groups.setdefault((s.system, s.ref.subset, s.ref.config), []).append(s)
     subset_order = {name: i for i, name in enumerate(("base", *ROBUSTNESS_SUBSETS, CONFIGURATIONS))}
     for key in sorted(groups, key=lambda k: (k[0], subset_order.get(k[1], 99), k[1], k[2] != BASE_CONFIG, k[2])):
-        report.rows += _group_rows(*key, groups[key])
-    report.robustness = _robustness(scored)
+        report.rows += _group_rows(*key, groups[key], verdicts)
+    report.robustness = _robustness(scored, verdicts)
     report.torr, report.kendall_w = _torr(scored)
     out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)

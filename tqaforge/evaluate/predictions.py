@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tqaforge.errors import TqaforgeError
+from tqaforge.errors import EvaluateError
 from tqaforge.release.verify import verify_release
 
 #: The answering methods a prediction may name (TableBench's instruction types).
@@ -32,10 +32,6 @@ BASE_CONFIG = "base"
 #: Subsets whose rows are variants of an item, scored against the item (Em, Emd, VP).
 ROBUSTNESS_SUBSETS = ("structure", "relevant_cells", "values", "realistic")
 CONFIGURATIONS = "configurations"
-
-
-class EvaluateError(TqaforgeError):
-    """A release or predictions file cannot be scored (the message says where and what to do)."""
 
 
 @dataclass(frozen=True)
@@ -51,14 +47,15 @@ class Reference:
     answer: tuple[str, ...]
     answer_text: str
     row: int
+    question: str = ""
     dataset: str = ""
     chart_type: str = ""
     source_id: str = ""
 
 
 #: The columns read for scoring; tables (and prompts) are read only for the rows whose code runs.
-_COLUMNS = ("id", "item_id", "source_id", "dataset", "qtype", "qsubtype", "chart_type", "answer", "answer_text",
-            "perturbation", "config")
+_COLUMNS = ("id", "item_id", "source_id", "dataset", "qtype", "qsubtype", "chart_type", "question", "answer",
+            "answer_text", "perturbation", "config")
 
 
 @dataclass
@@ -139,7 +136,7 @@ def load_release(root: Path) -> Release:
     for i, row in enumerate(rows.get("base", [])):
         refs.append(Reference(
             row["id"], "base", row["id"], BASE_CONFIG, row.get("qtype") or "", row.get("qsubtype") or "", tuple(row["answer"]),
-            row.get("answer_text") or ", ".join(row["answer"]), i, row.get("dataset") or "",
+            row.get("answer_text") or ", ".join(row["answer"]), i, row.get("question") or "", row.get("dataset") or "",
             row.get("chart_type") or "", row.get("source_id") or "",
         ))
     for sub in subsets:
@@ -153,7 +150,7 @@ def load_release(root: Path) -> Release:
             config = row["config"] if sub == CONFIGURATIONS else row["perturbation"]
             refs.append(Reference(
                 row["id"], sub, row["item_id"], config, row.get("qtype") or item.get("qtype", ""),
-                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, i, item.get("dataset") or "",
+                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, i, row.get("question") or "", item.get("dataset") or "",
                 row.get("chart_type") or item.get("chart_type") or "",
             ))
     return Release(root, manifest, refs)

@@ -38,7 +38,7 @@ from sqlmodel import col, select
 
 from tqaforge import __version__
 from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
-from tqaforge.errors import TqaforgeError
+from tqaforge.errors import ReleaseError
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
@@ -55,10 +55,6 @@ FEEDING_KINDS = ("question_review", "answer_verification", "question_typing", "r
 LICENCE_URLS = {"other": "https://spdx.org/licenses/", "apache-2.0": "https://www.apache.org/licenses/LICENSE-2.0",
                 "cc-by-sa-4.0": "https://creativecommons.org/licenses/by-sa/4.0/"}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-
-
-class ReleaseError(TqaforgeError):
-    """A release cannot be built, verified or compared (the message says why and what to do)."""
 
 
 class LowAgreement(ReleaseError):

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqaforge.release.build import ReleaseError
+from tqaforge.errors import ReleaseError
 
 
 @dataclass
