@@ -175,3 +175,36 @@ def test_common_dataset_tools_load_every_subset_and_croissant_validates(released
     dataset = mlc.Dataset(jsonld=str(out / "croissant.json"))
     records = list(dataset.records(record_set="base"))
     assert len(records) == summary.counts["base"]
+
+
+@pytest.mark.hostile
+def test_thresholds_per_kind_come_from_the_config(released: Workspace, tmp_path: Path) -> None:
+    from tqaforge.errors import ConfigError
+    from tqaforge.release.build import thresholds
+    from tqaforge.store import open_workspace
+
+    with released.session() as s:
+        ids = [q.id for q in s.exec(select(Question).order_by(Question.id)).all()[:12]]
+        for i, qid in enumerate(ids):
+            record_annotation(s, kind="question_typing", target_type="question", target_id=qid, annotator="ana",
+                              label={"type": "extraction" if i % 2 else "reasoning"})
+            record_annotation(s, kind="question_typing", target_type="question", target_id=qid, annotator="ben",
+                              label={"type": "extraction" if i % 3 else "reasoning"})
+    config = released.root / "tqaforge.toml"
+    original = config.read_text()
+
+    def with_release(text: str) -> Workspace:
+        config.write_text(original + "\n[release]\n" + text)
+        return open_workspace(released.root)
+
+    lenient = with_release("min_agreement = -1\n")
+    assert thresholds(lenient) == {"*": -1.0}
+    assert build_release(lenient, ReleaseOptions(version="1.0.0", out=tmp_path / "a")).low_agreement == []
+    strict = with_release("min_agreement = -1\n[release.min_agreement_by_kind]\nquestion_typing = 0.6\n")
+    assert thresholds(strict) == {"*": -1.0, "question_typing": 0.6}
+    with pytest.raises(LowAgreement, match=r"question_typing: fleiss_kappa .* < 0\.6"):
+        build_release(strict, ReleaseOptions(version="1.0.0", out=tmp_path / "b"))
+    assert thresholds(strict, 0.0) == {"*": 0.0}  # the command line's --min-agreement sets every kind
+    for bad, message in (("question_typing = 2\n", "not a number from -1 to 1"), ("typo_kind = 0.5\n", "does not feed a release")):
+        with pytest.raises(ConfigError, match=message):
+            thresholds(with_release("[release.min_agreement_by_kind]\n" + bad))

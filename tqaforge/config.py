@@ -421,9 +421,12 @@ class AnswersSection(Section):
 
 @dataclass(frozen=True)
 class ReleaseSection(Section):
-    """``[release]``: reserved for building releases (no keys yet)."""
+    """``[release]``: the agreement gate of ``release build`` (``tqaforge.release.build.thresholds``
+    checks the values)."""
 
     NAME: ClassVar[str] = "release"
+    min_agreement: float | None = _key(_NUMBER, "the threshold of every kind's gate statistic; default 0.6")
+    min_agreement_by_kind: dict[str, Any] | None = _key(_TABLE, "kind -> its own threshold, e.g. relevant_cells = 0.5")
 
 
 _SECTIONS: tuple[type[Section], ...] = (

@@ -21,24 +21,25 @@ def release_build(
     subsets: Optional[str] = typer.Option(None, "--subsets", help="Comma-separated: base, structure, relevant_cells, values, realistic, configurations (default: all)."),
     serializations: Optional[str] = typer.Option(None, "--serializations", help="The configurations subset's formats, comma-separated (default: ToRR's seven)."),
     out: Optional[Path] = typer.Option(None, "--out", help="The release directory (default: WORKSPACE/releases/NAME-VERSION)."),
-    min_agreement: float = typer.Option(0.6, "--min-agreement", help="The agreement every feeding kind must reach (kappa, MASI alpha, accuracy)."),
+    min_agreement: Optional[float] = typer.Option(None, "--min-agreement", help="The agreement every feeding kind must reach (kappa, MASI alpha, accuracy); default: [release] in tqaforge.toml, else 0.6."),
     accept_low_agreement: Optional[str] = typer.Option(None, "--accept-low-agreement", help="Build anyway below the threshold; the REASON goes into the manifest and the card."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Freeze the items people verified and their trusted variants into a read-only release directory."""
-    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.release.build import ReleaseOptions, build_release, thresholds
     from tqaforge.release.contents import SUBSETS
     from tqaforge.tables.serialize import TORR_SERIALIZATIONS
 
     def names(text: Optional[str], default: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(x.strip() for x in text.split(",") if x.strip()) if text else default
 
+    ws = open_ws(ctx, workspace)
     options = ReleaseOptions(
         version=version, subsets=names(subsets, SUBSETS), serializations=names(serializations, TORR_SERIALIZATIONS),
-        out=out, min_agreement={"*": min_agreement}, accept_low_agreement=accept_low_agreement,
+        out=out, min_agreement=thresholds(ws, min_agreement), accept_low_agreement=accept_low_agreement,
     )
-    print_summary(build_release(open_ws(ctx, workspace), options), as_json)
+    print_summary(build_release(ws, options), as_json)
 
 
 @release_app.command("verify")

@@ -29,7 +29,7 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -38,7 +38,7 @@ from sqlmodel import col, select
 
 from tqaforge import __version__
 from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
-from tqaforge.errors import ReleaseError
+from tqaforge.errors import ConfigError, ReleaseError
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
@@ -64,7 +64,8 @@ class LowAgreement(ReleaseError):
 @dataclass(frozen=True)
 class ReleaseOptions:
     """What to build: ``version`` (X.Y.Z), the subsets (default all), where (default
-    ``WORKSPACE/releases/NAME-VERSION``), thresholds per kind, and the reason to go on below them."""
+    ``WORKSPACE/releases/NAME-VERSION``), thresholds per kind (``{"*": all, kind: ...}``; empty:
+    the workspace's ``[release]`` config, :func:`thresholds`), and the reason to go on below them."""
 
     version: str
     subsets: tuple[str, ...] = SUBSETS
@@ -100,6 +101,29 @@ class ReleaseSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def thresholds(ws: Workspace, min_agreement: float | None = None) -> dict[str, float]:
+    """The gate's thresholds: ``{"*": default, kind: value, ...}`` from ``[release]`` in the
+    config (``min_agreement``, ``min_agreement_by_kind``); ``min_agreement`` given here (the
+    command line) sets every kind's threshold, the config's per-kind values included."""
+    section = ws.config.release
+    where = f"{ws.paths.config}: [release]"
+
+    def check(value: object, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= float(value) <= 1.0:
+            raise ConfigError(f"{where} {key} = {value!r} is not a number from -1 to 1", hint="agreement statistics lie in [-1, 1]; 0.6 is the default")
+        return float(value)
+
+    if min_agreement is not None:
+        return {"*": check(min_agreement, "--min-agreement")}
+    out = {"*": check(section.min_agreement, "min_agreement") if section.min_agreement is not None else DEFAULT_MIN_AGREEMENT}
+    for kind, value in (section.min_agreement_by_kind or {}).items():
+        if kind not in FEEDING_KINDS:
+            raise ConfigError(f"{where} min_agreement_by_kind names {kind!r}, which does not feed a release",
+                              hint=f"kinds: {', '.join(FEEDING_KINDS)}")
+        out[kind] = check(value, f"min_agreement_by_kind.{kind}")
+    return out
 
 
 def _check_version(version: str) -> None:
@@ -284,6 +308,8 @@ def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], Re
             "nothing to release: no question has an answer verified by people or imported as gold",
             hint="verify answers (`tqaforge labelstudio push answer_verification`, then pull and adjudicate) or import a benchmark",
         )
+    if not options.min_agreement:
+        options = replace(options, min_agreement=thresholds(ws))
     agreement, low = gate(ws, contents, options)
     if low and not options.accept_low_agreement:
         raise LowAgreement(
