@@ -156,7 +156,7 @@ def test_the_whole_pipeline(label_studio, sqlite_workspace: Workspace, tmp_path:
 
         # A model run through the gateway (the scripted model says 3 everywhere)...
         ran = run_model(ws, ModelRunOptions(release=release, model="pipeline-model", subsets=("base", "values", "configurations"),
-                                            out=tmp_path / "run.jsonl"))
+                                            out=tmp_path / "run.jsonl"), llm=llm)
         assert ran.answered == ran.rows and ran.stopped is None
     scored = evaluate(EvaluateOptions(release=release, predictions=tmp_path / "run.jsonl", plots=False))
     overall = {(r.subset, r.config): r for r in scored.rows if r.level == "overall"}

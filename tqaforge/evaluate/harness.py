@@ -56,6 +56,7 @@ from tqaforge.evaluate.predictions import (
 from tqaforge.evaluate.robustness import emd, kendall_w, torr_performance, torr_robustness, vp
 from tqaforge.evaluate.scoring import Scored, is_chart, run_programs, score_pairs, unanswered
 from tqaforge.evaluate.tablebench import metric_of, percent
+from tqaforge.files import atomic_write_text
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Limits, Sandbox
 
@@ -411,7 +412,8 @@ def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) ->
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "scores.json"]
-        (out / "scores.json").write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        # Atomic: a killed run leaves the previous scores.json or the new one, never half of one.
+        atomic_write_text(out / "scores.json", json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
         if plots:
             written += _plots(report, out)
     except OSError as exc:

@@ -29,7 +29,7 @@ from tqaforge.evaluate.predictions import CONFIGURATIONS, METHODS, EvaluateError
 from tqaforge.files import atomic_write_text
 from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
-from tqaforge.llm.settings import load_llm_settings
+from tqaforge.llm.settings import LLMSettings, load_llm_settings
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerMethod
@@ -103,8 +103,10 @@ def default_predictions_path(release: Path, model: str, method: str) -> Path:
     return Path("evaluations") / release.resolve().name / f"{safe}-{method}.jsonl"
 
 
-def run_model(ws: Workspace, options: ModelRunOptions, *, on_progress: Progress | None = None) -> ModelRunSummary:
-    """Ask ``options.model`` every selected row and write the predictions file (module docs)."""
+def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | None = None,
+              on_progress: Progress | None = None) -> ModelRunSummary:
+    """Ask ``options.model`` every selected row and write the predictions file (module docs);
+    ``llm``: the endpoint settings (default: the workspace's, :func:`load_llm_settings`)."""
     method = _method(options.method)
     if options.serialization not in SERIALIZATIONS:
         raise EvaluateError(f"unknown serialization {options.serialization!r}", hint=f"choose from {', '.join(SERIALIZATIONS)}")
@@ -116,7 +118,7 @@ def run_model(ws: Workspace, options: ModelRunOptions, *, on_progress: Progress 
     refs = [r for r in release.references if r.subset in options.subsets]
     if options.limit is not None:
         refs = refs[: max(options.limit, 0)]
-    settings = load_llm_settings(ws, model=options.model, max_cost=options.max_cost)
+    settings = llm if llm is not None else load_llm_settings(ws, model=options.model, max_cost=options.max_cost)
     out = options.out or default_predictions_path(options.release, options.model, method.value)
     summary = ModelRunSummary(str(out), len(refs))
     replies: dict[str, str] = {}
