@@ -38,10 +38,10 @@ def test_home_page_shows_funnel_and_tables(demo_workspace):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["tables"] == str(summary.total("tables_new"))
     assert metrics["questions"] == str(summary.total("questions_new"))
-    frames = [df.value for df in at.dataframe]
-    tables_frame = next(f for f in frames if "numeric share" in f.columns)
-    assert len(tables_frame) == min(summary.total("tables_new"), 50)  # the page shows 50 by default
     assert any("tqaforge" in t.value for t in at.title)
+    tables = AppTest.from_file(str(HOME.parent / "pages" / "tables.py"), default_timeout=60).run()
+    tables_frame = next(f.value for f in tables.dataframe if "numeric share" in f.value.columns)
+    assert len(tables_frame) == min(summary.total("tables_new"), 50)  # the tables page shows 50 at a time
 
 
 def test_home_page_without_workspace_says_what_to_do(tmp_path, monkeypatch):
@@ -76,7 +76,9 @@ def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path, chromi
         driver = start_chrome(chromium, tmp_path / "profile")
         try:
             driver.get(url)
-            WebDriverWait(driver, 60).until(lambda d: "Tables" in d.find_element(By.TAG_NAME, "body").text
+            # The page streams in: wait for its last section, not only its first.
+            WebDriverWait(driver, 60).until(lambda d: "Releases" in d.find_element(By.TAG_NAME, "body").text
+                                            and "Questions per subtype" in d.find_element(By.TAG_NAME, "body").text
                                             and d.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'))
             body = driver.find_element(By.TAG_NAME, "body").text
             assert "Pipeline funnel" in body and "Questions per subtype" in body

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Iterable, Iterator, Sequence, TypeVar
 
-from sqlalchemy import func, text
+from sqlalchemy import String, func, text
 from sqlmodel import Session, SQLModel, col, select
 
 from tqaforge.errors import NotFound, TqaforgeError
@@ -21,6 +21,7 @@ from tqaforge.schemas.records import (
     AnnotationTask,
     Answer,
     AnswerCandidate,
+    LabelStudioTaskCopy,
     LLMCall,
     Question,
     Release,
@@ -195,15 +196,26 @@ def _table_summaries(s: Session, query: Any) -> list[TableSummary]:
     return [TableSummary(*row) for row in s.exec(query).all()]
 
 
-def list_tables(ws: Workspace, *, limit: int = 50, offset: int = 0) -> Page[TableSummary]:
-    """Tables, oldest import first; reads only the columns listed (no cells, whatever the size)."""
+def list_tables(
+    ws: Workspace, *, limit: int = 50, offset: int = 0, min_rows: int | None = None, max_rows: int | None = None,
+    min_numeric_share: float | None = None,
+) -> Page[TableSummary]:
+    """Tables, oldest import first, optionally by size and numeric share; reads only the columns
+    listed (no cells, whatever the size)."""
     check_window(limit, offset)
+    where = []
+    if min_rows is not None:
+        where.append(col(TableRecord.n_rows) >= min_rows)
+    if max_rows is not None:
+        where.append(col(TableRecord.n_rows) <= max_rows)
+    if min_numeric_share is not None:
+        where.append(col(TableRecord.numeric_share) >= min_numeric_share)
     with ws.session() as s:
         # sqlmodel's select() is typed for up to four columns; the summary reads ten
-        q = select(*_SUMMARY_COLUMNS).order_by(  # type: ignore[call-overload]
+        q = select(*_SUMMARY_COLUMNS).where(*where).order_by(  # type: ignore[call-overload]
             col(TableRecord.created_at), col(TableRecord.id)).offset(offset).limit(limit)
         items = _table_summaries(s, q)
-        total = s.exec(select(func.count()).select_from(TableRecord)).one()
+        total = s.exec(select(func.count()).select_from(TableRecord).where(*where)).one()
     return Page(items, total, offset, limit)
 
 
@@ -493,3 +505,68 @@ def subtype_counts(ws: Workspace) -> dict[str, int]:
     with ws.session() as s:
         rows = s.exec(select(Question.subtype, func.count()).group_by(Question.subtype)).all()
     return {k or "(none)": n for k, n in sorted(rows, key=lambda r: r[0] or "")}
+
+
+def cost_over_time(ws: Workspace) -> list[tuple[str, float]]:
+    """LLM spend per day (``YYYY-MM-DD``, USD), oldest first: the app's cost chart."""
+    day = func.substr(func.cast(col(LLMCall.created_at), String), 1, 10)
+    with ws.session() as s:
+        rows = s.exec(select(day, func.coalesce(func.sum(LLMCall.cost), 0.0)).group_by(day).order_by(day)).all()  # type: ignore[call-overload]
+    return [(str(d), float(c)) for d, c in rows]
+
+
+def annotation_progress(ws: Workspace) -> dict[str, dict[str, int]]:
+    """Per annotation kind: tasks by status, and ``annotations`` (labels recorded)."""
+    with ws.session() as s:
+        tasks = s.exec(select(AnnotationTask.kind, AnnotationTask.status, func.count())  # type: ignore[call-overload]
+                       .group_by(AnnotationTask.kind, AnnotationTask.status)).all()
+        labels = s.exec(select(Annotation.kind, func.count()).group_by(Annotation.kind)).all()  # type: ignore[call-overload]
+    out: dict[str, dict[str, int]] = {}
+    for kind, status, n in tasks:
+        out.setdefault(str(kind), {})[str(status)] = int(n)
+    for kind, n in labels:
+        out.setdefault(str(kind), {})["annotations"] = int(n)
+    return dict(sorted(out.items()))
+
+
+def list_releases(ws: Workspace) -> list[Release]:
+    """The releases built from this workspace, newest first."""
+    with ws.session() as s:
+        return list(s.exec(select(Release).order_by(col(Release.created_at).desc(), col(Release.id))).all())
+
+
+def seed_lineage(ws: Workspace, subtype: str, *, examples: int = 3) -> dict[str, tuple[int, list[str]]]:
+    """Which seeds inspired which questions of ``subtype``: per seed shown in a generation prompt,
+    how many generated questions it was shown for and a few of their texts."""
+    out: dict[str, tuple[int, list[str]]] = {}
+    with ws.session() as s:
+        rows = s.exec(select(Question.text, Question.lineage).where(Question.subtype == subtype, col(Question.lineage).is_not(None))).all()
+    for text_, lineage in rows:
+        for seed in (lineage or {}).get("seeds_shown") or []:
+            n, shown = out.get(seed, (0, []))
+            if len(shown) < examples:
+                shown.append(text_)
+            out[seed] = (n + 1, shown)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1][0]))
+
+
+def annotator_workload(ws: Workspace) -> dict[str, dict[str, int]]:
+    """Per annotation kind: task copies pushed to each Label Studio login (from the store, no server)."""
+    with ws.session() as s:
+        rows = s.exec(select(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator, func.count())  # type: ignore[call-overload]
+                      .group_by(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator)).all()
+    out: dict[str, dict[str, int]] = {}
+    for kind, who, n in rows:
+        out.setdefault(str(kind), {})[str(who)] = int(n)
+    return out
+
+
+def labels_per_annotator(ws: Workspace) -> dict[str, dict[str, int]]:
+    """Per annotation kind: labels recorded per (pseudonymous) annotator."""
+    with ws.session() as s:
+        rows = s.exec(select(Annotation.kind, Annotation.annotator, func.count())  # type: ignore[call-overload]
+                      .group_by(Annotation.kind, Annotation.annotator)).all()
+    out: dict[str, dict[str, int]] = {}
+    for kind, who, n in rows:
+        out.setdefault(str(kind), {})[str(who)] = int(n)
+    return out

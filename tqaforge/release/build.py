@@ -42,8 +42,8 @@ from tqaforge.errors import ConfigError, ReleaseError
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
-from tqaforge.schemas.records import Answer, LLMCall
-from tqaforge.store import Workspace
+from tqaforge.schemas.records import Answer, LLMCall, Release
+from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 
 #: The statistic that gates each kind shape, and the default threshold.
@@ -349,6 +349,17 @@ def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], Re
     return files, summary
 
 
+def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: bytes) -> None:
+    """The release in the store (the funnel and the app list it): once per name and version."""
+    manifest = json.loads(manifest_bytes)
+    with ws.session() as s:
+        insert_new(s, Release, [{
+            "id": content_hash({"name": name, "version": version}), "name": name, "version": version, "path": str(out),
+            "checksum": hashlib.sha256(manifest_bytes).hexdigest(), "manifest": {k: v for k, v in manifest.items() if k != "files"},
+            "frozen": True,
+        }])
+
+
 def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
     """Build (or confirm) a release (module docs)."""
     files, summary = render(ws, options)
@@ -359,6 +370,7 @@ def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
         held = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
         if held == files:
             summary.identical_to_existing = True
+            _record(ws, name, options.version, out, files["manifest.json"])
             return summary
         changed = sorted(k for k in set(held) | set(files) if held.get(k) != files.get(k))
         raise ReleaseError(
@@ -374,4 +386,5 @@ def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _record(ws, name, options.version, out, files["manifest.json"])
     return summary

@@ -1,0 +1,57 @@
+"""Answers: per question, each agent's reasoning (DP, TCoT, SCoT, PoT), PoT code and its sandbox
+output, the answers side by side with the vote and status; for charts, the drawn chart."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlmodel import col, select
+
+from tqaforge.answers.show import question_answers
+from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.schemas.records import AnswerCandidate
+
+st.title("Answers")
+ws = workspace_or_stop()
+with ws.session() as s:
+    answered = list(s.exec(select(AnswerCandidate.question_id).distinct().order_by(col(AnswerCandidate.question_id)).limit(500)).all())
+if not answered:
+    st.info("No answers yet: run answer annotation on the Generate page (or `tqaforge generate answers`).")
+    st.stop()
+chosen = st.selectbox("question", answered, format_func=lambda i: i[:12])
+shown = attempt(lambda: question_answers(ws, chosen))
+if shown is None:
+    st.stop()
+q = shown.question
+st.markdown(f"**{q.subtype or '-'}** · {q.status} · {q.text}")
+for a in shown.answers:
+    st.markdown(f"answer **{a.value or '-'}** · {a.method or a.origin} · status **{a.status}**" + (f" · route {a.route}" if a.route else ""))
+cols = st.columns(max(len(shown.candidates), 1))
+for column, c in zip(cols, shown.candidates):
+    with column:
+        st.markdown(f"**{c.method}** #{c.sample} · {c.status}")
+        st.markdown(f"answer: `{c.value if c.value is not None else (c.error or 'none')}`")
+        steps = (c.details or {}).get("steps")
+        if steps:
+            st.dataframe(steps, hide_index=True)
+        with st.expander("reply"):
+            st.text(c.raw)
+        if c.code:
+            st.code(c.code, language="python")
+        execution = (c.details or {}).get("execution") or {}
+        if execution:
+            st.caption(f"sandbox: {execution.get('outcome')} in {execution.get('seconds', '?')} s")
+            if execution.get("stdout"):
+                st.text(execution["stdout"])
+        chart = execution.get("chart") or {}
+        if chart.get("y"):
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(4, 3))
+            for series in chart["y"]:
+                (ax.bar if chart.get("chart_type") in ("bar", "waterfall") else ax.plot)(range(len(series)), series)
+            ax.set_title(f"drawn {chart.get('chart_type')}")
+            st.pyplot(fig)
+            plt.close(fig)

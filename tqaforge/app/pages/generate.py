@@ -1,0 +1,68 @@
+"""Generate: question rounds and answer annotation with live progress and cost. Without an LLM
+endpoint the page says how to configure one; every other page works without it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tqaforge.app.common import attempt, progress, show_summary, workspace_or_stop
+from tqaforge.errors import ConfigError
+from tqaforge.llm import LLMSettings, load_llm_settings
+
+st.title("Generate")
+ws = workspace_or_stop()
+model = st.text_input("model", value=str(ws.config.llm.values().get("model") or ""), placeholder="e.g. gpt-4o-mini")
+max_cost = st.number_input("budget for this run (USD)", min_value=0.0, value=1.0, step=0.5)
+llm: LLMSettings | None = None
+try:
+    llm = load_llm_settings(ws, model=model or None, max_cost=max_cost)
+    ready = bool(llm.base_url or llm.api_key)
+    endpoint = llm.base_url or "api.openai.com"
+except ConfigError as exc:
+    ready, endpoint = False, str(exc)
+if not ready:
+    st.warning(
+        "No LLM endpoint is configured, so nothing can be generated here. Set OPENAI_BASE_URL and OPENAI_API_KEY "
+        "(or [llm] base_url and api_key_env in tqaforge.toml) and a model name, then reload. "
+        f"Everything else in the app works without one. ({endpoint})"
+    )
+else:
+    st.caption(f"endpoint {endpoint} · model {llm.model if llm else '?'}")
+
+taxonomy = ws.config.taxonomy()
+tab_questions, tab_answers = st.tabs(["Question rounds", "Answer annotation"])
+with tab_questions:
+    with st.form("questions"):
+        subtypes = st.multiselect("subtypes", taxonomy.subtypes, default=list(taxonomy.subtypes[:1]))
+        tables = st.text_input("tables (id prefixes, comma-separated; empty: all)")
+        per_round = st.number_input("questions per round and table", min_value=1, value=3)
+        rounds = st.number_input("rounds", min_value=1, value=1)
+        go = st.form_submit_button("generate questions", disabled=not ready)
+    if go and llm is not None:
+        from tqaforge.generation.questions import generate_questions, load_generation_options
+
+        options = attempt(lambda: load_generation_options(
+            ws, subtypes=tuple(subtypes), tables=tuple(t.strip() for t in tables.split(",") if t.strip()),
+            per_round=int(per_round), rounds=int(rounds)))
+        if options is not None:
+            chosen, endpoint_settings = options, llm
+            with progress("generating") as on_progress:
+                summary = attempt(lambda: generate_questions(ws, chosen, endpoint_settings, on_progress=on_progress))
+            if summary is not None:
+                show_summary(summary)
+with tab_answers:
+    with st.form("answers"):
+        which = st.text_input("questions", value="accepted", help="accepted, all, or question ids")
+        methods = st.multiselect("methods", ["DP", "TCoT", "SCoT", "PoT"], default=["TCoT", "SCoT", "PoT"])
+        go_answers = st.form_submit_button("answer, vote and route", disabled=not ready)
+    if go_answers and llm is not None:
+        from tqaforge.answers.annotate import generate_answers, load_answer_options
+
+        answer_options = attempt(lambda: load_answer_options(ws, questions=tuple(x.strip() for x in which.split(",") if x.strip()),
+                                                             methods=tuple(methods)))
+        if answer_options is not None:
+            how, answer_settings = answer_options, llm
+            with progress("answering") as on_progress:
+                answered = attempt(lambda: generate_answers(ws, how, answer_settings, on_progress=on_progress))
+            if answered is not None:
+                show_summary(answered)

@@ -1,0 +1,36 @@
+"""Review: the question review queue, for researchers who review in the app (accept, edit, reject,
+promote to seed). Each decision is an annotation like a Label Studio label."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tqaforge.annotation.review import review_question, review_queue
+from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+
+st.title("Review")
+ws = workspace_or_stop()
+
+
+def decide(question_id: str, decision: str, reviewer: str, reason: str, text: str) -> None:
+    result = attempt(lambda: review_question(ws, question_id, decision, annotator=reviewer, reason=reason or None,
+                                             text=text or None, source="app"))
+    if result is not None:
+        show_summary(result)
+        st.rerun()
+
+
+reviewer = st.text_input("your name (recorded with each decision)", value="researcher")
+subtype = st.selectbox("subtype", ["(all)", *ws.config.taxonomy().subtypes])
+queue = review_queue(ws, subtype=None if subtype == "(all)" else subtype, limit=20)
+st.caption(queue.describe("proposed questions"))
+for q in queue:
+    with st.container(border=True):
+        st.markdown(f"**{q.subtype or '-'}** · `{q.id[:10]}` · round {q.round if q.round is not None else '-'}")
+        st.write(q.text)
+        reason = st.text_input("reason (for reject)", key=f"reason-{q.id}")
+        new_text = st.text_input("new wording (for edit)", key=f"wording-{q.id}")
+        cols = st.columns(4)
+        for col, decision in zip(cols, ("accept", "edit", "reject", "promote")):
+            if col.button(decision, key=f"do-{decision}-{q.id}"):
+                decide(q.id, decision, reviewer, reason, new_text)

@@ -1,0 +1,48 @@
+"""Variants: the original and the perturbed table side by side, changed cells highlighted; each
+serialization as the model would see it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tqaforge import queries
+from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.tables.perturb import PERTURBATIONS
+from tqaforge.tables.serialize import SERIALIZATIONS, serialize
+from tqaforge.variants.view import show_variant
+
+st.title("Variants")
+ws = workspace_or_stop()
+perturbation = st.selectbox("perturbation", ["(all)", *PERTURBATIONS])
+listing = queries.list_variants(ws, perturbation=None if perturbation == "(all)" else perturbation, limit=200)
+st.caption(listing.describe("variants"))
+if not listing.items:
+    st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")
+    st.stop()
+chosen = st.selectbox("variant", [v.id for v in listing], format_func=lambda i: next(
+    f"{v.id[:12]} · {v.perturbation} · {v.status}" for v in listing if v.id == i))
+view = attempt(lambda: show_variant(ws, chosen))
+if view is None:
+    st.stop()
+st.markdown(f"**{view.variant.perturbation}** (seed {view.variant.seed}) · status **{view.variant.status}** · question: {view.question.text}")
+st.caption(f"gold answer: {', '.join(view.variant.answers or []) or '-'} · effect {view.variant.answer_effect or '-'}")
+for line in view.edit_lines():
+    st.markdown(f"- changed {line}")
+COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #b3e5fc", "inserted": "background-color: #c8e6c9"}
+left, right = st.columns(2)
+with left:
+    st.subheader("original")
+    st.dataframe(pd.DataFrame(view.original.rows, columns=[h or f"({i})" for i, h in enumerate(view.original.header)]), width="stretch")
+with right:
+    st.subheader("perturbed")
+    if view.perturbed is None:
+        st.info(f"skipped: {view.variant.skip_reason or 'no table'}")
+    else:
+        frame = pd.DataFrame(view.perturbed.rows, columns=[h or f"({i})" for i, h in enumerate(view.perturbed.header)])
+        marks = pd.DataFrame([[COLOURS.get(m, "") for m in row] for row in view.marks], columns=frame.columns)
+        st.dataframe(frame.style.apply(lambda _: marks, axis=None), width="stretch")
+        st.caption("yellow: changed · blue: moved · green: inserted")
+if view.perturbed is not None:
+    fmt = st.selectbox("serialization (as the model sees it)", SERIALIZATIONS)
+    st.code(serialize(view.perturbed, fmt), language=None)
