@@ -91,3 +91,24 @@ def test_home_page_renders_in_headless_chromium(demo_workspace, tmp_path, chromi
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_app_command_serves_the_app_on_loopback(demo_workspace) -> None:
+    ws, _ = demo_workspace
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tqaforge", "app", "--port", str(port), "-w", str(ws.root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                assert urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).status == 200
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("tqaforge app did not serve")
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port}" in out

@@ -108,6 +108,7 @@ def test_answers_shows_each_agent_side_by_side_with_the_vote(page) -> None:
 
 def test_variants_side_by_side_and_serialized(page) -> None:
     at = page("variants.py")
+    assert at.selectbox[0].value == "shuffle_rows"  # the first perturbation that changes something
     at.selectbox[0].set_value("transpose").run()
     assert len(at.dataframe) == 2 and "perturbed" in [h.value for h in at.subheader]
     at.selectbox[2].set_value("markdown").run()

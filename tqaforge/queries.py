@@ -570,3 +570,10 @@ def labels_per_annotator(ws: Workspace) -> dict[str, dict[str, int]]:
     for kind, who, n in rows:
         out.setdefault(str(kind), {})[str(who)] = int(n)
     return out
+
+
+def variant_counts(ws: Workspace) -> dict[str, int]:
+    """Stored variants per perturbation."""
+    with ws.session() as s:
+        rows = s.exec(select(Variant.perturbation, func.count()).group_by(Variant.perturbation)).all()  # type: ignore[call-overload]
+    return {str(p): int(n) for p, n in rows}

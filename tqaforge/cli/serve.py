@@ -11,8 +11,9 @@ from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``serve`` to the root app."""
+    """Add ``serve`` and ``app`` to the root app."""
     app.command()(serve)  # registered after @friendly_errors has wrapped it
+    app.command("app")(app_only)
 
 
 @friendly_errors
@@ -42,4 +43,22 @@ def serve(
     argv = ["--workspace", str(root), "--host", host, "--app-port", str(app_port)]
     argv += ["--ls-port", str(ls_port)] if ls_port is not None else []
     argv += ["--allow-remote"] * allow_remote + ["--demo-login"] * demo_login + ["--no-label-studio"] * no_label_studio
+    raise typer.Exit(launch(argv))
+
+
+@friendly_errors
+def app_only(
+    ctx: typer.Context,
+    port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port of the app."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address the app listens on (default: loopback)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a --host other machines can reach."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Start the researcher app (Streamlit) on this workspace and print its URL; Ctrl-C stops it."""
+    from tqaforge.config import find_workspace_root
+    from tqaforge.launch import main as launch
+
+    root_obj = ctx.find_root().obj or {}
+    root = find_workspace_root(workspace or root_obj.get("workspace"))
+    argv = ["--workspace", str(root), "--host", host, "--app-port", str(port), "--no-label-studio"] + ["--allow-remote"] * allow_remote
     raise typer.Exit(launch(argv))

@@ -24,7 +24,7 @@ for name, kind in report.kinds.items():
         rows = []
         for stat, result in kind.overall.items():
             ci = f"[{result.ci[0]:.3f}, {result.ci[1]:.3f}]" if result.ci else ""
-            band = landis_koch(result.value) if result.value is not None and stat != "accuracy" else ""
+            band = landis_koch(result.value) if result.value is not None and stat not in ("accuracy", "percent_agreement") else ""
             rows.append({"statistic": stat, "value": None if result.value is None else round(result.value, 4), "interval": ci, "band": band})
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         if kind.per_annotator:

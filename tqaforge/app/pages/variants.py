@@ -14,8 +14,13 @@ from tqaforge.variants.view import show_variant
 
 st.title("Variants")
 ws = workspace_or_stop()
-perturbation = st.selectbox("perturbation", ["(all)", *PERTURBATIONS])
-listing = queries.list_variants(ws, perturbation=None if perturbation == "(all)" else perturbation, limit=200)
+counts = queries.variant_counts(ws)
+present = [p for p in PERTURBATIONS if counts.get(p)]
+# The first perturbation that changes something opens by default ("none" is the table as it was).
+start = next((i for i, p in enumerate(present) if p != "none"), 0)
+perturbation = st.selectbox("perturbation", present or ["(none)"], index=start,
+                            format_func=lambda p: f"{p} ({counts.get(p, 0)})")
+listing = queries.list_variants(ws, perturbation=perturbation if present else None, limit=200)
 st.caption(listing.describe("variants"))
 if not listing.items:
     st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")

@@ -1,0 +1,99 @@
+"""The app in headless Chromium, in real time (Streamlit needs its live connection): Overview,
+Variants and Agreement render; a review decision and an adjudication made with clicks reach the
+store; screenshots of each (committed ones in docs/screenshots with TQAFORGE_SAVE_SCREENSHOTS=1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from app_demo import stage_everything
+from conftest import free_port, start_chrome
+from test_labelstudio_browser import screenshot
+
+from tqaforge.annotation.adjudication import adjudication_queue
+from tqaforge.schemas.enums import QuestionStatus
+from tqaforge.schemas.records import Question
+from tqaforge.store import init_workspace
+
+HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
+
+
+def _wait_for(driver, text: str, timeout: float = 60) -> str:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+    time.sleep(1.0)  # the rest of the page streams in after the first element
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def _click(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    button = driver.find_element(By.XPATH, f"//button[.//p[normalize-space()='{label}']]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+
+
+def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
+    ws = init_workspace(tmp_path / "ws", name="demo")
+    ids = stage_everything(ws)
+    port = free_port()
+    env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(url + "_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("streamlit did not start")
+        driver = start_chrome(chromium, tmp_path / "profile", window="1400,1800")
+        try:
+            driver.get(url)
+            body = _wait_for(driver, "Annotation progress per kind")
+            assert "Pipeline funnel" in body and all(p in body for p in ("Variants", "Agreement", "Releases"))
+            screenshot(driver, tmp_path, "app-overview")
+
+            driver.get(url + "variants")
+            body = _wait_for(driver, "as the model sees it")
+            assert "shuffle_rows (" in body and "original" in body and "perturbed" in body and "blue: moved" in body
+            screenshot(driver, tmp_path, "app-variants")
+
+            driver.get(url + "review")
+            _wait_for(driver, "proposed questions")
+            _click(driver, "accept")
+            _wait_for(driver, "showing 1-2 of 2 proposed questions")
+            with ws.session() as s:
+                accepted = [q for q in ids["questions"] if s.get(Question, q).status == QuestionStatus.ACCEPTED]  # type: ignore[union-attr]
+            assert len(accepted) == 1
+
+            driver.get(url + "agreement")
+            body = _wait_for(driver, "Adjudication queue")
+            assert "question_typing: 6 items, 2 annotators" in body
+            before = adjudication_queue(ws).total
+            screenshot(driver, tmp_path, "app-agreement")
+            _click(driver, "decide")
+            deadline = time.time() + 30
+            while adjudication_queue(ws).total != before - 1 and time.time() < deadline:
+                time.sleep(0.5)
+            assert adjudication_queue(ws).total == before - 1
+        finally:
+            driver.quit()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
