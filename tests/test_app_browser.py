@@ -29,7 +29,7 @@ def _wait_for(driver, text: str, timeout: float = 60) -> str:
     from selenium.webdriver.support.ui import WebDriverWait
 
     WebDriverWait(driver, timeout).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
-    time.sleep(1.0)  # the rest of the page streams in after the first element
+    time.sleep(0.5)  # the rest of the page streams in after the first element
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
