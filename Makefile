@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python benchmarks/gateway.py
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/release.py
+	$(BIN)/python benchmarks/app.py
 	@if [ -d ../shared/data/freb-tqa ]; then $(BIN)/python benchmarks/question_typing.py; \
 	else echo "question typing benchmark skipped: ../shared/data/freb-tqa not found"; fi
 	@if [ -x .venv-bench/bin/python ]; then $(BIN)/python benchmarks/variants.py; \

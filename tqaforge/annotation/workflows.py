@@ -122,19 +122,41 @@ class RaterData:
         )
 
 
+#: What a read-only reader of labels needs of a task and an annotation (the task's payload, often
+#: large, is left out).
+_TASK_COLUMNS = ("id", "kind", "target_type", "target_id", "status")
+_ANNOTATION_COLUMNS = ("id", "task_id", "annotator", "kind", "label", "source", "source_ref", "lead_time", "created_at")
+
+
 def latest_annotations(
-    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None, read_only: bool = False,
 ) -> list[tuple[AnnotationTask, Annotation]]:
-    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given)."""
+    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given).
+
+    ``read_only``: the records are detached copies built from the columns a statistic needs (no
+    task payload), several times faster on tens of thousands of labels; never change or add them."""
     excluded = set(exclude_sources)
-    query = (
-        select(AnnotationTask, Annotation)
-        .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
-        .where(AnnotationTask.kind == kind)
-    )
-    if task_id is not None:
-        query = query.where(AnnotationTask.id == task_id)
-    rows = s.exec(query).all()
+    rows: Sequence[tuple[AnnotationTask, Annotation]]
+    if read_only:
+        columns = [getattr(AnnotationTask, c) for c in _TASK_COLUMNS] + [getattr(Annotation, c) for c in _ANNOTATION_COLUMNS]
+        flat = select(*columns).join(Annotation, Annotation.task_id == AnnotationTask.id).where(AnnotationTask.kind == kind)  # type: ignore[arg-type]
+        if task_id is not None:
+            flat = flat.where(AnnotationTask.id == task_id)
+        n = len(_TASK_COLUMNS)
+        rows = [
+            (AnnotationTask.model_construct(**dict(zip(_TASK_COLUMNS, row[:n]))),
+             Annotation.model_construct(**dict(zip(_ANNOTATION_COLUMNS, row[n:]))))
+            for row in s.exec(flat).all()  # type: ignore[call-overload]
+        ]
+    else:
+        query = (
+            select(AnnotationTask, Annotation)
+            .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            .where(AnnotationTask.kind == kind)
+        )
+        if task_id is not None:
+            query = query.where(AnnotationTask.id == task_id)
+        rows = s.exec(query).all()
     latest: dict[tuple[str, str], tuple[AnnotationTask, Annotation]] = {}
     for task, ann in rows:
         if ann.source in excluded:
@@ -186,7 +208,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
     spec = kind_spec(kind)
     with ws.session() as s:
-        pairs = latest_annotations(s, kind, exclude_sources=exclude_sources)
+        pairs = latest_annotations(s, kind, exclude_sources=exclude_sources, read_only=True)
         targets = {(t.target_type, t.target_id) for t, _ in pairs}
         subtype_of = _subtypes(s, targets)
         table_of = _cell_tables(s, targets) if spec.shape == "set" else {}

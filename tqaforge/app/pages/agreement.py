@@ -10,13 +10,22 @@ import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
 from tqaforge.annotation.agreement import landis_koch
-from tqaforge.annotation.workflows import Settings, agreement_report
+from tqaforge.annotation.workflows import AgreementReport, Settings, agreement_report
 from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.queries import annotations_fingerprint
 
 st.title("Agreement")
 ws = workspace_or_stop()
 n_boot = st.select_slider("bootstrap resamples for the intervals (0: none, fastest)", options=[0, 100, 200, 500, 1000], value=0)
-report = agreement_report(ws, settings=Settings(n_boot=n_boot))
+
+
+@st.cache_resource(max_entries=4, show_spinner="computing agreement over every label")
+def report_for(root: str, labels: tuple[int, str], n_boot: int) -> AgreementReport:
+    """The report, computed again only when a label is added (``labels``: count and newest)."""
+    return agreement_report(ws, settings=Settings(n_boot=n_boot))
+
+
+report = report_for(str(ws.root), annotations_fingerprint(ws), n_boot)
 if not report.kinds:
     st.info("No annotations yet.")
 for name, kind in report.kinds.items():
