@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from app_demo import stage_everything
+from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from tqaforge import queries
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.generation.corpus import seed_entries
 from tqaforge.queries import list_releases
@@ -141,3 +143,37 @@ def test_releases_builds_verifies_and_lists(staged, page) -> None:
     assert {r.version for r in list_releases(ws)} == {"0.1.0", "0.2.0"}
     next(b for b in at.button if b.label == "verify every file").click().run()
     assert "files match the manifest" in _text(at)
+
+
+def test_tables_imports_an_uploaded_file(staged, page) -> None:
+    ws, _ = staged
+    before = queries.list_tables(ws, limit=1).total
+    at = page("tables.py")
+    at.file_uploader[0].set_value(("uploaded.csv", b"city,visitors\nrome,12\nparis,30\noslo,7\n", "text/csv")).run()
+    next(b for b in at.button if b.label == "import").click().run()
+    assert not at.exception, at.exception
+    assert queries.list_tables(ws, limit=1).total == before + 1
+    assert "imported 1 tables" in _text(at)
+
+
+def test_generate_runs_a_question_round_against_an_endpoint(staged, page, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openai_server import OpenAIServer
+    from test_generation import model_reply
+
+    ws, _ = staged
+    with ws.session() as s:
+        before = len(s.exec(select(Question)).all())
+    with OpenAIServer(model_reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        at = page("generate.py")
+        at.text_input[0].set_value("demo-model").run()
+        assert "No LLM endpoint" not in _text(at)
+        at.multiselect[0].set_value(["Counting"])
+        at.text_input[1].set_value(sorted(t.id for t in queries.list_tables(ws, limit=2))[0][:10])
+        next(b for b in at.button if b.label == "generate questions").click().run()
+        assert not at.exception, at.exception
+        assert server.total_paid > 0
+    with ws.session() as s:
+        assert len(s.exec(select(Question)).all()) > before
+    assert any("questions" in c.value for c in at.code)  # the run's summary, as the CLI prints it
