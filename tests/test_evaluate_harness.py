@@ -48,6 +48,12 @@ TABLEBENCH_TYPE = {"FactChecking": 83.33, "NumericalReasoning": 87.5, "Visualiza
 TABLEBENCH_MIXED = {"DataAnalysis": 26.17, "Overall": 58.34}
 
 
+@pytest.fixture(autouse=True)
+def _outputs_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evaluate` writes to evaluations/ under the current directory by default: each test's own."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _release(ws: Workspace, files: list[Path], out: Path, **grid: Any) -> Path:
     summary = import_paths(ws, files)
     assert not summary.failed

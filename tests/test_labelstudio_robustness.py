@@ -230,7 +230,7 @@ def test_people_make_validated_variants_end_to_end(label_studio, sqlite_workspac
     preds += [{"id": v["id"], "prediction": f"Final Answer: {gold[v['item_id']]}"} for v in values]  # the old answer
     path = ws.root / "ignores-edits.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    scored = evaluate(EvaluateOptions(release=release, predictions=path, plots=False))
+    scored = evaluate(EvaluateOptions(release=release, predictions=path, plots=False, out=ws.root / "scores"))
     aspects = {b.perturbation: b for b in scored.robustness}
     assert (aspects["value_change_answer_changes"].n, aspects["value_change_answer_changes"].vp) == (2, 1.0)
     assert aspects["value_change_answer_changes"].emd == -1.0  # every changed answer missed

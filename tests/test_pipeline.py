@@ -158,7 +158,7 @@ def test_the_whole_pipeline(label_studio, sqlite_workspace: Workspace, tmp_path:
         ran = run_model(ws, ModelRunOptions(release=release, model="pipeline-model", subsets=("base", "values", "configurations"),
                                             out=tmp_path / "run.jsonl"), llm=llm)
         assert ran.answered == ran.rows and ran.stopped is None
-    scored = evaluate(EvaluateOptions(release=release, predictions=tmp_path / "run.jsonl", plots=False))
+    scored = evaluate(EvaluateOptions(release=release, predictions=tmp_path / "run.jsonl", plots=False, out=tmp_path / "scores"))
     overall = {(r.subset, r.config): r for r in scored.rows if r.level == "overall"}
     assert overall[("base", "base")].normalised == 100.0
     # ...misses every changed answer (12345) and keeps the unchanged ones: FREB-TQA's VP and Emd.
