@@ -57,6 +57,7 @@ def test_the_home_page_lists_every_page_and_opens_the_overview(staged, page) -> 
 def test_overview_shows_the_funnel_spend_progress_and_releases(staged, page) -> None:
     at = page("overview.py")
     metrics = {m.label: m.value for m in at.metric}
+    # Staged: 36 TableBench sample items + 6 FREB-TQA questions + 3 proposed; three calls of 0.01, 0.02, 0.03 USD.
     assert metrics["questions"] == "45" and metrics["releases"] == "1" and metrics["LLM cost so far (USD)"] == "0.0600"
     frames = [f.value for f in at.dataframe]
     assert any("question_typing" in f.index for f in frames)  # annotation progress per kind
@@ -127,7 +128,7 @@ def test_agreement_shows_statistics_and_a_person_decides(staged, page) -> None:
     ws, _ = staged
     at = page("agreement.py")
     frames = [f.value for f in at.dataframe]
-    assert any("statistic" in f.columns and "fleiss_kappa" in set(f["statistic"]) for f in frames)
+    assert any("statistic" in f.columns and "Fleiss' kappa" in set(f["statistic"]) for f in frames)  # as the CLI report names it
     before = adjudication_queue(ws).total
     assert before >= 1
     next(b for b in at.button if b.key and b.key.startswith("decide-")).click().run()

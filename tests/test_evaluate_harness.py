@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tqaforge.cli import app
-from tqaforge.evaluate.harness import EvaluateOptions, EvaluationReport, evaluate
+from tqaforge.evaluate.harness import EvaluateOptions, EvaluationReport, evaluate, saved_evaluations
 from tqaforge.evaluate.predictions import EvaluateError
 from tqaforge.ingest import import_paths
 from tqaforge.release.build import ReleaseOptions, build_release
@@ -157,8 +157,13 @@ def test_unanswered_rows_count_against_the_system(grid_release: Path, tmp_path: 
     overall = _by(report, subset="base", level="overall")["Overall"]
     n_base = len(_rows(grid_release, "base"))
     assert overall.n == n_base and overall.answered == len(base) - 4 and overall.normalised < 100
+    # Written where evaluate writes by default, and found there again (the app's Releases page lists them).
+    saved = saved_evaluations(Path("evaluations"))
+    assert [(e.release, e.predictions) for e in saved] == [(grid_release.name, "part")]
+    assert any(r["group"] == "Overall" and r["n"] == n_base for r in saved[0].summary_rows())
 
 
+@pytest.mark.hostile
 def test_chart_code_runs_in_the_sandbox_and_a_correct_chart_passes(grid_release: Path, tmp_path: Path) -> None:
     charts = [r for r in _rows(grid_release, "base") if r["qsubtype"] == "ChartGeneration"]
     assert charts and all(c["chart_type"] for c in charts)
@@ -181,7 +186,8 @@ def test_chart_code_runs_in_the_sandbox_and_a_correct_chart_passes(grid_release:
     ('{"prediction": "a"}\n', ":1: no id"),
     ('{"id": "x"}\n', ":1: no prediction"),
     ('{"id": "x", "prediction": 42}\n', "prediction is int"),
-    ('{"id": "x", "prediction": "a", "method": "magic"}\n', "unknown method 'magic'"),
+    ('{"id": "x", "prediction": "a", "method": "magic"}\n', "unknown answering method 'magic'"),
+    ('{"id": "x", "prediction": "a", "method": "DP,PoT"}\n', "one method per prediction"),
     ('{"id": "x", "prediction": "a"}\n{"id": "x", "prediction": "b"}\n', "second prediction"),
     ('[1, 2]\n', "a prediction is a JSON object"),
     ("\n\n", "no predictions"),

@@ -87,6 +87,21 @@ def test_built_twice_byte_identical_and_a_version_never_changes(released: Worksp
     assert diff.subsets["base"]["changed"] == [q.id] and diff.subsets["base"]["added"] == []
 
 
+def test_a_release_downloads_as_one_zip_of_its_files(released: Workspace, tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    from tqaforge.release.verify import release_archive
+
+    out = tmp_path / "r"
+    build_release(released, ReleaseOptions(version="1.0.0", out=out))
+    with zipfile.ZipFile(io.BytesIO(release_archive(out))) as archive:
+        held = {name: archive.read(name) for name in archive.namelist()}
+    assert held == {f"r/{rel}": data for rel, data in _files(out).items()}
+    with pytest.raises(ReleaseError, match="not a release"):
+        release_archive(tmp_path)
+
+
 def test_verify_names_a_changed_an_added_and_a_removed_file(released: Workspace, tmp_path: Path) -> None:
     out = tmp_path / "r"
     build_release(released, ReleaseOptions(version="2.0.0", out=out))

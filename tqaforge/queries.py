@@ -517,15 +517,9 @@ def cost_over_time(ws: Workspace) -> list[tuple[str, float]]:
 
 def annotation_progress(ws: Workspace) -> dict[str, dict[str, int]]:
     """Per annotation kind: tasks by status, and ``annotations`` (labels recorded)."""
-    with ws.session() as s:
-        tasks = s.exec(select(AnnotationTask.kind, AnnotationTask.status, func.count())  # type: ignore[call-overload]
-                       .group_by(AnnotationTask.kind, AnnotationTask.status)).all()
-        labels = s.exec(select(Annotation.kind, func.count()).group_by(Annotation.kind)).all()  # type: ignore[call-overload]
-    out: dict[str, dict[str, int]] = {}
-    for kind, status, n in tasks:
-        out.setdefault(str(kind), {})[str(status)] = int(n)
-    for kind, n in labels:
-        out.setdefault(str(kind), {})["annotations"] = int(n)
+    out = _nested_counts(ws, AnnotationTask.kind, AnnotationTask.status)
+    for kind, by_annotator in labels_per_annotator(ws).items():
+        out.setdefault(kind, {})["annotations"] = sum(by_annotator.values())
     return dict(sorted(out.items()))
 
 
@@ -550,33 +544,32 @@ def seed_lineage(ws: Workspace, subtype: str, *, examples: int = 3) -> dict[str,
     return dict(sorted(out.items(), key=lambda kv: -kv[1][0]))
 
 
+def _nested_counts(ws: Workspace, outer: Any, inner: Any) -> dict[str, dict[str, int]]:
+    """Rows counted by two columns: ``{outer value: {inner value: n}}``."""
+    with ws.session() as s:
+        rows = s.exec(select(outer, inner, func.count()).group_by(outer, inner)).all()
+    out: dict[str, dict[str, int]] = {}
+    for a, b, n in rows:
+        out.setdefault(str(a), {})[str(b)] = int(n)
+    return out
+
+
 def annotator_workload(ws: Workspace) -> dict[str, dict[str, int]]:
     """Per annotation kind: task copies pushed to each Label Studio login (from the store, no server)."""
-    with ws.session() as s:
-        rows = s.exec(select(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator, func.count())  # type: ignore[call-overload]
-                      .group_by(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator)).all()
-    out: dict[str, dict[str, int]] = {}
-    for kind, who, n in rows:
-        out.setdefault(str(kind), {})[str(who)] = int(n)
-    return out
+    return _nested_counts(ws, LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator)
 
 
 def labels_per_annotator(ws: Workspace) -> dict[str, dict[str, int]]:
     """Per annotation kind: labels recorded per (pseudonymous) annotator."""
-    with ws.session() as s:
-        rows = s.exec(select(Annotation.kind, Annotation.annotator, func.count())  # type: ignore[call-overload]
-                      .group_by(Annotation.kind, Annotation.annotator)).all()
-    out: dict[str, dict[str, int]] = {}
-    for kind, who, n in rows:
-        out.setdefault(str(kind), {})[str(who)] = int(n)
-    return out
+    return _nested_counts(ws, Annotation.kind, Annotation.annotator)
 
 
 def variant_counts(ws: Workspace) -> dict[str, int]:
     """Stored variants per perturbation."""
     with ws.session() as s:
-        rows = s.exec(select(Variant.perturbation, func.count()).group_by(Variant.perturbation)).all()  # type: ignore[call-overload]
-    return {str(p): int(n) for p, n in rows}
+        counts = _count_by(s, Variant, Variant.perturbation)
+    counts.pop("total")
+    return counts
 
 
 def annotations_fingerprint(ws: Workspace) -> tuple[int, str]:

@@ -241,3 +241,16 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
         counts.append(count)
     return counts
 
+
+
+def import_uploads(ws: Workspace, files: Sequence[tuple[str, bytes]], *, on_progress: Progress | None = None) -> HumanWorkSummary:
+    """Import files given as (name, content), as from a browser upload: each is kept under
+    ``WORKSPACE/uploads/`` (the record of where the tables came from), then imported like any path."""
+    folder = ws.root / "uploads"
+    folder.mkdir(exist_ok=True)
+    paths = []
+    for name, content in files:
+        target = folder / Path(name).name  # never a path the sender chose
+        target.write_bytes(content)
+        paths.append(target)
+    return import_human_work(ws, paths, on_progress=on_progress)

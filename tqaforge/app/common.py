@@ -61,3 +61,26 @@ def progress(label: str) -> Iterator[Progress]:
         yield report
     finally:
         bar.empty()
+
+
+def run_step(label: str, step: Callable[[Progress], T]) -> T | None:
+    """A long library step with a progress bar; its summary shown as the CLI prints it, or its
+    error as a red message (None returned)."""
+    with progress(label) as on_progress:
+        done = attempt(lambda: step(on_progress))
+    if done is not None:
+        show_summary(done)
+    return done
+
+
+def show_annotation_progress(ws: Workspace) -> None:
+    """Tasks by status and labels recorded, per annotation kind (Overview and Annotation pages)."""
+    import pandas as pd
+
+    from tqaforge.queries import annotation_progress
+
+    table = annotation_progress(ws)
+    if table:
+        st.dataframe(pd.DataFrame(table).T.fillna(0).astype(int), width="stretch")
+    else:
+        st.caption("no annotation tasks yet: push a kind to Label Studio (Annotation page) or review here (Review page)")

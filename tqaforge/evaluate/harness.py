@@ -34,7 +34,6 @@ subtype and by configuration (:func:`write_outputs`).
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -46,7 +45,6 @@ from tqaforge.evaluate.predictions import (
     CONFIGURATIONS,
     ROBUSTNESS_SUBSETS,
     EvaluateError,
-    Prediction,
     Reference,
     Release,
     load_release,
@@ -211,7 +209,7 @@ def _bucket(s: Scored) -> str:
 
 
 def _ecr(items: Sequence[Scored]) -> float | None:
-    flags = [s.tb_executed for s in items if s.tb_executed is not None]
+    flags = [s.executed for s in items if s.executed is not None]
     return percent([float(bool(x)) for x in flags]) if flags else None
 
 
@@ -333,19 +331,6 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
     def factory() -> Sandbox:
         return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
 
-    # Workers take a couple of seconds to start (they import pandas and matplotlib): when a reply
-    # may hold code, they start now, while the release is read and matched.
-    with ThreadPoolExecutor(max_workers=1) as starter:
-        early = starter.submit(sandbox_factory or factory) if any("```" in p.text for p in predictions) else None
-        try:
-            return _evaluate(options, predictions, early.result if early is not None else (sandbox_factory or factory), on_progress, ws)
-        finally:
-            if early is not None and early.exception() is None:
-                early.result().close()  # idempotent: used or not, the workers stop here
-
-
-def _evaluate(options: EvaluateOptions, predictions: list[Prediction], sandbox: Callable[[], Sandbox],
-              on_progress: Progress | None, ws: Workspace | None) -> EvaluationReport:
     release = load_release(options.release)
     matched = match(release, predictions)
     if not matched.pairs:
@@ -364,7 +349,7 @@ def _evaluate(options: EvaluateOptions, predictions: list[Prediction], sandbox: 
             )
         seen[key] = p.line
 
-    results = run_programs(matched.pairs, release.table, sandbox, workers=options.workers, on_progress=on_progress)
+    results = run_programs(matched.pairs, release.table, sandbox_factory or factory, workers=options.workers, on_progress=on_progress)
     scored = score_pairs(matched.pairs, results)
     scored += _unanswered(release, scored)
     report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
@@ -461,3 +446,30 @@ def _plots(report: EvaluationReport, out: Path) -> list[Path]:
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
     return written
+
+
+@dataclass(frozen=True)
+class SavedEvaluation:
+    """A ``scores.json`` written by :func:`evaluate` and the plots beside it."""
+
+    release: str
+    predictions: str
+    scores: dict[str, Any]
+    plots: tuple[Path, ...]
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """The type and Overall rows of every system, subset and configuration."""
+        return [r for r in self.scores.get("rows", []) if r.get("level") in ("type", "overall")]
+
+
+def saved_evaluations(directory: Path) -> list[SavedEvaluation]:
+    """Every evaluation under ``directory`` (``RELEASE/PREDICTIONS/scores.json``, :func:`evaluate`'s
+    default layout); an unreadable file is skipped, not fatal."""
+    out = []
+    for path in sorted(directory.glob("*/*/scores.json")):
+        try:
+            scores = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        out.append(SavedEvaluation(path.parent.parent.name, path.parent.name, scores, tuple(sorted(path.parent.glob("*.png")))))
+    return out

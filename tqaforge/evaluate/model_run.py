@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tqaforge.answers.agents import AGENTS
+from tqaforge.answers.agents import AGENTS, parse_methods
 from tqaforge.errors import InvalidReply
-from tqaforge.evaluate.predictions import CONFIGURATIONS, METHODS, EvaluateError, Reference, Release, load_release
+from tqaforge.evaluate.predictions import CONFIGURATIONS, EvaluateError, Reference, Release, load_release
 from tqaforge.files import atomic_write_text
 from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
@@ -85,11 +85,11 @@ class ModelRunSummary:
         return out
 
 
-def _method(name: str) -> AnswerMethod:
-    for method in AnswerMethod:
-        if method.value.lower() == name.strip().lower():
-            return method
-    raise EvaluateError(f"unknown method {name!r}", hint=f"--method is one of {', '.join(METHODS)}")
+def _one_method(name: str) -> AnswerMethod:
+    methods = parse_methods(name)
+    if len(methods) != 1:
+        raise EvaluateError(f"one answering method per run, got {name!r}", hint="--method DP (or TCoT, SCoT, PoT)")
+    return methods[0]
 
 
 def _prompt(release: Release, ref: Reference, method: AnswerMethod, serialization: str) -> str:
@@ -107,7 +107,7 @@ def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | Non
               on_progress: Progress | None = None) -> ModelRunSummary:
     """Ask ``options.model`` every selected row and write the predictions file (module docs);
     ``llm``: the endpoint settings (default: the workspace's, :func:`load_llm_settings`)."""
-    method = _method(options.method)
+    method = _one_method(options.method)
     if options.serialization not in SERIALIZATIONS:
         raise EvaluateError(f"unknown serialization {options.serialization!r}", hint=f"choose from {', '.join(SERIALIZATIONS)}")
     release = load_release(options.release)

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tqaforge.errors import EvaluateError
+from tqaforge.answers.agents import parse_methods
+from tqaforge.errors import ConfigError, EvaluateError
 from tqaforge.release.verify import verify_release
+from tqaforge.schemas.enums import AnswerMethod
 
 #: The answering methods a prediction may name (TableBench's instruction types).
-METHODS = ("DP", "TCoT", "SCoT", "PoT")
+METHODS = tuple(m.value for m in AnswerMethod)
 BASE_CONFIG = "base"
 #: Subsets whose rows are variants of an item, scored against the item (Em, Emd, VP).
 ROBUSTNESS_SUBSETS = ("structure", "relevant_cells", "values", "realistic")
@@ -169,11 +171,13 @@ def _columns(path: Path) -> list[dict[str, Any]]:
 
 
 def _method(value: object, path: Path, number: int) -> str:
-    text = str(value or "DP").strip()
-    for method in METHODS:
-        if text.lower() == method.lower():
-            return method
-    raise EvaluateError(f"{path}:{number}: unknown method {text!r}", hint=f"method (or instruction_type) is one of {', '.join(METHODS)}")
+    try:
+        methods = parse_methods(str(value or "DP"))
+    except ConfigError as exc:
+        raise EvaluateError(f"{path}:{number}: {exc.args[0]}", hint=f"method (or instruction_type) is one of {', '.join(METHODS)}") from None
+    if len(methods) != 1:
+        raise EvaluateError(f"{path}:{number}: one method per prediction, got {value!r}", hint=f"one of {', '.join(METHODS)}")
+    return methods[0].value
 
 
 def read_predictions(path: Path, *, model: str | None = None) -> list[Prediction]:

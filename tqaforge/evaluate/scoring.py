@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping, Sequence
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
 from tqaforge.evaluate.predictions import Prediction, Reference
 from tqaforge.evaluate.tablebench import (
-    ItemScore,
     metric_of,
     parse_prediction,
     parse_program_output,
@@ -51,23 +50,21 @@ Results = dict[tuple[str, str], RunResult]
 
 @dataclass(frozen=True)
 class Scored:
-    """One prediction's scores. ``tb``: TableBench's value of its subtype's metric (EM, EM within
-    10%, ROUGE-L or Pass@1; a fraction); ``tb_items``: its text metrics (None for charts);
-    ``score``: ours, the same metric on our parse and matcher; ``correct``: ours, exact;
-    ``executed``: whether its code ran (None when the method runs no code)."""
+    """One prediction's scores (``answered`` False: a row without a prediction, scored as wrong).
+    ``tb``: TableBench's value of its subtype's metric (EM, EM within 10%, ROUGE-L or Pass@1; a
+    fraction) and ``tb_parsed`` its Parse@1; ``score``: ours, the same metric on our parse and
+    matcher, ``correct`` ours exact; ``executed``: whether its code ran as TableBench runs it
+    (ECR@1; None when the method runs no code)."""
 
     ref: Reference
     model: str
     method: str
     answered: bool
-    tb: float
-    tb_parsed: bool
-    score: float
-    correct: bool
-    parsed: bool
+    tb: float = 0.0
+    tb_parsed: bool = False
+    score: float = 0.0
+    correct: bool = False
     executed: bool | None = None
-    tb_executed: bool | None = None
-    tb_items: ItemScore | None = None
 
     @property
     def system(self) -> str:
@@ -177,50 +174,39 @@ def _ours_text(ref: Reference, values: Sequence[str]) -> tuple[float, bool]:
     return float(correct), correct
 
 
-def score_one(ref: Reference, p: Prediction | None, results: Results) -> tuple[float, bool, float, bool, bool, bool | None, bool | None, ItemScore | None]:
-    """(tb, tb_parsed, score, correct, parsed, executed, tb_executed, tb_items) of one prediction (None: unanswered)."""
-    code_run = p is not None and _uses_code(ref, p.method)
-    if p is None:
-        empty = None if is_chart(ref) else score_item(ref.answer_text, "")
-        return 0.0, False, 0.0, False, False, (False if is_chart(ref) else None), (False if is_chart(ref) else None), empty
+def _ran(result: RunResult | None) -> bool:
+    return result is not None and result.outcome == Outcome.OK
+
+
+def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
+    """One prediction scored both ways (its programs already run: :func:`run_programs`)."""
+    head = (ref, p.model, p.method, True)
     if is_chart(ref):
         tb_code, our_code = _programs(ref, p)
         tb_result, our_result = _result_of(ref, tb_code, results), _result_of(ref, our_code, results)
-        tb_pass, our_pass = _chart_pass(ref, tb_result, silent=True), _chart_pass(ref, our_result)
-        return (float(tb_pass), bool(tb_code), float(our_pass), our_pass, bool(our_code),
-                our_result is not None and our_result.outcome == Outcome.OK,
-                tb_result is not None and tb_result.outcome == Outcome.OK, None)
+        our_pass = _chart_pass(ref, our_result)
+        return Scored(*head, float(_chart_pass(ref, tb_result, silent=True)), bool(tb_code), float(our_pass), our_pass, _ran(tb_result))
+    executed: bool | None = None
     if p.method == "PoT":
         tb_code, our_code = _programs(ref, p)
         tb_result, our_result = _result_of(ref, tb_code, results), _result_of(ref, our_code, results)
-        tb_ok = tb_result is not None and tb_result.outcome == Outcome.OK
-        our_ok = our_result is not None and our_result.outcome == Outcome.OK
-        tb_text = parse_program_output(tb_result.stdout) if tb_ok and tb_result is not None else ""
-        values = answer_from_output(our_result.stdout) if our_ok and our_result is not None else ()
+        executed = _ran(tb_result)
+        tb_text = parse_program_output(tb_result.stdout) if tb_result is not None and executed else ""
+        values = answer_from_output(our_result.stdout) if our_result is not None and _ran(our_result) else ()
     else:
         tb_text = parse_prediction(p.text)
         values = parse_reply(p.method, p.text).values
-        tb_ok = our_ok = False
     items = score_item(ref.answer_text, tb_text)
     score, correct = _ours_text(ref, values)
-    metric = metric_of(ref.qtype, ref.qsubtype)
-    return (items.metric(metric), items.parsed, score, correct, bool(values),
-            our_ok if code_run else None, tb_ok if code_run else None, items)
+    return Scored(*head, items.metric(metric_of(ref.qtype, ref.qsubtype)), items.parsed, score, correct, executed)
 
 
-def score_pairs(
-    pairs: Sequence[tuple[Reference, Prediction]], results: Results,
-) -> list[Scored]:
+def score_pairs(pairs: Sequence[tuple[Reference, Prediction]], results: Results) -> list[Scored]:
     """Every prediction scored both ways (programs already run: :func:`run_programs`)."""
-    out = []
-    for ref, p in pairs:
-        tb, tb_parsed, score, correct, parsed, executed, tb_executed, items = score_one(ref, p, results)
-        out.append(Scored(ref, p.model, p.method, True, tb, tb_parsed, score, correct, parsed, executed, tb_executed, items))
-    return out
+    return [score_one(ref, p, results) for ref, p in pairs]
 
 
 def unanswered(ref: Reference, model: str, method: str) -> Scored:
-    """A reference without a prediction in a group that has others: it counts, as wrong."""
-    tb, tb_parsed, score, correct, parsed, executed, tb_executed, items = score_one(ref, None, {})
-    executed = False if _uses_code(ref, method) else None
-    return Scored(ref, model, method, False, tb, tb_parsed, score, correct, parsed, executed, executed, items)
+    """A reference without a prediction in a group that has others: it counts, as wrong (and, where
+    code would run, as not executed)."""
+    return Scored(ref, model, method, False, executed=False if _uses_code(ref, method) else None)

@@ -120,3 +120,18 @@ def diff_releases(a: Path, b: Path) -> ReleaseDiff:
             "changed": sorted(k for k in set(ra) & set(rb) if ra[k] != rb[k]),
         }
     return result
+
+
+def release_archive(root: Path) -> bytes:
+    """The release directory as one zip (its files under ``NAME-VERSION/``), for a download."""
+    import io
+    import zipfile
+
+    if not (root / "manifest.json").is_file():
+        raise ReleaseError(f"{root} is not a release (no manifest.json)", hint="give the directory `tqaforge release build` wrote")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                archive.write(path, Path(root.name) / path.relative_to(root))
+    return buffer.getvalue()

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
-from tqaforge.annotation.agreement import landis_koch
+from tqaforge.annotation.report_format import kind_section
 from tqaforge.annotation.workflows import AgreementReport, Settings, agreement_report
 from tqaforge.app.common import attempt, workspace_or_stop
 from tqaforge.queries import annotations_fingerprint
@@ -30,12 +30,12 @@ if not report.kinds:
     st.info("No annotations yet.")
 for name, kind in report.kinds.items():
     with st.expander(f"{name}: {kind.n_items} items, {kind.n_raters} annotators, {kind.n_annotations} labels", expanded=True):
-        rows = []
-        for stat, result in kind.overall.items():
-            ci = f"[{result.ci[0]:.3f}, {result.ci[1]:.3f}]" if result.ci else ""
-            band = landis_koch(result.value) if result.value is not None and stat not in ("accuracy", "percent_agreement") else ""
-            rows.append({"statistic": stat, "value": None if result.value is None else round(result.value, 4), "interval": ci, "band": band})
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        # The same tables as `tqaforge agreement report` (value, interval, Landis and Koch band).
+        section = kind_section(kind, report.settings.ci_level)
+        for line in section.lines[2:]:
+            st.caption(line)
+        overall = section.tables[0]
+        st.dataframe(pd.DataFrame(list(overall.rows), columns=list(overall.headers)), hide_index=True, width="stretch")
         if kind.per_annotator:
             st.markdown("**per annotator**")
             st.bar_chart(pd.Series({who: r.value for who, r in kind.per_annotator.items() if r.value is not None}, name="agreement"))

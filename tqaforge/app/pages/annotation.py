@@ -9,7 +9,7 @@ import streamlit as st
 from tqaforge import queries
 from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.labelstudio import manage
-from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, show_annotation_progress, show_summary, workspace_or_stop
 
 st.title("Annotation")
 ws = workspace_or_stop()
@@ -22,11 +22,7 @@ else:
                "Push and pull need it; the figures below come from the store.")
 
 st.subheader("Progress per kind")
-progress = queries.annotation_progress(ws)
-if progress:
-    st.dataframe(pd.DataFrame(progress).T.fillna(0).astype(int), width="stretch")
-else:
-    st.caption("nothing pushed or labelled yet")
+show_annotation_progress(ws)
 workload, labels = queries.annotator_workload(ws), queries.labels_per_annotator(ws)
 left, right = st.columns(2)
 with left:

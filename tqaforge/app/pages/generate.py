@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tqaforge.app.common import attempt, progress, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, run_step, workspace_or_stop
 from tqaforge.errors import ConfigError
 from tqaforge.llm import LLMSettings, load_llm_settings
 
@@ -41,15 +41,13 @@ with tab_questions:
     if go and llm is not None:
         from tqaforge.generation.questions import generate_questions, load_generation_options
 
+        endpoint_settings = llm
         options = attempt(lambda: load_generation_options(
             ws, subtypes=tuple(subtypes), tables=tuple(t.strip() for t in tables.split(",") if t.strip()),
             per_round=int(per_round), rounds=int(rounds)))
         if options is not None:
-            chosen, endpoint_settings = options, llm
-            with progress("generating") as on_progress:
-                summary = attempt(lambda: generate_questions(ws, chosen, endpoint_settings, on_progress=on_progress))
-            if summary is not None:
-                show_summary(summary)
+            chosen = options
+            run_step("generating", lambda on_progress: generate_questions(ws, chosen, endpoint_settings, on_progress=on_progress))
 with tab_answers:
     with st.form("answers"):
         which = st.text_input("questions", value="accepted", help="accepted, all, or question ids")
@@ -58,11 +56,9 @@ with tab_answers:
     if go_answers and llm is not None:
         from tqaforge.answers.annotate import generate_answers, load_answer_options
 
+        answer_settings = llm
         answer_options = attempt(lambda: load_answer_options(ws, questions=tuple(x.strip() for x in which.split(",") if x.strip()),
                                                              methods=tuple(methods)))
         if answer_options is not None:
-            how, answer_settings = answer_options, llm
-            with progress("answering") as on_progress:
-                answered = attempt(lambda: generate_answers(ws, how, answer_settings, on_progress=on_progress))
-            if answered is not None:
-                show_summary(answered)
+            how = answer_options
+            run_step("answering", lambda on_progress: generate_answers(ws, how, answer_settings, on_progress=on_progress))

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import workspace_or_stop
+from tqaforge.app.common import show_annotation_progress, workspace_or_stop
 
 st.title("tqaforge")
 ws = workspace_or_stop()
@@ -37,11 +37,7 @@ else:
     st.caption("no LLM calls yet")
 
 st.subheader("Annotation progress per kind")
-progress = queries.annotation_progress(ws)
-if progress:
-    st.dataframe(pd.DataFrame(progress).T.fillna(0).astype(int), width="stretch")
-else:
-    st.caption("no annotation tasks yet: push a kind to Label Studio (Annotation page) or review here (Review page)")
+show_annotation_progress(ws)
 
 st.subheader("Questions per subtype")
 st.bar_chart(pd.Series(queries.subtype_counts(ws), name="questions"))

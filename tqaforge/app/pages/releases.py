@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -12,8 +9,9 @@ import streamlit as st
 
 from tqaforge import queries
 from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+from tqaforge.evaluate.harness import saved_evaluations
 from tqaforge.release.build import ReleaseOptions, build_release, thresholds
-from tqaforge.release.verify import diff_releases, verify_release
+from tqaforge.release.verify import diff_releases, release_archive, verify_release
 
 st.title("Releases")
 ws = workspace_or_stop()
@@ -41,12 +39,9 @@ if left.button("verify every file"):
     report = verify_release(root)
     (st.success if report.ok else st.error)("\n".join(report.lines()))
 if root.is_dir():
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                archive.write(path, Path(root.name) / path.relative_to(root))
-    right.download_button("download (zip)", buffer.getvalue(), file_name=f"{root.name}.zip", mime="application/zip")
+    archive = attempt(lambda: release_archive(root))
+    if archive is not None:
+        right.download_button("download (zip)", archive, file_name=f"{root.name}.zip", mime="application/zip")
 if len(releases) >= 2:
     other = st.selectbox("compare with", [r.path or "" for r in releases if r.path != chosen], format_func=lambda p: Path(p).name)
     if st.button("diff"):
@@ -55,14 +50,13 @@ if len(releases) >= 2:
             show_summary(difference)
 
 st.subheader("Evaluations")
-results = sorted(Path(ws.root, "evaluations").glob("*/*/scores.json")) + sorted(root.parent.parent.glob("evaluations/*/*/scores.json"))
-if not results:
+evaluations = saved_evaluations(ws.root / "evaluations")
+if not evaluations:
     st.caption("no evaluation yet: `tqaforge evaluate --release DIR --predictions FILE` (run in the workspace) writes evaluations/")
-for path in dict.fromkeys(results):
-    scores = json.loads(path.read_text(encoding="utf-8"))
-    with st.expander(f"{path.parent.parent.name} / {path.parent.name}: {scores.get('matched')} predictions"):
-        rows = [r for r in scores.get("rows", []) if r.get("level") in ("type", "overall")]
+for saved in evaluations:
+    with st.expander(f"{saved.release} / {saved.predictions}: {saved.scores.get('matched')} predictions"):
+        rows = saved.summary_rows()
         st.dataframe(pd.DataFrame(rows)[["system", "subset", "config", "group", "n", "metric", "tablebench", "normalised"]]
                      if rows else pd.DataFrame(), width="stretch", hide_index=True)
-        for image in sorted(path.parent.glob("*.png")):
+        for image in saved.plots:
             st.image(str(image), caption=image.name)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+from tqaforge.app.common import run_step, workspace_or_stop
 
 st.title("Tables")
 ws = workspace_or_stop()
@@ -14,18 +14,9 @@ ws = workspace_or_stop()
 with st.expander("Import files (CSV, TSV, JSON, HTML, Markdown, Excel, TableBench, FREB-TQA)"):
     uploads = st.file_uploader("files", accept_multiple_files=True)
     if uploads and st.button("import", key="import"):
-        from tqaforge.annotation.human_import import import_human_work
+        from tqaforge.annotation.human_import import import_uploads
 
-        folder = ws.root / "uploads"
-        folder.mkdir(exist_ok=True)
-        paths = []
-        for upload in uploads:
-            target = folder / upload.name.replace("/", "_")
-            target.write_bytes(upload.getvalue())
-            paths.append(target)
-        summary = attempt(lambda: import_human_work(ws, paths))
-        if summary is not None:
-            show_summary(summary)
+        run_step("importing", lambda on_progress: import_uploads(ws, [(u.name, u.getvalue()) for u in uploads], on_progress=on_progress))
 
 left, middle, right = st.columns(3)
 min_rows = left.number_input("min rows", min_value=0, value=0)
