@@ -1,0 +1,52 @@
+"""Text from models and data, made safe to show: the one escaper of control characters.
+
+A model's output, a cell of an imported table or a model name in a predictions file can hold
+terminal escape sequences (``ESC[2J`` clears the screen, OSC 52 writes the clipboard, cursor moves
+forge lines such as ``outcome: ok``), bidirectional overrides that reorder what is shown, and lone
+surrogates that break encoders. Everything such text passes through :func:`escape_controls`
+before it reaches a terminal, a report or a JSON file a person reads::
+
+    escape_controls("ok\\x1b[2J")          # 'ok\\\\x1b[2J'  (shown as the four characters \\x1b)
+    escape_controls("a\\nb")               # 'a\\nb'         (line breaks and tabs kept by default)
+    escape_controls("a\\nb", lines=False)  # 'a\\\\nb'
+
+A leaf module, like :mod:`tqaforge.errors`: it imports nothing of tqaforge, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["escape_controls", "has_controls"]
+
+# C0 controls but TAB and LF, DEL, C1 controls, the bidirectional embeddings/overrides/isolates,
+# the line and paragraph separators, and lone surrogates.
+_UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
+_UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\\t\\n]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape_controls(text: str, *, lines: bool = True) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\r``, ``\\u202e``).
+
+    With ``lines`` (the default) line feeds and tabs stay as they are, so multi-line output still
+    reads as lines; with ``lines=False`` they are escaped too (a name, a one-line field). Carriage
+    returns are always escaped: alone they overwrite the line they are on.
+    """
+    pattern = _UNSAFE_KEEP_LINES if lines else _UNSAFE_ONE_LINE
+    return pattern.sub(_escape, text)
+
+
+def has_controls(text: str, *, lines: bool = True) -> bool:
+    """Whether :func:`escape_controls` would change ``text``."""
+    return (_UNSAFE_KEEP_LINES if lines else _UNSAFE_ONE_LINE).search(text) is not None
