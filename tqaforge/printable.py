@@ -9,6 +9,7 @@ before it reaches a terminal, a report or a JSON file a person reads::
     escape_controls("ok\\x1b[2J")          # 'ok\\\\x1b[2J'  (shown as the four characters \\x1b)
     escape_controls("a\\nb")               # 'a\\nb'         (line breaks and tabs kept by default)
     escape_controls("a\\nb", lines=False)  # 'a\\\\nb'
+    escape_controls(json.dumps(data, ensure_ascii=False), json=True)  # still JSON: '\\u009b', '\\u202e'
 
 A leaf module, like :mod:`tqaforge.errors`: it imports nothing of tqaforge, so every layer may use it.
 """
@@ -27,6 +28,10 @@ _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\\t\\n]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
+def _escape_json(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group(0)):04x}"
+
+
 def _escape(match: re.Match[str]) -> str:
     char = match.group(0)
     named = _NAMED.get(char)
@@ -36,13 +41,20 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def escape_controls(text: str, *, lines: bool = True) -> str:
+def escape_controls(text: str, *, lines: bool = True, json: bool = False) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``, ``\\r``, ``\\u202e``).
 
     With ``lines`` (the default) line feeds and tabs stay as they are, so multi-line output still
     reads as lines; with ``lines=False`` they are escaped too (a name, a one-line field). Carriage
     returns are always escaped: alone they overwrite the line they are on.
+
+    With ``json``, ``text`` is a JSON document (``json.dumps(..., ensure_ascii=False)``, which
+    leaves C1 controls, bidirectional overrides and lone surrogates raw) and every such character
+    becomes a ``\\uXXXX`` escape, so the result is still JSON and loads to the same value. Line
+    feeds and tabs outside strings are the document's own layout and stay.
     """
+    if json:
+        return _UNSAFE_KEEP_LINES.sub(_escape_json, text)
     pattern = _UNSAFE_KEEP_LINES if lines else _UNSAFE_ONE_LINE
     return pattern.sub(_escape, text)
 
