@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from tqaforge.errors import TableError
+from tqaforge.tables.names import NameNumberer
 from tqaforge.tables.table import Table
 from tqaforge.tables.writers import _XML_ILLEGAL, _markdown_text, write_csv, write_html
 
@@ -66,16 +67,14 @@ def unique_names(header: Sequence[str]) -> list[str]:
     """
     if len(set(header)) == len(header):
         return list(header)
-    taken = set(header)
-    used: set[str] = set()
+    numberer = NameNumberer(header, pattern="{name}_{k}", first=1)
+    seen: set[str] = set()
     out: list[str] = []
     for name in header:
-        if name in used:
-            k = 1
-            while f"{name}_{k}" in taken or f"{name}_{k}" in used:
-                k += 1
-            name = f"{name}_{k}"
-        used.add(name)
+        if name in seen:
+            name = numberer.number(name)
+        else:
+            seen.add(name)
         out.append(name)
     return out
 

@@ -30,6 +30,7 @@ from tqaforge.tables.readers._common import (
     read_bytes,
     table_records,
 )
+from tqaforge.tables.names import NameNumberer
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
@@ -216,6 +217,9 @@ def _grid(draft: _TableDraft) -> list[_GridRow]:
     """Expand spans: each row's positions hold copies of the cell that spans them."""
     n = len(draft.rows)
     occupied: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
+    # Positions filled per row: a row with more than its gap-free width has a cell past a gap,
+    # found without scanning the whole grid once per row (quadratic in a tall table).
+    filled = [0] * n
     all_th = [bool(row.cells) and all(cell.is_th for cell in row.cells) for row in draft.rows]
     for r, row in enumerate(draft.rows):
         c = 0
@@ -226,7 +230,9 @@ def _grid(draft: _TableDraft) -> list[_GridRow]:
             rowspan = n - r if cell.rowspan == 0 else min(cell.rowspan, n - r)
             for dr in range(rowspan):
                 for dc in range(cell.colspan):
-                    occupied.setdefault((r + dr, c + dc), (text, (r, c)))
+                    if (r + dr, c + dc) not in occupied:
+                        occupied[(r + dr, c + dc)] = (text, (r, c))
+                        filled[r + dr] += 1
             c += cell.colspan
     out: list[_GridRow] = []
     for r, row in enumerate(draft.rows):
@@ -236,8 +242,7 @@ def _grid(draft: _TableDraft) -> list[_GridRow]:
         if width:  # An empty <tr></tr> holds nothing, not a row of zero cells.
             cells = [occupied[(r, c)] for c in range(width)]
             out.append(_GridRow(row.line, [t for t, _ in cells], [o for _, o in cells], all_th[r]))
-        extra = [c for (rr, c) in occupied if rr == r and c >= width]
-        if extra:
+        if filled[r] > width:
             raise _GapError(row.line, r)
     return out
 
@@ -273,18 +278,16 @@ def header_names(rows: list[_GridRow]) -> list[str]:
             previous = origin
         names.append(" ".join(parts))
     keys = [tuple(row.origins[c] for row in rows) for c in range(width)]
-    taken = set(names)
-    seen: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
+    # Numbers continue per name across spans ("A", "A (2)", "A (3)"; the next span of "A" gets
+    # "A (4)"), which is what a search from the span's own count finds, in linear time.
+    numberer = NameNumberer(names, pattern="{name} ({k})", first=2)
+    seen: set[tuple[str, tuple[tuple[int, int], ...]]] = set()
     for c, (name, key) in enumerate(zip(names, keys)):
-        count = seen.get((name, key), 0) + 1
-        seen[(name, key)] = count
-        if count > 1 and name:
+        if (name, key) not in seen:
+            seen.add((name, key))
+        elif name:
             # The same cell over several columns: a span, not a user's repeated name.
-            k = count
-            while f"{name} ({k})" in taken:
-                k += 1
-            names[c] = f"{name} ({k})"
-            taken.add(names[c])
+            names[c] = numberer.number(name)
     return names
 
 
