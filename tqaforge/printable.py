@@ -20,9 +20,9 @@ import re
 
 __all__ = ["escape_controls", "has_controls"]
 
-# C0 controls but TAB and LF, DEL, C1 controls, the bidirectional embeddings/overrides/isolates,
-# the line and paragraph separators, and lone surrogates.
-_UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+# C0 controls but TAB and LF, DEL, C1 controls, the bidirectional marks (ALM, LRM, RLM) and
+# embeddings/overrides/isolates, the line and paragraph separators, and lone surrogates.
+_UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\\t\\n]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
