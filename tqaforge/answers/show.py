@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlmodel import col, select
 
 from tqaforge.answers.annotate import VOTE_METHOD
+from tqaforge.printable import escape_controls
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.records import Answer, AnswerCandidate, Question
 from tqaforge.store import Workspace
@@ -24,7 +25,9 @@ class QuestionAnswers:
 
     def lines(self) -> list[str]:
         q = self.question
-        lines = [f"question {q.id[:12]} ({q.subtype or '-'}, {q.status}): {q.text}"]
+        # Model and data text: control characters escaped; a value is cut to one line (``_cut``), so
+        # nothing a model wrote can start a line that looks like ours.
+        lines = [f"question {q.id[:12]} ({q.subtype or '-'}, {q.status}): {escape_controls(q.text, lines=False)}"]
         for c in self.candidates:
             said = c.value if c.value is not None else f"({c.error or 'no answer'})"
             outcome = ((c.details or {}).get("execution") or {}).get("outcome")
@@ -41,7 +44,7 @@ class QuestionAnswers:
 
 
 def _cut(text: str) -> str:
-    text = " ".join(text.split())
+    text = escape_controls(" ".join(text.split()), lines=False)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 

@@ -6,6 +6,14 @@ Two rules hold for the whole CLI and live here so no command can forget them:
   and paths such as ``runs/[bold]`` are data. Both consoles are made with ``markup=False``, every
   progress column is built with ``markup=False``, and our own styling is applied with
   :class:`rich.text.Text` spans (``styled``), never with ``[tags]`` in strings.
+* **No control character of data reaches the terminal.** A program's output, a model's reply, a
+  cell or a name can hold ``ESC[2J``, an OSC 52 clipboard write, a carriage return or a cursor move
+  that forges an ``outcome: ok`` line, or a bidirectional override. Both consoles are
+  :class:`DataConsole`: every string they are given is shown through
+  :func:`tqaforge.printable.escape_controls` (before layout, so tables keep their widths), and so
+  is every text they write, whatever renderable carries it; our own styling is Rich styles, which
+  are not text, and stays. JSON goes out through :func:`echo_json` (still JSON), other text that
+  bypasses the consoles through :func:`echo`.
 * **Nothing heavy is imported at module level.** ``tqaforge --help`` must start about as fast as
   Typer and Rich themselves, so commands import the library (SQLAlchemy, pandas, openai) inside
   their bodies.
@@ -18,11 +26,14 @@ import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
 import typer
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
+
+from tqaforge.printable import escape_controls
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -30,15 +41,53 @@ if TYPE_CHECKING:
     from tqaforge.progress import Progress as ProgressFn
     from tqaforge.store import Workspace
 
-out = Console(markup=False, highlight=False, emoji=False)
-err = Console(stderr=True, markup=False, highlight=False, emoji=False)
+
+class DataConsole(Console):
+    """A Rich console that never writes a control character of the text it shows (module docs).
+
+    Strings are escaped where Rich turns them into text (:meth:`render_str`: printed strings, table
+    cells, rule titles), so widths are measured on what is shown; everything else (a
+    :class:`~rich.text.Text` made elsewhere, a progress column, ``print_json``) is escaped as it is
+    written. Rich's own control segments (cursor moves of a live progress bar) and the styles it
+    renders are ours and pass.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # The last point where data text and our styling are still apart: a segment's text is data,
+        # its style and control codes are Rich's. Already-escaped text passes unchanged.
+        return super()._render_buffer(
+            segment if segment.control else Segment(escape_controls(segment.text), segment.style) for segment in buffer
+        )
+
+
+out = DataConsole(markup=False, highlight=False, emoji=False)
+err = DataConsole(stderr=True, markup=False, highlight=False, emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
-    """A line built from plain strings and ``(text, style)`` pairs; the text is never markup."""
-    return Text.assemble(*parts)
+    """A line built from plain strings and ``(text, style)`` pairs; the text is never markup and
+    its control characters are shown escaped (the styles are ours)."""
+    return Text.assemble(*(
+        escape_controls(part) if isinstance(part, str) else (escape_controls(part[0]), part[1]) for part in parts
+    ))
+
+
+def echo(text: str) -> None:
+    """Print ``text`` as it is (no Rich layout: a Markdown report, for pipes), control characters escaped."""
+    typer.echo(escape_controls(text))
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON that stays valid JSON and readable (non-ASCII as written), with
+    every control character, bidirectional override and lone surrogate escaped as ``\\uXXXX``."""
+    import json
+
+    typer.echo(escape_controls(json.dumps(data, indent=2, ensure_ascii=False), json=True))
 
 
 def friendly_errors(fn: F) -> F:
@@ -112,8 +161,10 @@ def progress_reporter(
         if not task:
             bar.start()
             task.append(bar.add_task(description, total=total))
-        bar.update(task[0], completed=done, total=total, description=describe(note) if describe and note else None)
+        shown = escape_controls(describe(note), lines=False) if describe and note else None
+        bar.update(task[0], completed=done, total=total, description=shown)
 
+    description = escape_controls(description, lines=False)
     if not lazy:
         report(0, total)
     try:
@@ -126,10 +177,10 @@ def progress_reporter(
 def noted_progress(description: str) -> Iterator["ProgressFn"]:
     """A progress bar whose extra column shows each report's note (cost, paid and cached calls)."""
     with progress_bar(field_column("note")) as bar:
-        task = bar.add_task(description, total=None, note="")
+        task = bar.add_task(escape_controls(description, lines=False), total=None, note="")
 
         def report(done: int, total: int | None, note: str = "") -> None:
-            bar.update(task, completed=done, total=total, note=note)
+            bar.update(task, completed=done, total=total, note=escape_controls(note, lines=False))
 
         yield report
 
@@ -172,9 +223,9 @@ def plain_table(*headers: str, title: str | None = None) -> Any:
     """
     from rich.table import Table
 
-    table = Table(title=Text(title) if title else None, title_justify="left")
+    table = Table(title=Text(escape_controls(title)) if title else None, title_justify="left")
     for h in headers:
-        table.add_column(Text(h), overflow="fold")
+        table.add_column(Text(escape_controls(h)), overflow="fold")
     return table
 
 
@@ -187,10 +238,8 @@ def check_choice(option: str, value: str, allowed: Sequence[str]) -> None:
 def print_summary(summary: Any, as_json: bool = False) -> None:
     """Print a library summary the one way every command does: its ``lines()``, or with
     ``--json`` its ``as_dict()`` (both render themselves, for the CLI and the app alike)."""
-    import json
-
     if as_json:
-        typer.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
+        echo_json(summary.as_dict())
     else:
         for line in summary.lines():
             out.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -14,6 +14,8 @@ from tqaforge.cli._common import (
     WORKSPACE_OPTION,
     Shown,
     check_choice,
+    echo,
+    echo_json,
     err,
     friendly_errors,
     names,
@@ -68,9 +70,9 @@ def agreement_report_cmd(
         out.print(report.message)
         return
     if fmt == "json":
-        typer.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.as_dict())
     elif fmt == "markdown":
-        typer.echo(to_markdown(report))
+        echo(to_markdown(report))
     else:
         for section in report_sections(report):
             out.rule(section.title)

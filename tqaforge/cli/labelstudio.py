@@ -3,13 +3,12 @@ background, and the sync) and ``tqaforge annotators add|list``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, err, friendly_errors, open_ws, out, print_summary
+from tqaforge.cli._common import WORKSPACE_OPTION, echo_json, err, friendly_errors, open_ws, out, print_summary
 
 if TYPE_CHECKING:
     from tqaforge.annotation.labelstudio.manage import ServerStatus
@@ -47,6 +46,7 @@ def start(
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.server import STARTUP_ESTIMATE
     from tqaforge.launch import print_progress
+    from tqaforge.printable import escape_controls
 
     root = _root(ctx, workspace)
     settings = manage.workspace_settings(root, port=port, demo_login=demo_login)
@@ -55,7 +55,7 @@ def start(
     def on_wait(elapsed: float) -> None:
         if not started:  # the first mark: the process exists and is starting
             started.append(True)
-            print(f"starting Label Studio on {settings.url} ({STARTUP_ESTIMATE}) ", end="", flush=True)
+            print(escape_controls(f"starting Label Studio on {settings.url} ({STARTUP_ESTIMATE}) "), end="", flush=True)
         print_progress(elapsed)
 
     try:
@@ -113,7 +113,7 @@ def status(
         if credentials is not None:
             secrets = {"password": credentials.password, "token": credentials.token}
     if as_json:
-        out.print_json(json.dumps({**state.to_dict(), **secrets}))
+        echo_json({**state.to_dict(), **secrets})
     else:
         for line in _status_lines(state, secrets):
             out.print(line, soft_wrap=True)

@@ -117,6 +117,7 @@ def tables_show(
 ) -> None:
     """Print a table (a bounded part of a large one), its statistics and its questions with their answers."""
     from tqaforge import queries
+    from tqaforge.printable import escape_controls
 
     d = queries.show_table(open_ws(ctx, workspace), table_id, max_rows=max_rows, max_cols=max_cols)
     rec = d.table
@@ -134,7 +135,10 @@ def tables_show(
             "(--max-rows, --max-cols)"
         )
     for q in d.questions:
-        answers = "; ".join(a.value for a in d.answers.get(q.id, []))
+        # One line per question: a line feed in a question or an answer is shown as \n, so it cannot
+        # start a line that looks like another question's.
+        text = escape_controls(q.text, lines=False)
+        answers = escape_controls("; ".join(a.value for a in d.answers.get(q.id, [])), lines=False)
         out.print(styled(
-            f"- [{q.status}] {q.subtype or '-'}: {q.text}  ", (f"→ {answers or '(no answer)'}", "dim"), f"  ({q.id[:10]})",
+            f"- [{q.status}] {q.subtype or '-'}: {text}  ", (f"→ {answers or '(no answer)'}", "dim"), f"  ({q.id[:10]})",
         ))

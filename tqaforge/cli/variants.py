@@ -139,14 +139,14 @@ def variants_show(
     Side by side when both fit the terminal, one under the other otherwise.
     """
     from rich.columns import Columns
-    from rich.text import Text
 
+    from tqaforge.printable import escape_controls
     from tqaforge.variants.view import LEGEND, show_variant
 
     view = show_variant(open_ws(ctx, workspace), variant_id)
     v = view.variant
     out.print(styled((v.id, "bold"), f"  {v.perturbation}" + (f" (seed {v.seed})" if v.seed is not None else "") + f"  status {v.status}"))
-    out.print(f"question: {view.question.text}")
+    out.print(f"question: {escape_controls(view.question.text, lines=False)}")
     if v.params:
         out.print(f"params: {json.dumps(v.params)}")
     if view.perturbed is None:
@@ -162,7 +162,7 @@ def variants_show(
         left.add_row(f"r{i}", *row)
     right = plain_table("from", *[h or "(blank)" for h in view.perturbed.header], title=v.perturbation)
     for origin, cells, marks in zip(view.row_origin, view.marked_rows(max_rows), view.marks):
-        right.add_row(origin, *[Text(c, style=_MARK_STYLE[m]) for c, m in zip(cells, marks)])
+        right.add_row(origin, *[styled((c, _MARK_STYLE[m])) for c, m in zip(cells, marks)])
     if view.layout(out.width, max_rows) == "side_by_side":
         out.print(Columns([left, right]))
     else:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, out, plain_table
+from tqaforge.cli._common import WORKSPACE_OPTION, echo_json, friendly_errors, open_ws, out, plain_table
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +42,7 @@ def status(
 
     f = queries.funnel(open_ws(ctx, workspace))
     if as_json:
-        typer.echo(json.dumps({"stages": f.as_dict(), "llm_cost": f.llm_cost}, indent=2))
+        echo_json({"stages": f.as_dict(), "llm_cost": f.llm_cost})
         return
     t = plain_table("stage", "total", "by status", title="pipeline funnel")
     t.columns[1].justify = "right"

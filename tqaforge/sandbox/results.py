@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from tqaforge.errors import SandboxError
+from tqaforge.printable import escape_controls
 from tqaforge.sandbox.charts import ChartReading
 
 __all__ = ["Outcome", "Limits", "RunResult", "check_limits"]
@@ -112,17 +113,23 @@ class RunResult:
         }
 
     def lines(self) -> list[str]:
-        """A human summary for the CLI: outcome line, error, output, isolation."""
+        """A human summary for the CLI: outcome line, error, output, isolation.
+
+        What the program wrote is hostile: its control characters are shown escaped (no screen
+        clearing, clipboard write or cursor move reaches the terminal) and each of its lines is
+        indented under its heading, so no line of it can pass for our ``outcome:`` line.
+        """
         status = "-" if self.exit_status is None else str(self.exit_status)
         out = [f"outcome: {self.outcome}  (exit status {status}, {self.seconds:.3f} s)"]
         if self.error:
-            out.append(f"error: {self.error}")
+            out.append("error: " + escape_controls(self.error, lines=False))
         if self.chart is not None:
-            out.append(f"chart ({self.chart.chart_type}): " + (str(self.chart.y) if self.chart.ok else f"error: {self.chart.error}"))
-        if self.stdout:
-            out += ["--- stdout ---", self.stdout.rstrip("\n")]
-        if self.stderr:
-            out += ["--- stderr ---", self.stderr.rstrip("\n")]
+            said = str(self.chart.y) if self.chart.ok else f"error: {self.chart.error}"
+            out.append(escape_controls(f"chart ({self.chart.chart_type}): {said}", lines=False))
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if text:
+                out.append(f"--- {name} ---")
+                out += ["  " + line for line in escape_controls(text.rstrip("\n")).split("\n")]
         out.append("isolation: " + (", ".join(self.isolation) or "none"))
         if self.missing:
             out.append("missing: " + ", ".join(self.missing))
