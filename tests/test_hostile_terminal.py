@@ -331,11 +331,20 @@ def test_our_colours_reach_a_terminal_and_data_is_escaped() -> None:
 
 
 def test_progress_descriptions_are_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar (stderr) shows the model name (`asking MODEL`) and each note; on a terminal
+    Rich draws it with cursor moves and colours of its own, which pass, while the names are escaped."""
+    from tqaforge.cli import _common
+
     buffer = io.StringIO()
-    monkeypatch.setattr(err, "file", buffer)
+    assert type(err) is DataConsole
+    terminal = DataConsole(file=buffer, stderr=True, force_terminal=True, markup=False, highlight=False, emoji=False)
+    monkeypatch.setattr(_common, "err", terminal)  # the bar's console, as on a terminal
     with progress_reporter(f"asking {HOSTILE}", total=2, describe=lambda note: f"note {note}") as report:
         report(1, 2, HOSTILE)
-    assert not RAW.search(buffer.getvalue().replace("\x1b[?25l", "").replace("\x1b[?25h", ""))
+    written = buffer.getvalue()
+    assert "asking A\\x1b[2J" in written and "note A\\x1b[2J" in written
+    ours = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")  # Rich's SGR colours, cursor moves, line erases, \r
+    assert not RAW.search(ours.sub("", written)), repr(written)
 
 
 @pytest.mark.parametrize("code", [0x1B, 0x0D, 0x07, 0x9B, 0x202E, 0x2066, 0x200F, 0x061C, 0x2028])
