@@ -127,4 +127,4 @@ def test_cli_run(tmp_path: Path) -> None:
     res = runner.invoke(app, ["sandbox", "run", str(program), "--table", str(table)])
     assert res.exit_code == 1 and "outcome: exception" in res.output and "ValueError: nope" in res.output
     res = runner.invoke(app, ["sandbox", "run", str(program), "--table", str(tmp_path / "absent.csv")])
-    assert res.exit_code == 1 and "cannot read the" in res.output and "No such file" in res.output
+    assert res.exit_code == 1 and "cannot read the" in res.output and "no such file" in res.output

@@ -63,3 +63,71 @@ def replace_durably(tmp: Path, path: Path, *, mode: int | None = None) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove the directory ``path`` and everything in it, whatever its depth; never recurses.
+
+    ``shutil.rmtree`` recurses once per level (a tree 3,000 directories deep, which a hostile
+    program makes in a second, ends in a RecursionError) and its path-based fallback passes
+    PATH_MAX. This walks down with one directory descriptor at a time (``openat`` of the child,
+    ``..`` to come back), so neither the stack nor the open files grow with the depth. Symlinks
+    are removed, never followed. Directories without write or search permission are opened up
+    first (a program may chmod its own directories to 000). A missing ``path`` is not an error;
+    anything that still cannot be removed raises the ``OSError``.
+    """
+    top = os.fspath(path)
+    try:
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        os.unlink(top)
+        return
+    except PermissionError:
+        os.chmod(top, 0o700)
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    names: list[str] = []  # the path from ``top`` down to where ``fd`` is, one name per level
+    try:
+        while True:
+            child = _empty_but_directories(fd)
+            if child is not None:
+                try:
+                    sub = os.open(child, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except PermissionError:
+                    os.chmod(child, 0o700, dir_fd=fd, follow_symlinks=False)
+                    sub = os.open(child, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = sub
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(top)
+
+
+def _empty_but_directories(fd: int) -> str | None:
+    """Unlink every non-directory in the directory open as ``fd``; the name of one subdirectory
+    left, or None when the directory is now empty."""
+    try:
+        entries = list(os.scandir(fd))
+    except PermissionError:
+        os.chmod(fd, 0o700)
+        entries = list(os.scandir(fd))
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            return entry.name
+        try:
+            os.unlink(entry.name, dir_fd=fd)
+        except PermissionError:
+            os.chmod(fd, 0o700)
+            os.unlink(entry.name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+    return None

@@ -1,5 +1,5 @@
-"""The kernel's isolation layers, through ctypes (no dependency): network namespace, subreaper,
-rlimits, an unprivileged uid, Landlock, and an audit hook as the last resort.
+"""The kernel's isolation layers, through ctypes (no dependency): network, mount and pid namespaces,
+a memory cgroup, subreaper, rlimits, an unprivileged uid, Landlock, and an audit hook as the last resort.
 
 Layer names (``RunResult.isolation`` / ``RunResult.missing``):
 
@@ -9,7 +9,18 @@ empty-env       the worker starts with an empty environment; the child clears ``
 scratch-dir     the program's working directory is a fresh directory holding only ``table.csv``
 rlimits         CPU, address space, file size, open files, processes, no core dumps
 subreaper       the worker is a child subreaper: every descendant stays findable and is killed after the run
-netns           the worker lives in its own network namespace (no interface up, loopback down)
+netns           the worker lives in its own network namespace (no interface up, loopback down); abstract
+                unix sockets are per network namespace, so none of the host's is reachable either
+pidns           the worker is the init of its own pid namespace: when it dies (and it dies with its host)
+                the kernel kills every program it started; no process of the host is visible
+fs-view         the worker's own mount namespace and root: a read-only tmpfs holding only read-only binds of
+                the interpreter and libraries, the worker's scratch directories, /dev/null, /dev/zero,
+                /dev/urandom and a /proc of its own pid namespace; no /run, /var/run, /tmp, /home or /etc of
+                the host, so no pathname socket, device or file of the host can even be named
+cgroup          a memory cgroup per worker holds every process of a program: the memory limit is for the
+                program as a whole, however many processes it forks
+no-fork         (where no memory cgroup can be made) the program may start no process or thread at all
+                (RLIMIT_NPROC), so the per-process memory limit is the program's
 uid             (root only) the child runs as a dedicated unprivileged uid/gid per worker
 landlock-fs     Landlock: read-only on the interpreter's and libraries' directories, read-write in scratch
 landlock-net    Landlock (ABI >= 4): no TCP connect or bind
@@ -29,7 +40,8 @@ import sys
 import sysconfig
 from typing import Any
 
-WANTED: tuple[str, ...] = ("subreaper", "netns", "uid", "landlock-fs", "landlock-net", "landlock-scope")
+WANTED: tuple[str, ...] = ("subreaper", "netns", "pidns", "fs-view", "cgroup", "uid", "landlock-fs", "landlock-net",
+                           "landlock-scope")
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -58,6 +70,9 @@ _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1
 
 _libc: Any = None
+
+# The only device files a program sees (in its own root, and through Landlock).
+DEVICES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 
 def libc() -> Any:
@@ -147,7 +162,7 @@ def read_only_dirs() -> list[str]:
         paths.add(sysconfig.get_paths()[key])
     paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the tqaforge package
     paths.update(("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
-                  "/usr/share/fonts", "/etc/localtime", "/dev/null", "/dev/zero", "/dev/urandom"))
+                  "/usr/share/fonts", "/etc/localtime", "/etc/ld.so.cache", *DEVICES))
     # sys.path entries under a lib directory (site-packages of a venv, zip files) are covered above;
     # a project root put on sys.path by an editable install is deliberately not readable.
     return sorted(p for p in {os.path.realpath(p) for p in paths} if os.path.exists(p))
@@ -392,3 +407,313 @@ def make_reachable(paths: list[str], uid: int, gid: int) -> str | None:
             os.close(keep)
     still = unreachable(paths, uid, gid)
     return f"{', '.join(still[:3])} cannot be reached by an unprivileged uid" if still else None
+
+
+# --- the pid namespace and the program's own view of the file system (once, at worker start) ---------
+
+_CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOEXEC, _MS_REMOUNT = 1, 8, 32
+_MNT_DETACH = 2
+_ST_NOSUID, _ST_NODEV, _ST_NOEXEC = 2, 4, 8
+# glibc has no pivot_root(); its system call number by machine (the generic table's 41 elsewhere).
+_SYS_PIVOT_ROOT = {"x86_64": 155, "i386": 217, "i686": 217, "aarch64": 41, "riscv64": 41, "loongarch64": 41,
+                   "ppc64le": 203, "ppc64": 203, "s390x": 217, "armv7l": 218}
+
+
+def unshare_mounts() -> str | None:
+    """A private mount namespace for this process (its mounts never reach the host); None on success."""
+    lc = libc()
+    if lc.unshare(ctypes.c_int(_CLONE_NEWNS)) != 0:
+        return f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}"
+    if lc.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+        return f"making mounts private failed: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def become_pid_namespace_init() -> str | None:
+    """Continue as pid 1 of a new pid namespace; None on success, else why not (nothing changed then).
+
+    ``unshare(CLONE_NEWPID)`` puts only the next child into the namespace, so this forks: the child
+    returns (it is the namespace's init and goes on as the worker) and the parent never returns: it
+    waits for the child and exits with its status. Both die with their parent (``PR_SET_PDEATHSIG``),
+    and when the init dies the kernel kills every process of the namespace: no program outlives a
+    killed host, whatever it did (``setsid``, double forks, a new uid).
+    """
+    if libc().unshare(ctypes.c_int(_CLONE_NEWPID)) != 0:
+        return f"unshare(CLONE_NEWPID) failed: {os.strerror(ctypes.get_errno())}"
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return f"fork into the new pid namespace failed: {exc.strerror}"
+    if pid == 0:
+        die_with_parent()
+        return None
+    status = 0
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
+
+
+def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int, data: bytes | None) -> None:
+    if libc().mount(source, target.encode(), fstype, ctypes.c_ulong(flags), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _kept_flags(path: str) -> int:
+    """The nosuid/nodev/noexec flags of the mount holding ``path``: a remount may add flags but, in a
+    user namespace, never drop one the host set (the kernel refuses)."""
+    f = os.statvfs(path).f_flag
+    return (_MS_NOSUID if f & _ST_NOSUID else 0) | (_MS_NODEV if f & _ST_NODEV else 0) | (_MS_NOEXEC if f & _ST_NOEXEC else 0)
+
+
+def _mountpoint(root: str, path: str, directory: bool) -> str:
+    target = root + path
+    parent = os.path.dirname(target)
+    os.makedirs(parent, 0o755, exist_ok=True)
+    if directory:
+        os.makedirs(target, 0o755, exist_ok=True)
+    elif not os.path.exists(target):
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+    return target
+
+
+def _bind(source: str, target: str, extra: int) -> None:
+    try:
+        _mount(source.encode(), target, None, _MS_BIND, None)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        # In a user namespace a bind that would uncover what the host's submounts hide is refused.
+        _mount(source.encode(), target, None, _MS_BIND | _MS_REC, None)
+    _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _kept_flags(source) | extra, None)
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """``paths`` without those inside another one (a bind of the parent already shows them)."""
+    kept: list[str] = []
+    for p in sorted(set(paths)):
+        if not any(p.startswith(k.rstrip("/") + "/") for k in kept if os.path.isdir(k)):
+            kept.append(p)
+    return kept
+
+
+def enter_fs_view(read_only: list[str], writable: list[str], workdir: str) -> str | None:
+    """Make this process's root a minimal one; None on success, else why not.
+
+    Needs :func:`unshare_mounts` and :func:`become_pid_namespace_init` first (the /proc mounted here
+    is the new pid namespace's). The new root is a tmpfs (mounted on ``workdir/.root``, made
+    read-only at the end) holding read-only binds of ``read_only``, read-write binds of
+    ``writable`` (nosuid, nodev, noexec), the device files of :data:`DEVICES`, the host's
+    ``/lib``-style symlinks, and ``/proc`` with ``subset=pid,hidepid=invisible`` (processes only,
+    each user sees their own). After ``pivot_root`` the host's tree is detached: nothing else of the
+    host, no ``/run``, ``/var/run``, ``/tmp``, ``/home``, ``/etc`` or ``/sys``, can be named.
+    """
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        return f"no pivot_root system call number known for {os.uname().machine}"
+    root = os.path.join(workdir, ".root")
+    try:
+        os.mkdir(root, 0o700)
+        _mount(b"tmpfs", root, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0755,size=1m,nr_inodes=4096")
+        for path in _outermost(read_only):
+            is_dir = os.path.isdir(path)
+            if path in DEVICES:
+                continue
+            _bind(path, _mountpoint(root, path, is_dir), _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        for path in DEVICES:
+            if os.path.exists(path):
+                # A device bind keeps working only without nodev; writing /dev/null must work.
+                _mount(path.encode(), _mountpoint(root, path, False), None, _MS_BIND, None)
+        for path in writable:
+            _bind(path, _mountpoint(root, path, True), _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        for link in ("/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin"):
+            if os.path.islink(link) and not os.path.lexists(root + link):
+                os.symlink(os.readlink(link), root + link)
+        os.mkdir(os.path.join(root, "proc"), 0o555)
+        os.mkdir(os.path.join(root, ".old"), 0o700)
+        os.chdir(root)
+        if libc().syscall(ctypes.c_long(number), b".", b".old") != 0:
+            return f"pivot_root failed: {os.strerror(ctypes.get_errno())}"
+        os.chdir("/")
+        if libc().umount2(b"/.old", ctypes.c_int(_MNT_DETACH)) != 0:
+            return f"detaching the host's root failed: {os.strerror(ctypes.get_errno())}"
+        os.rmdir("/.old")
+        proc_flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        for options in (b"subset=pid,hidepid=invisible", b"hidepid=2", None):
+            try:
+                _mount(b"proc", "/proc", b"proc", proc_flags, options)
+                break
+            except OSError:
+                if options is None:
+                    raise
+        _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+    except OSError as exc:
+        return f"building the program's root failed: {exc.strerror or exc}"
+    return None
+
+
+# --- the memory cgroup (once per worker; every program's processes join it) -----------------------------
+
+
+class MemoryCgroup:
+    """A memory cgroup (v2 when this process's cgroup can hold one, else v1's memory controller).
+
+    The worker makes one at start, while ``/sys`` is still in view, and keeps descriptors on its
+    files: each program's child writes itself into ``cgroup.procs`` before it drops its privileges,
+    so the memory limit counts every process the program starts, together. The host removes the
+    directory (:attr:`path`) when the worker is gone; a stale one is swept at the next start.
+    """
+
+    def __init__(self, path: str, version: int) -> None:
+        self.path = path
+        self.version = version
+        self.limit_mb: int | None = None
+        flags = os.O_WRONLY | os.O_CLOEXEC
+        self.procs_fd = os.open(os.path.join(path, "cgroup.procs"), flags)
+        if version == 2:
+            self._limits = [os.open(os.path.join(path, "memory.max"), flags)]
+            self._swap = _open_optional(os.path.join(path, "memory.swap.max"), flags)
+            self._events = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
+        else:
+            self._limits = [os.open(os.path.join(path, "memory.limit_in_bytes"), flags)]
+            memsw = _open_optional(os.path.join(path, "memory.memsw.limit_in_bytes"), flags)
+            if memsw is not None:
+                self._limits.append(memsw)
+            self._swap = None
+            self._events = os.open(os.path.join(path, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
+        if self._swap is not None:
+            os.write(self._swap, b"0")
+
+    @classmethod
+    def create(cls, name: str) -> MemoryCgroup | str:
+        """A new cgroup named ``name`` beside nothing else of ours; or why none can be made here."""
+        reasons = []
+        for version, find in ((2, _cgroup2_parent), (1, _cgroup1_parent)):
+            parent = find()
+            if isinstance(parent, str) and not os.path.isdir(parent):
+                reasons.append(parent)
+                continue
+            assert isinstance(parent, str)
+            path = os.path.join(parent, name)
+            try:
+                os.mkdir(path, 0o700)
+            except OSError as exc:
+                reasons.append(f"cgroup v{version}: cannot make {path}: {exc.strerror}")
+                continue
+            try:
+                return cls(path, version)
+            except OSError as exc:
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+                reasons.append(f"cgroup v{version}: {path}: {exc.strerror}")
+        return "no memory cgroup can be made here (" + "; ".join(reasons) + ")"
+
+    def set_limit(self, memory_mb: int) -> None:
+        """The memory all of a program's processes may use together, in MB (before its fork)."""
+        if memory_mb == self.limit_mb:
+            return
+        value = str(memory_mb * 1024 * 1024).encode()
+        # v1's memsw limit may never be below the memory limit: raise it first, lower it last.
+        order = self._limits if self.limit_mb is None or memory_mb < self.limit_mb else self._limits[::-1]
+        for fd in order:
+            try:
+                os.write(fd, value)
+            except OSError:
+                for again in self._limits:
+                    os.write(again, value)
+        self.limit_mb = memory_mb
+
+    def oom_kills(self) -> int:
+        """How many processes of the cgroup the kernel's OOM killer has ended so far."""
+        text = os.pread(self._events, 4096, 0).decode()
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def close(self) -> None:
+        for fd in [self.procs_fd, self._events, *self._limits] + ([self._swap] if self._swap is not None else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _open_optional(path: str, flags: int) -> int | None:
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        return None
+
+
+def _mounts(fstype: str) -> list[tuple[str, str]]:
+    """(mount point, super options) of every mount of ``fstype``, from /proc/self/mountinfo."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) >= 5 and len(rest) >= 3 and rest[0] == fstype:
+                    found.append((fields[4].replace("\\040", " "), rest[2]))
+    except OSError:
+        pass
+    return found
+
+
+def _own_cgroup(controller: str | None) -> str | None:
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if (controller is None and names == "") or (controller is not None and controller in names.split(",")):
+                    return path
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _cgroup2_parent() -> str:
+    """This process's v2 cgroup when it can be a parent of a memory cgroup (or why not)."""
+    own = _own_cgroup(None)
+    mounts = _mounts("cgroup2")
+    if own is None or not mounts:
+        return "cgroup v2: not mounted"
+    parent = mounts[0][0] + own.rstrip("/")
+    try:
+        with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
+            enabled = fh.read().split()
+        if "memory" not in enabled:
+            # Enabling it would change the host's own cgroup (and is refused where it holds processes).
+            return f"cgroup v2: the memory controller is not enabled for children of {parent}"
+    except OSError as exc:
+        return f"cgroup v2: memory controller not available to children of {parent}: {exc.strerror}"
+    return parent
+
+
+def _cgroup1_parent() -> str:
+    own = _own_cgroup("memory")
+    mounts = [point for point, options in _mounts("cgroup") if "memory" in options.split(",")]
+    if own is None or not mounts:
+        return "cgroup v1: no memory controller mounted"
+    return mounts[0] + own.rstrip("/")
+
+
+def cgroup_parents() -> list[str]:
+    """Directories under which a worker's memory cgroup may sit (for the host's sweep)."""
+    return [p for p in (_cgroup2_parent(), _cgroup1_parent()) if os.path.isdir(p)]
+
+
+def join_cgroup(procs_fd: int) -> None:
+    """Move this process into the cgroup whose ``cgroup.procs`` is open as ``procs_fd``."""
+    os.write(procs_fd, b"0")

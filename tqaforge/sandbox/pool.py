@@ -12,11 +12,11 @@ an empty environment in its own session; it forks one isolated child per program
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import queue
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +28,8 @@ from dataclasses import asdict
 from typing import Any
 
 from tqaforge.errors import SandboxError
+from tqaforge.files import remove_tree
+from tqaforge.sandbox import isolation
 from tqaforge.sandbox.charts import ChartReading
 from tqaforge.sandbox.results import Limits, Outcome, RunResult, check_limits
 from tqaforge.sandbox.worker import read_frame, write_frame
@@ -38,6 +40,9 @@ log = logging.getLogger("tqaforge.sandbox")
 
 _STARTUP_SECONDS = 120.0  # a worker imports pandas, numpy and matplotlib before it says hello
 _GRACE_SECONDS = 10.0  # beyond the wall-clock limit, how long the host waits for a worker's answer
+_PREFIX = "tqaforge-sandbox-"
+_LOCK = ".lock"
+_STALE_SECONDS = 600.0
 _UID_BASE = 2_000_000_000  # sandbox uids (root only): high, not in /etc/passwd, one per worker
 _warned = False
 _warn_lock = threading.Lock()
@@ -84,6 +89,7 @@ class _Worker:
         boot = (f"import sys; sys.path.append({source_root!r}); "
                 "from tqaforge.sandbox.worker import main; main()")
         with open(self.log_path, "wb") as log_file:
+            os.fchmod(log_file.fileno(), 0o600)  # the worker's directory is the programs' too
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-X", "utf8", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log_file, env={}, cwd=self.dir, close_fds=True, start_new_session=True,
@@ -94,6 +100,7 @@ class _Worker:
         config = {"base_dir": self.dir, "mplconfigdir": mpl, "uid": self.uid, "gid": self.uid, "skip_layers": list(skip_layers)}
         self.isolation: tuple[str, ...] = ()
         self.missing: dict[str, str] = {}
+        self.cgroup: str | None = None
         try:
             write_frame(self.wfd, config)
         except OSError:
@@ -109,6 +116,7 @@ class _Worker:
             )
         self.isolation = tuple(hello["isolation"])
         self.missing = dict(hello["missing"])
+        self.cgroup = hello.get("cgroup") if isinstance(hello.get("cgroup"), str) else None
 
     def _log_tail(self) -> str:
         try:
@@ -153,7 +161,26 @@ class _Worker:
                                cwd="/", check=False, capture_output=True, timeout=10)
             except (OSError, subprocess.SubprocessError) as exc:
                 log.warning("sandbox: could not sweep the processes of uid %s after its worker died: %s", self.uid, exc)
+        self._remove_cgroup()
         return status
+
+    def _remove_cgroup(self) -> None:
+        # The kernel empties a dead worker's pid namespace asynchronously: an rmdir may find it busy a moment.
+        if self.cgroup is None:
+            return
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                os.rmdir(self.cgroup)
+                break
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    log.warning("sandbox: could not remove the cgroup %s: %s", self.cgroup, exc.strerror)
+                    break
+                time.sleep(0.01)
+        self.cgroup = None
 
     def close(self) -> None:
         try:
@@ -164,7 +191,8 @@ class _Worker:
             self.kill()
         if self.proc.stdout:
             self.proc.stdout.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._remove_cgroup()
+        _remove_quietly(self.dir)
 
 
 class Sandbox:
@@ -180,14 +208,18 @@ class Sandbox:
                                hint="one worker per CPU core is plenty")
         self.limits = check_limits(limits)
         self._skip = tuple(skip_layers)  # for tests of the weaker layers only: Sandbox(skip_layers=("landlock-fs",))
-        self._base = tempfile.mkdtemp(prefix="tqaforge-sandbox-")
+        sweep_stale()
+        self._base = tempfile.mkdtemp(prefix=_PREFIX)
         os.chmod(self._base, 0o711)
+        # Held for this sandbox's life: a directory whose lock is free belongs to a host that died.
+        self._lock_fd = os.open(os.path.join(self._base, _LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._index = 0
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base)
+        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base, self._lock_fd)
         try:
             started = [self._spawn() for _ in range(workers)]
             for worker in started:
@@ -212,7 +244,7 @@ class Sandbox:
         with self._lock:
             if dead in self._all:
                 self._all.remove(dead)
-        shutil.rmtree(dead.dir, ignore_errors=True)
+        _remove_quietly(dead.dir)
         if self._closed:
             return None
         worker = self._spawn()
@@ -282,11 +314,77 @@ class Sandbox:
         self.close()
 
 
-def _cleanup(workers: list[_Worker], base: str) -> None:
+def _cleanup(workers: list[_Worker], base: str, lock_fd: int) -> None:
     for worker in list(workers):
         worker.close()
     workers.clear()
-    shutil.rmtree(base, ignore_errors=True)
+    _remove_quietly(base)
+    try:
+        os.close(lock_fd)
+    except OSError:
+        pass
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        remove_tree(path)
+    except OSError as exc:
+        log.warning("sandbox: could not remove %s: %s", path, exc)
+
+
+def sweep_stale(tmp: str | None = None) -> list[str]:
+    """Remove what sandboxes of dead hosts left (their directories, their workers' memory cgroups).
+
+    A host killed by SIGKILL (or SIGTERM, SIGHUP: Python runs no finalizer then) cannot clean up;
+    its programs die with it (each worker is the init of a pid namespace), but its directory under
+    the temporary directory stays. Each live sandbox holds a lock on ``.lock`` in its directory; a
+    directory whose lock can be taken belongs to nobody. Returns the directories removed."""
+    tmp = tmp or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(tmp) if n.startswith(_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(tmp, name)
+        try:
+            fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            # Older sandboxes had no lock, and a new one has none for a moment after mkdtemp: only
+            # a directory untouched for a while is taken for dead.
+            try:
+                if time.time() - os.lstat(path).st_mtime < _STALE_SECONDS:
+                    continue
+            except OSError:
+                continue
+            fd = None
+        except OSError:
+            continue
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # alive
+            _remove_quietly(path)
+            if not os.path.lexists(path):
+                removed.append(path)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    live = set(names) - {os.path.basename(p) for p in removed}
+    for parent in isolation.cgroup_parents():
+        try:
+            groups = [n for n in os.listdir(parent) if n.startswith(_PREFIX)]
+        except OSError:
+            continue
+        for group in groups:
+            if not any(group.startswith(base + "-") for base in live):
+                try:
+                    os.rmdir(os.path.join(parent, group))
+                except OSError:
+                    pass  # still holds processes: not ours to take
+    return removed
 
 
 def _result(reply: dict[str, Any], worker: _Worker, seconds: float) -> RunResult:

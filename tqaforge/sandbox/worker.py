@@ -17,13 +17,13 @@ import io
 import json
 import os
 import select
-import shutil
 import signal
 import struct
 import sys
 import time
 from typing import Any
 
+from tqaforge.files import remove_tree
 from tqaforge.sandbox import isolation
 
 _MAX_STATUS = 16 * 1024 * 1024  # bytes of status (exception, chart reading) accepted from a child
@@ -67,12 +67,33 @@ class Worker:
         skip = set(config.get("skip_layers", ()))
         self.missing: dict[str, str] = {}
         self.isolation = ["process", "empty-env", "scratch-dir", "rlimits"]
+        isolation.die_with_parent()  # first of all: a worker never outlives its host
         why = "skipped on request" if "netns" in skip else isolation.enter_network_namespace()
         self._record("netns", why)
+        mounts_why = "skipped on request" if "fs-view" in skip else isolation.unshare_mounts()
+        # From here on this may be a forked child: pid 1 of its own namespace (the parent only waits).
+        why = "skipped on request" if "pidns" in skip else isolation.become_pid_namespace_init()
+        self._record("pidns", why)
         why = "skipped on request" if "subreaper" in skip else isolation.become_subreaper()
         self._record("subreaper", why)
         isolation.die_with_parent()
         self.read_dirs = isolation.read_only_dirs()
+        # The memory cgroup before the new root hides /sys; its files stay open.
+        self.cgroup: isolation.MemoryCgroup | None = None
+        made: isolation.MemoryCgroup | str = "skipped on request"
+        if "cgroup" not in skip:
+            made = isolation.MemoryCgroup.create(f"{os.path.basename(os.path.dirname(self.base))}-{os.path.basename(self.base)}")
+        if isinstance(made, isolation.MemoryCgroup):
+            self.cgroup = made
+            self._record("cgroup", None)
+        else:
+            self._record("cgroup", made)
+            self.isolation.append("no-fork")  # without a cgroup, one process is the only way to cap the program's memory
+        if mounts_why is None and "pidns" in self.missing:
+            mounts_why = "needs the pid namespace (its /proc would be the host's)"
+        if mounts_why is None:
+            mounts_why = isolation.enter_fs_view(self.read_dirs, [self.base], self.base)
+        self._record("fs-view", mounts_why)
         if self.uid is None or self.gid is None or "uid" in skip:
             self.uid = self.gid = None
             self._record("uid", "skipped on request" if "uid" in skip else "not running as root: the program keeps your uid")
@@ -144,10 +165,17 @@ class Worker:
         try:
             return self._run_in_child(req, scratch)
         finally:
-            _remove_tree(scratch)
+            try:
+                remove_tree(scratch)  # never recurses: a 3,000-deep tree costs no RecursionError and no result
+            except OSError as exc:  # the result stands; what is left goes with the worker's directory
+                print(f"sandbox: could not remove {scratch}: {exc}", file=sys.stderr)
 
     def _run_in_child(self, req: dict[str, Any], scratch: str) -> dict[str, Any]:
         limits = req["limits"]
+        oom_before = 0
+        if self.cgroup is not None:
+            self.cgroup.set_limit(int(limits["memory_mb"]))
+            oom_before = self.cgroup.oom_kills()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         st_r, st_w = os.pipe()
@@ -227,9 +255,13 @@ class Worker:
                 child_status = json.loads(bytes(bufs[st_r]).decode("utf-8"))
                 if not isinstance(child_status, dict):
                     child_status = {}
-            except ValueError:
+            except (ValueError, RecursionError):
+                # fd 3 is open to the program: "[[[[..." 200,000 deep written there is no status.
+                # (The bounded reader of tqaforge.tables.readers.jsonio would import every table
+                # reader into the worker; a status is one flat object, so its parse error is enough.)
                 child_status = {}
-        outcome, exit_status, error = _classify(status, usage, reason, child_status, limits)
+        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        outcome, exit_status, error = _classify(status, usage, reason, child_status, limits, oom)
         chart = child_status.get("chart") if outcome in ("ok", "exception") else None
         if chart is None and isinstance(child_status.get("chart_error"), str) and req.get("chart_type") is not None:
             error = f"{error}; " if error else ""
@@ -281,6 +313,8 @@ class Worker:
         limits = req["limits"]
         os.setsid()
         isolation.die_with_parent()
+        if self.cgroup is not None:
+            isolation.join_cgroup(self.cgroup.procs_fd)  # before the privilege drop: only root may move a process
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
@@ -290,10 +324,13 @@ class Worker:
         os.chdir(scratch)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too large a file: OSError(EFBIG), not a silent death
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        isolation.set_rlimits(limits["cpu_seconds"], limits["memory_mb"], limits["file_mb"], limits["open_files"],
-                              limits["processes"])
+        # Without a memory cgroup the address-space limit is per process: then the program gets no
+        # second process or thread at all, so that limit is the program's.
+        processes = limits["processes"] if self.cgroup is not None else 1
+        isolation.set_rlimits(limits["cpu_seconds"], limits["memory_mb"], limits["file_mb"], limits["open_files"], processes)
         if self.uid is not None and self.gid is not None:
             isolation.drop_privileges(self.uid, self.gid)
+            isolation.die_with_parent()  # a change of uid clears the parent-death signal: set it again
         isolation.no_new_privs()
         if self.landlock_abi:
             isolation.apply_landlock(self.landlock_abi, self.read_dirs, scratch)
@@ -372,7 +409,8 @@ def _exit_code(code: Any) -> tuple[int, str | None]:
     return 1, str(code)
 
 
-def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any], limits: dict[str, Any]) -> tuple[str, int, str | None]:
+def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any], limits: dict[str, Any],
+              oom: bool = False) -> tuple[str, int, str | None]:
     if os.WIFSIGNALED(status):
         exit_status = -os.WTERMSIG(status)
     else:
@@ -381,6 +419,10 @@ def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any]
         return "timeout", exit_status, f"wall-clock limit of {limits['wall_seconds']} s reached; the program was killed"
     if reason == "output_limit":
         return "output_limit", exit_status, f"output passed the limit of {limits['output_bytes']} bytes; the program was killed"
+    if oom:
+        # One of its processes was ended by the kernel: whatever the program printed after is not its own result.
+        return "memory", exit_status, (f"the program's processes together passed the memory limit of {limits['memory_mb']} MB; "
+                                       "the kernel killed one")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
@@ -435,23 +477,6 @@ def _drain(fd: int, buf: bytearray, cap: int) -> None:
         buf += chunk
 
 
-def _remove_tree(path: str) -> None:
-    def fix(func: Any, p: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-        except OSError:
-            pass
-        try:
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=fix)
-    if os.path.lexists(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def main() -> None:
     request_fd, reply_fd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -464,7 +489,8 @@ def main() -> None:
         return
     worker = Worker(config)
     worker.warm_up(config["mplconfigdir"])
-    write_frame(reply_fd, {"hello": True, "pid": os.getpid(), "isolation": worker.isolation, "missing": worker.missing})
+    write_frame(reply_fd, {"hello": True, "pid": os.getpid(), "isolation": worker.isolation, "missing": worker.missing,
+                           "cgroup": worker.cgroup.path if worker.cgroup is not None else None})
     while True:
         req = read_frame(request_fd)
         if req is None:

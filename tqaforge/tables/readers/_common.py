@@ -130,7 +130,7 @@ def open_regular(path: Path) -> int:
         raise ReaderError(str(path), "is a directory, not a file")
     raise ReaderError(
         str(path), f"is {kind}, not a regular file: only regular files are read",
-        hint="copy the data into a regular file and import that",
+        hint="copy the data into a regular file and use that",
     )
 
 
