@@ -1,9 +1,19 @@
 """Helpers shared by the app's pages: the workspace, errors shown as messages, progress bars,
-summaries rendered the way the CLI renders them (their ``lines()``)."""
+summaries rendered the way the CLI renders them (their ``lines()``), and :func:`md`.
+
+**Data is shown as text.** Streamlit reads Markdown (and its own directives, ``$math$`` and
+``:color[...]``) in ``st.markdown``, ``st.caption``, ``st.write``, alerts, expander labels, image
+captions and progress texts. A question holding ``![x](http://attacker/x.png)`` made the browser
+fetch that image; a backtick in an answer broke out of its code span. So every piece of data
+(question text, answers, cells, annotator and model names, paths, error messages, which quote
+data) goes into such a string only through :func:`md`; whole blocks of data go to ``st.text``,
+``st.code`` or ``st.dataframe`` (their control characters escaped by
+:func:`tqaforge.printable.escape_controls`)."""
 
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -11,10 +21,35 @@ from typing import Any, Callable, Iterator, TypeVar
 import streamlit as st
 
 from tqaforge.errors import TqaforgeError
+from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
 from tqaforge.store import Workspace, open_workspace
 
 T = TypeVar("T")
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and each is literal
+# then: no link, image, emphasis, code span, HTML tag, entity, heading, list, table, directive
+# (``:red[...]``) or math (``$``) can start in escaped text.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def md(value: object, *, code: bool = False) -> str:
+    """``value`` (data) as Markdown that shows it literally, to mix with our own Markdown::
+
+        st.markdown(f"**{md(q.subtype)}** · {md(q.text)} → {md(answer, code=True)}")
+
+    Control characters are escaped (:func:`~tqaforge.printable.escape_controls`), every ASCII
+    punctuation character is backslash-escaped, and line breaks become Markdown line breaks.
+    With ``code``, an inline code span whose backtick fence is longer than any run of backticks
+    in the value, so the value cannot close it.
+    """
+    text = escape_controls(str(value))
+    if code:
+        longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+        fence = "`" * (longest + 1)
+        return f"{fence} {' '.join(text.split())} {fence}"
+    return "  \n".join(_MARKDOWN_PUNCTUATION.sub(r"\\\1", line) for line in text.split("\n"))
 
 
 @st.cache_resource
@@ -28,7 +63,7 @@ def workspace_or_stop() -> Workspace:
     try:
         return _open(os.environ.get("TQAFORGE_WORKSPACE"))
     except TqaforgeError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         st.stop()
         raise  # unreachable: st.stop() raises
 
@@ -39,13 +74,13 @@ def attempt(step: Callable[[], T]) -> T | None:
     try:
         return step()
     except TqaforgeError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return None
 
 
 def show_summary(summary: Any) -> None:
     """A library summary as the CLI prints it (its ``lines()``), in a code block."""
-    st.code("\n".join(summary.lines()), language=None)
+    st.code(escape_controls("\n".join(summary.lines())), language=None)
 
 
 @contextmanager
@@ -55,7 +90,7 @@ def progress(label: str) -> Iterator[Progress]:
 
     def report(done: int, total: int | None, note: str = "") -> None:
         share = min(done / total, 1.0) if total else 0.0
-        bar.progress(share, text=f"{label}: {done}/{total or '?'} {note}".strip())
+        bar.progress(share, text=md(f"{label}: {done}/{total or '?'} {note}".strip()))
 
     try:
         yield report

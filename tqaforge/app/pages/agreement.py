@@ -11,7 +11,7 @@ import streamlit as st
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
 from tqaforge.annotation.report_format import kind_section
 from tqaforge.annotation.workflows import AgreementReport, Settings, agreement_report
-from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.app.common import attempt, md, workspace_or_stop
 from tqaforge.queries import annotations_fingerprint
 
 st.title("Agreement")
@@ -29,11 +29,11 @@ report = report_for(str(ws.root), annotations_fingerprint(ws), n_boot)
 if not report.kinds:
     st.info("No annotations yet.")
 for name, kind in report.kinds.items():
-    with st.expander(f"{name}: {kind.n_items} items, {kind.n_raters} annotators, {kind.n_annotations} labels", expanded=True):
+    with st.expander(f"{md(name)}: {kind.n_items} items, {kind.n_raters} annotators, {kind.n_annotations} labels", expanded=True):
         # The same tables as `tqaforge agreement report` (value, interval, Landis and Koch band).
         section = kind_section(kind, report.settings.ci_level)
         for line in section.lines[2:]:
-            st.caption(line)
+            st.caption(md(line))
         overall = section.tables[0]
         st.dataframe(pd.DataFrame(list(overall.rows), columns=list(overall.headers)), hide_index=True, width="stretch")
         if kind.per_annotator:
@@ -48,7 +48,7 @@ for name, kind in report.kinds.items():
                 matrix = pd.DataFrame(index=pairwise.raters, columns=pairwise.raters, dtype=float)
                 for (a, b), result in pairwise.pairs.items():
                     matrix.loc[a, b] = matrix.loc[b, a] = result.value
-                st.markdown(f"**pairwise {stat}**")
+                st.markdown(f"**pairwise {md(stat)}**")
                 st.dataframe(matrix.style.background_gradient(cmap="RdYlGn", vmin=-1, vmax=1), width="stretch")
 
 
@@ -56,7 +56,7 @@ for name, kind in report.kinds.items():
 def decide(task_id: str, label_json: str, by: str, note: str) -> None:
     decided = attempt(lambda: resolve(ws, task_id, json.loads(label_json), by=by, note=note or None))
     if decided is not None:
-        st.success(f"{task_id[:12]}: decided")
+        st.success(f"{md(task_id[:12])}: decided")
         st.rerun()
 
 
@@ -66,9 +66,11 @@ st.caption(queue.describe("open items"))
 who = st.text_input("your name (recorded with each decision)", value="researcher")
 for item in queue:
     with st.container(border=True):
-        st.markdown(f"**{item.kind}** · {item.target_type} `{item.target_id[:12]}` · task `{item.task_id[:12]}`")
+        st.markdown(f"**{md(item.kind)}** · {md(item.target_type)} {md(item.target_id[:12], code=True)} · "
+                    f"task {md(item.task_id[:12], code=True)}")
         for vote in item.votes:
-            st.markdown(f"- `{json.dumps(vote.get('label'), ensure_ascii=False)}` by {', '.join(vote.get('annotators', []))}")
+            label = json.dumps(vote.get("label"), ensure_ascii=False)
+            st.markdown(f"- {md(label, code=True)} by {md(', '.join(vote.get('annotators', [])))}")
         options = [json.dumps(v.get("label"), ensure_ascii=False) for v in item.votes]
         picked = st.selectbox("final label", options, key=f"pick-{item.task_id}")
         note = st.text_input("note", key=f"note-{item.task_id}")

@@ -9,16 +9,16 @@ import streamlit as st
 from tqaforge import queries
 from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.labelstudio import manage
-from tqaforge.app.common import attempt, show_annotation_progress, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, show_annotation_progress, show_summary, workspace_or_stop
 
 st.title("Annotation")
 ws = workspace_or_stop()
 state = manage.status(ws.root)
 if state.running and state.answers:
-    st.success(f"Label Studio runs at {state.url} (pid {state.pid})")
+    st.success(f"Label Studio runs at {md(state.url)} (pid {state.pid})")
     st.link_button("open Label Studio", state.url)
 else:
-    st.warning(f"Label Studio is not running for this workspace ({state.stale or 'start it with `tqaforge labelstudio start` or `make run`'}). "
+    st.warning(f"Label Studio is not running for this workspace ({md(state.stale) if state.stale else 'start it with `tqaforge labelstudio start` or `make run`'}). "
                "Push and pull need it; the figures below come from the store.")
 
 st.subheader("Progress per kind")

@@ -7,7 +7,8 @@ import streamlit as st
 from sqlmodel import col, select
 
 from tqaforge.answers.show import question_answers
-from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.printable import escape_controls
 from tqaforge.schemas.records import AnswerCandidate
 
 st.title("Answers")
@@ -22,26 +23,27 @@ shown = attempt(lambda: question_answers(ws, chosen))
 if shown is None:
     st.stop()
 q = shown.question
-st.markdown(f"**{q.subtype or '-'}** · {q.status} · {q.text}")
+st.markdown(f"**{md(q.subtype or '-')}** · {md(q.status)} · {md(q.text)}")
 for a in shown.answers:
-    st.markdown(f"answer **{a.value or '-'}** · {a.method or a.origin} · status **{a.status}**" + (f" · route {a.route}" if a.route else ""))
+    st.markdown(f"answer **{md(a.value or '-')}** · {md(a.method or a.origin)} · status **{md(a.status)}**"
+                + (f" · route {md(a.route)}" if a.route else ""))
 cols = st.columns(max(len(shown.candidates), 1))
 for column, c in zip(cols, shown.candidates):
     with column:
-        st.markdown(f"**{c.method}** #{c.sample} · {c.status}")
-        st.markdown(f"answer: `{c.value if c.value is not None else (c.error or 'none')}`")
+        st.markdown(f"**{md(c.method)}** #{c.sample} · {md(c.status)}")
+        st.markdown(f"answer: {md(c.value if c.value is not None else (c.error or 'none'), code=True)}")
         steps = (c.details or {}).get("steps")
         if steps:
             st.dataframe(steps, hide_index=True)
         with st.expander("reply"):
-            st.text(c.raw)
+            st.text(escape_controls(c.raw))
         if c.code:
-            st.code(c.code, language="python")
+            st.code(escape_controls(c.code), language="python")
         execution = (c.details or {}).get("execution") or {}
         if execution:
-            st.caption(f"sandbox: {execution.get('outcome')} in {execution.get('seconds', '?')} s")
+            st.caption(f"sandbox: {md(execution.get('outcome'))} in {md(execution.get('seconds', '?'))} s")
             if execution.get("stdout"):
-                st.text(execution["stdout"])
+                st.text(escape_controls(str(execution["stdout"])))
         chart = execution.get("chart") or {}
         if chart.get("y"):
             import matplotlib
@@ -52,6 +54,6 @@ for column, c in zip(cols, shown.candidates):
             fig, ax = plt.subplots(figsize=(4, 3))
             for series in chart["y"]:
                 (ax.bar if chart.get("chart_type") in ("bar", "waterfall") else ax.plot)(range(len(series)), series)
-            ax.set_title(f"drawn {chart.get('chart_type')}")
+            ax.set_title(f"drawn {chart.get('chart_type')}", parse_math=False)  # data: no $math$
             st.pyplot(fig)
             plt.close(fig)

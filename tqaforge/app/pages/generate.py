@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tqaforge.app.common import attempt, run_step, workspace_or_stop
+from tqaforge.app.common import attempt, md, run_step, workspace_or_stop
 from tqaforge.errors import ConfigError
 from tqaforge.llm import LLMSettings, load_llm_settings
 
@@ -24,10 +24,10 @@ if not ready:
     st.warning(
         "No LLM endpoint is configured, so nothing can be generated here. Set OPENAI_BASE_URL and OPENAI_API_KEY "
         "(or [llm] base_url and api_key_env in tqaforge.toml) and a model name, then reload. "
-        f"Everything else in the app works without one. ({endpoint})"
+        f"Everything else in the app works without one. ({md(endpoint)})"
     )
 else:
-    st.caption(f"endpoint {endpoint} · model {llm.model if llm else '?'}")
+    st.caption(f"endpoint {md(endpoint)} · model {md(llm.model if llm else '?')}")
 
 taxonomy = ws.config.taxonomy()
 tab_questions, tab_answers = st.tabs(["Question rounds", "Answer annotation"])

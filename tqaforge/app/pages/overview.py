@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import show_annotation_progress, workspace_or_stop
+from tqaforge.app.common import md, show_annotation_progress, workspace_or_stop
 
 st.title("tqaforge")
 ws = workspace_or_stop()
-st.caption(f"workspace **{ws.config.name}** at `{ws.root}` · database `{ws.database_url}`")
+st.caption(f"workspace **{md(ws.config.name)}** at {md(ws.root, code=True)} · database {md(ws.database_url, code=True)}")
 
 f = queries.funnel(ws)
 st.subheader("Pipeline funnel")

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, show_summary, workspace_or_stop
 from tqaforge.evaluate.harness import saved_evaluations
 from tqaforge.release.build import ReleaseOptions, build_release, thresholds
 from tqaforge.release.verify import diff_releases, release_archive, verify_release
@@ -36,8 +36,9 @@ chosen = st.selectbox("release", [r.path or "" for r in releases], format_func=l
 root = Path(chosen)
 left, right = st.columns(2)
 if left.button("verify every file"):
-    report = verify_release(root)
-    (st.success if report.ok else st.error)("\n".join(report.lines()))
+    report = attempt(lambda: verify_release(root))  # a damaged manifest is a message, not a traceback
+    if report is not None:
+        (st.success if report.ok else st.error)(md("\n".join(report.lines())))
 if root.is_dir():
     archive = attempt(lambda: release_archive(root))
     if archive is not None:
@@ -54,9 +55,9 @@ evaluations = saved_evaluations(ws.root / "evaluations")
 if not evaluations:
     st.caption("no evaluation yet: `tqaforge evaluate --release DIR --predictions FILE` (run in the workspace) writes evaluations/")
 for saved in evaluations:
-    with st.expander(f"{saved.release} / {saved.predictions}: {saved.scores.get('matched')} predictions"):
+    with st.expander(f"{md(saved.release)} / {md(saved.predictions)}: {md(saved.scores.get('matched'))} predictions"):
         rows = saved.summary_rows()
         st.dataframe(pd.DataFrame(rows)[["system", "subset", "config", "group", "n", "metric", "tablebench", "normalised"]]
                      if rows else pd.DataFrame(), width="stretch", hide_index=True)
         for image in saved.plots:
-            st.image(str(image), caption=image.name)
+            st.image(str(image), caption=md(image.name))

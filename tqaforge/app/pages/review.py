@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tqaforge.annotation.review import review_question, review_queue
-from tqaforge.app.common import attempt, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, show_summary, workspace_or_stop
 
 st.title("Review")
 ws = workspace_or_stop()
@@ -26,8 +26,8 @@ queue = review_queue(ws, subtype=None if subtype == "(all)" else subtype, limit=
 st.caption(queue.describe("proposed questions"))
 for q in queue:
     with st.container(border=True):
-        st.markdown(f"**{q.subtype or '-'}** · `{q.id[:10]}` · round {q.round if q.round is not None else '-'}")
-        st.write(q.text)
+        st.markdown(f"**{md(q.subtype or '-')}** · {md(q.id[:10], code=True)} · round {q.round if q.round is not None else '-'}")
+        st.markdown(md(q.text))
         reason = st.text_input("reason (for reject)", key=f"reason-{q.id}")
         new_text = st.text_input("new wording (for edit)", key=f"wording-{q.id}")
         cols = st.columns(4)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import run_step, workspace_or_stop
+from tqaforge.app.common import md, run_step, workspace_or_stop
 
 st.title("Tables")
 ws = workspace_or_stop()
@@ -40,4 +40,4 @@ if listing.items:
     st.caption(detail.view.describe())
     for q in detail.questions:
         answers = "; ".join(a.value for a in detail.answers.get(q.id, []))
-        st.markdown(f"- **{q.subtype or '-'}** · {q.text} → `{answers}`")
+        st.markdown(f"- **{md(q.subtype or '-')}** · {md(q.text)} → {md(answers, code=True)}")

@@ -7,14 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.app.common import attempt, md, workspace_or_stop
 from tqaforge.generation import corpus as seed_corpus
 
 st.title("Taxonomy and seeds")
 ws = workspace_or_stop()
 taxonomy = ws.config.taxonomy()
 subtypes = [c.subtype for c in taxonomy.categories]
-st.caption(f"taxonomy **{taxonomy.name}**: {len(subtypes)} subtypes; seeds in `{seed_corpus.corpus_path(ws)}`")
+st.caption(f"taxonomy **{md(taxonomy.name)}**: {len(subtypes)} subtypes; seeds in {md(seed_corpus.corpus_path(ws), code=True)}")
 subtype = st.selectbox("subtype", subtypes)
 category = next((c for c in seed_corpus.workspace_corpus(ws).categories if c.subtype == subtype), None)
 
@@ -32,7 +32,7 @@ with st.form("add_seed", clear_on_submit=True):
     new_seed = st.text_input("a new seed question")
     if st.form_submit_button("add the seed") and new_seed.strip():
         if attempt(lambda: seed_corpus.add_seed(ws, subtype, new_seed)) is not None:
-            st.success(f"seed added to {subtype}")
+            st.success(f"seed added to {md(subtype)}")
             st.rerun()
 
 st.subheader("Lineage: which seeds inspired which questions")

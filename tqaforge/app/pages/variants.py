@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, workspace_or_stop
+from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.variants.view import show_variant
@@ -30,10 +31,11 @@ chosen = st.selectbox("variant", [v.id for v in listing], format_func=lambda i: 
 view = attempt(lambda: show_variant(ws, chosen))
 if view is None:
     st.stop()
-st.markdown(f"**{view.variant.perturbation}** (seed {view.variant.seed}) · status **{view.variant.status}** · question: {view.question.text}")
-st.caption(f"gold answer: {', '.join(view.variant.answers or []) or '-'} · effect {view.variant.answer_effect or '-'}")
+st.markdown(f"**{md(view.variant.perturbation)}** (seed {view.variant.seed}) · status **{md(view.variant.status)}** · "
+            f"question: {md(view.question.text)}")
+st.caption(f"gold answer: {md(', '.join(view.variant.answers or []) or '-')} · effect {md(view.variant.answer_effect or '-')}")
 for line in view.edit_lines():
-    st.markdown(f"- changed {line}")
+    st.markdown(f"- changed {md(line)}")
 COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #b3e5fc", "inserted": "background-color: #c8e6c9"}
 left, right = st.columns(2)
 with left:
@@ -42,7 +44,7 @@ with left:
 with right:
     st.subheader("perturbed")
     if view.perturbed is None:
-        st.info(f"skipped: {view.variant.skip_reason or 'no table'}")
+        st.info(f"skipped: {md(view.variant.skip_reason or 'no table')}")
     else:
         frame = pd.DataFrame(view.perturbed.rows, columns=[h or f"({i})" for i, h in enumerate(view.perturbed.header)])
         marks = pd.DataFrame([[COLOURS.get(m, "") for m in row] for row in view.marks], columns=frame.columns)
@@ -50,4 +52,4 @@ with right:
         st.caption("yellow: changed · blue: moved · green: inserted")
 if view.perturbed is not None:
     fmt = st.selectbox("serialization (as the model sees it)", SERIALIZATIONS)
-    st.code(serialize(view.perturbed, fmt), language=None)
+    st.code(escape_controls(serialize(view.perturbed, fmt)), language=None)
