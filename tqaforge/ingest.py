@@ -222,12 +222,6 @@ def import_paths(
     return summary
 
 
-def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
-    """Files as given, directories replaced by the files below them (sorted, hidden skipped).
-    Paths that cannot be walked are left out; :func:`walk_paths` reports them."""
-    return [path for path, problem in walk_paths(paths) if problem is None]
-
-
 def walk_paths(paths: Iterable[Path | str]) -> Iterator[tuple[Path, ImportFailed | None]]:
     """Each path to import with ``None``, or a path that cannot be imported with why.
 

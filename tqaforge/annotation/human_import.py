@@ -36,7 +36,7 @@ from typing import Any, Sequence
 from sqlmodel import col, select
 
 from tqaforge.errors import ReaderError
-from tqaforge.ingest import ImportOptions, ImportSummary, expand_paths, import_paths
+from tqaforge.ingest import FileOutcome, ImportOptions, ImportSummary, import_paths, walk_paths
 from tqaforge.labels import IMPORTED_SOURCE, record_annotation
 from tqaforge.progress import Progress
 from tqaforge.schemas.enums import Origin, VariantStatus
@@ -150,10 +150,15 @@ def import_human_work(
     ws: Workspace, paths: Sequence[Path | str], options: ImportOptions | None = None, *, on_progress: Progress | None = None,
 ) -> HumanWorkSummary:
     """Import questions as usual and FREB-TQA's published human work with them (module docs)."""
-    files = expand_paths(paths)
     derived: dict[Path, dict[str, Path]] = defaultdict(dict)
     plain: list[Path] = []
-    for path in files:
+    # Paths the walk cannot import (broken links, loops, FIFOs, unreadable directories) are
+    # failed paths of the summary, never dropped: the import then says so and exits non-zero.
+    unwalkable: list[FileOutcome] = []
+    for path, problem in walk_paths(paths):
+        if problem is not None:
+            unwalkable.append(FileOutcome(path=str(path), error=str(problem)))
+            continue
         variant = table_variant(path)
         if variant in DERIVED_TABLE_VARIANTS:
             derived[_prefix(path, variant)][variant] = path
@@ -168,6 +173,7 @@ def import_human_work(
             bases[prefix] = group["short_table"]
             plain.append(group["short_table"])
     summary = HumanWorkSummary(import_paths(ws, plain, options, on_progress=on_progress))
+    summary.questions.files += unwalkable
     for path in plain:
         if table_variant(path) in ("ori_table", None) and path.suffix == ".jsonl":
             try:

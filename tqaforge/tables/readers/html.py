@@ -22,6 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tqaforge.errors import ReaderError
+from tqaforge.tables.names import NameNumberer
 from tqaforge.tables.readers._common import (
     DEFAULT_MAX_BYTES,
     TextCleaner,
@@ -30,7 +31,6 @@ from tqaforge.tables.readers._common import (
     read_bytes,
     table_records,
 )
-from tqaforge.tables.names import NameNumberer
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
