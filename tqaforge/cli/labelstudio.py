@@ -189,12 +189,19 @@ def pull(
     """Record every new or changed annotation from Label Studio as labels (safe to repeat; reads only
     tasks updated since the last pull of each project, or all with --full).
 
-    Final labels then come from `tqaforge agreement adjudicate`, as for labels given in the CLI."""
+    Final labels then come from `tqaforge agreement adjudicate`, as for labels given in the CLI.
+    Exits 1 after recording what it could when a project was deleted in Label Studio with tasks
+    still to label, or Label Studio fails to send a task: no later pull fixes those by itself."""
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.sync import pull as pull_labels
+    from tqaforge.cli._common import styled
 
     ws = open_ws(ctx, workspace)
-    print_summary(pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None, full=full), as_json)
+    summary = pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None, full=full)
+    print_summary(summary, as_json)
+    if summary.incomplete:
+        err.print(styled(("incomplete: ", "bold red"), f"{summary.incomplete}; everything else is recorded (see above)"))
+        raise typer.Exit(1)
 
 
 annotators_app = typer.Typer(help="The people who label in Label Studio: their accounts and progress.",

@@ -10,7 +10,11 @@ so that every request goes through one place: :meth:`LabelStudioClient.request`,
   (the connection could not be made): a timed-out import may have created its tasks, and the
   next push finds them by their ``tqaforge_task_id`` instead of importing them twice;
 - then raises :class:`~tqaforge.annotation.labelstudio.server.LabelStudioError` saying what was
-  being done, where (the URL), what went wrong and what to do.
+  being done, where (the URL), what went wrong and what to do. What to do depends on what went
+  wrong: a server that cannot be reached is to be started (or ``--url`` checked), but one that
+  answers HTTP 5xx on every try is running and failing on this request
+  (:class:`LabelStudioServerError`: its log says why), and telling its user to start it would
+  send them the wrong way.
 
 >>> client = LabelStudioClient(client_settings("http://127.0.0.1:8080", token))  # doctest: +SKIP
 >>> client.request("GET", "/api/projects/", what="list the projects")  # doctest: +SKIP
@@ -18,6 +22,8 @@ so that every request goes through one place: :meth:`LabelStudioClient.request`,
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +33,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from tqaforge.annotation.labelstudio.server import LabelStudioError
+from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 
 #: HTTP statuses worth another try: the server is overloaded or (re)starting.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -44,6 +51,27 @@ class LabelStudioRequestError(LabelStudioError):
         super().__init__(message, hint=hint)
         self.status = status
         self.detail = detail
+
+
+class LabelStudioServerError(LabelStudioError):
+    """Label Studio answered every try with HTTP 5xx: it runs, but fails on this request (a bug or
+    data it cannot handle, such as a lone surrogate in an annotation; its log has the traceback)."""
+
+    def __init__(self, message: str, *, status: int, detail: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.detail = detail
+
+
+#: What to do after the last try, by what went wrong with it.
+_KEPT = "what was synced so far is kept, and running the same command again completes the rest without duplicating anything"
+_HINT_UNREACHABLE = f"start Label Studio (`tqaforge labelstudio start`) or check --url; {_KEPT}"
+_HINT_BUSY = f"Label Studio is overloaded or restarting: wait a little and run the command again; {_KEPT}"
+_HINT_FAILING = (
+    "Label Studio is running but fails on this request (an error inside the server: its log says why, "
+    f"label-studio/label-studio.log in the workspace for its own server); {_KEPT}"
+)
+_HINT_SILENT = f"Label Studio did not answer in time: is it overloaded, or is --url another program? {_KEPT}"
 
 
 @dataclass(frozen=True)
@@ -97,8 +125,30 @@ def _date_header(response: httpx.Response) -> datetime | None:
 
 
 def _detail(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
+    text = response.text.strip()
+    if text[:200].lstrip().lower().startswith(("<!doctype html", "<html")):
+        # An error page (Label Studio's 500 page is 4 kB of script): its title says all it can.
+        title = re.search(r"(?is)<title[^>]*>(.*?)</title>", text)
+        text = f"an HTML error page ({' '.join(title.group(1).split())})" if title else "an HTML error page"
+    text = text.replace("\n", " ")
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _encode(body: Any, what: str) -> bytes:
+    """``body`` as the UTF-8 JSON httpx would send. Text that UTF-8 cannot carry (a lone surrogate)
+    is refused here, naming the request, instead of escaping as a traceback from inside httpx;
+    it is never sent escaped either: Label Studio would store it and then fail with HTTP 500 on
+    every listing that includes it."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise LabelStudioError(
+            f"cannot {what}: the data holds text that is not valid Unicode ({exc.reason}: "
+            f"{exc.object[max(exc.start - 20, 0):exc.end + 20]!r})",
+            hint="the text came from the store (an imported file, a model's reply): fix it there; nothing was sent",
+        ) from None
+    except ValueError as exc:
+        raise LabelStudioError(f"cannot {what}: the data is not JSON ({exc}); nothing was sent") from None
 
 
 class LabelStudioClient:
@@ -142,28 +192,40 @@ class LabelStudioClient:
         params: dict[str, Any] | None = None,
         ok_missing: bool = False,
         safe: bool = False,
+        attempts: int | None = None,
     ) -> Any:
         """Send one request, retrying passing failures; the decoded JSON reply (None when empty,
         or on HTTP 404 with ``ok_missing``). ``what`` says what the call is for, in error messages;
-        ``safe`` marks a POST that changes nothing (a validation), so it is retried like a GET."""
+        ``safe`` marks a POST that changes nothing (a validation), so it is retried like a GET;
+        ``attempts`` (at most the settings' own) tries fewer times, for a probe whose failure
+        the caller handles itself.
+
+        Raises :class:`LabelStudioRequestError` on HTTP 4xx, :class:`LabelStudioServerError`
+        when every try was answered with HTTP 5xx, :class:`LabelStudioError` otherwise."""
         method = method.upper()
         where = f"{method} {self.settings.base_url}{path}"
+        content = _encode(json, what) if json is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        tries = min(attempts, self.settings.attempts) if attempts is not None else self.settings.attempts
         started = time.monotonic()
         wait = self.settings.backoff
-        problem = ""
-        for attempt in range(1, self.settings.attempts + 1):
+        problem, hint, status = "", _HINT_UNREACHABLE, 0
+        for attempt in range(1, tries + 1):
             retry_safe = safe or method in _IDEMPOTENT
+            status = 0
             try:
-                response = self._http.request(method, path, json=json, params=params)
+                response = self._http.request(method, path, content=content, headers=headers, params=params)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                problem = f"cannot connect ({exc.__class__.__name__}: {exc})"
+                problem, hint = f"cannot connect ({exc.__class__.__name__}: {exc})", _HINT_UNREACHABLE
                 retry_safe = True  # nothing reached the server
             except httpx.TransportError as exc:
-                problem = f"{exc.__class__.__name__}: {exc or 'no reply'}"
+                problem, hint = f"{exc.__class__.__name__}: {exc or 'no reply'}", _HINT_SILENT
             else:
                 if response.status_code in RETRY_STATUSES:
-                    problem = f"HTTP {response.status_code}: {_detail(response)}"
-                    retry_safe = retry_safe or response.status_code == 429
+                    status = response.status_code
+                    problem = f"HTTP {status}: {_detail(response)}"
+                    hint = _HINT_BUSY if status in (429, 502, 503, 504) else _HINT_FAILING
+                    retry_safe = retry_safe or status == 429
                 elif ok_missing and response.status_code == 404:
                     return None
                 elif response.status_code >= 400:
@@ -180,20 +242,27 @@ class LabelStudioClient:
                     if not response.content:
                         return None
                     try:
-                        return response.json()
+                        # The one bounded JSON reader: a result an annotator nested 100,000 deep
+                        # (Label Studio stores any JSON) is an error naming the request, not a
+                        # RecursionError traceback.
+                        return loads(response.text)
+                    except JSONNestingError as exc:
+                        raise LabelStudioError(
+                            f"Label Studio's reply to {what} ({where}): {exc}",
+                            hint="a task or an annotation holds a value nested that deep: find it in Label Studio and delete it",
+                        ) from None
                     except ValueError:
                         raise LabelStudioError(
                             f"Label Studio's reply to {what} is not JSON ({where}): {_detail(response)}",
                             hint="is this URL a Label Studio server? check --url",
                         ) from None
             elapsed = time.monotonic() - started
-            if not retry_safe or attempt == self.settings.attempts or elapsed + wait > self.settings.max_total:
-                tries = f"{attempt} attempt{'s' if attempt > 1 else ''} in {elapsed:.1f} s"
-                raise LabelStudioError(
-                    f"could not {what}: {where} failed after {tries}: {problem}",
-                    hint="start Label Studio (`tqaforge labelstudio start`) or check --url; what was synced so far is "
-                    "kept, and running the same command again completes the rest without duplicating anything",
-                )
+            if not retry_safe or attempt == tries or elapsed + wait > self.settings.max_total:
+                made = f"{attempt} attempt{'s' if attempt > 1 else ''} in {elapsed:.1f} s"
+                message = f"could not {what}: {where} failed after {made}: {problem}"
+                if status >= 500:
+                    raise LabelStudioServerError(message, status=status, detail=problem, hint=hint)
+                raise LabelStudioError(message, hint=hint)
             self._sleep(wait)
             wait *= 2
         raise AssertionError("unreachable")  # pragma: no cover
@@ -201,7 +270,8 @@ class LabelStudioClient:
     def pages(
         self, path: str, *, what: str, params: dict[str, Any], key: str, page_size: int = PAGE_SIZE,
     ) -> Iterator[dict[str, Any]]:
-        """Every item of a paged listing (``page``/``page_size``; the items under ``key``, or a bare list).
+        """Every item of a paged listing (``page``/``page_size``; the items under ``key``, or a bare list);
+        :class:`LabelStudioRequestError` (status 404) when the listing does not exist.
 
         Pages are large (fewer round trips: Label Studio's cost per request is high), and when the
         reply says how many items there are, that count decides the end, not a short page: a
@@ -210,8 +280,11 @@ class LabelStudioClient:
         page = 1
         seen = 0
         while True:
-            reply = self.request("GET", path, what=what, params={**params, "page": page, "page_size": page_size}, ok_missing=True)
-            if reply is None:  # Label Studio answers 404 "Invalid page" past the end
+            # Label Studio answers 404 "Invalid page" past the end; on the first page (which an
+            # empty listing has too) a 404 means the listing itself is gone (a deleted project),
+            # which must not read as "nothing there".
+            reply = self.request("GET", path, what=what, params={**params, "page": page, "page_size": page_size}, ok_missing=page > 1)
+            if reply is None:
                 return
             items = reply if isinstance(reply, list) else reply.get(key) or []
             yield from items

@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -63,7 +63,13 @@ from sqlalchemy import event
 from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import LabelError, check_against_target, kind_spec
-from tqaforge.annotation.labelstudio.client import ClientSettings, LabelStudioClient, LabelStudioRequestError, client_settings
+from tqaforge.annotation.labelstudio.client import (
+    ClientSettings,
+    LabelStudioClient,
+    LabelStudioRequestError,
+    LabelStudioServerError,
+    client_settings,
+)
 from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind
 from tqaforge.annotation.labelstudio.server import LabelStudioError
 from tqaforge.ids import annotation_task_id, content_hash, labelstudio_annotator, labelstudio_copy_id
@@ -87,8 +93,11 @@ TASK_KEY = "tqaforge_task_id"
 #: per task whatever the page size, so a page is a few seconds: well inside the client's timeout,
 #: and small enough that recording the last one (not overlapped with a read) is short. (Its
 #: export, at 2-3 ms per task, is not used: every export call leaves a copy of the data in the
-#: server's data directory.)
-PULL_PAGE = 500
+#: server's data directory.) A power of two, so that a page the server fails on splits into
+#: blocks that are pages themselves (:class:`_TaskReader`).
+PULL_PAGE = 512
+#: Tasks per page when a push lists a project's tasks (without annotations: cheap per task).
+LIST_PAGE = 1024
 #: Rows per ``IN (...)`` of a prefetch: far below SQLite's and PostgreSQL's limits.
 IN_CHUNK = 500
 #: The record each target type names, so that a batch's targets load in one query and the
@@ -164,17 +173,6 @@ def _preload(s: Session, target_type: str, target_ids: Iterable[str]) -> None:
         return
     for chunk in _chunks(sorted(set(target_ids)), IN_CHUNK):
         s.exec(select(model).where(col(model.id).in_(chunk))).all()
-
-
-def _batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 _END: Any = object()
@@ -257,6 +255,186 @@ def validate_configs(settings: ClientSettings, kinds: Iterable[str] | None = Non
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading a project's tasks past a task Label Studio cannot send
+
+#: A project's listing is narrowed down to at most this many tasks Label Studio cannot send; past
+#: that the server fails on the project, not on a task, and bisecting on would take minutes to
+#: say so. What was read is recorded; the rest of the project is reported as not read.
+MAX_UNREADABLE = 20
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A task of a project that Label Studio fails to send even on its own (HTTP 5xx), or (no
+    ``ls_task_id``) the place in the listing where reading the project stopped."""
+
+    project_id: int
+    position: int  # in the project's listing (0-based), as the server orders it
+    ls_task_id: int | None  # None when even its id could not be listed
+    changed_by: int | None  # the Label Studio user who last changed it (its ``updated_by``)
+    problem: str
+
+
+def _aligned(start: int, end: int, largest: int) -> Iterator[tuple[int, int]]:
+    """``[start, end)`` as blocks ``(position, size)``: each size a power of two of at most
+    ``largest`` dividing its position, so that each block is exactly page ``position // size + 1``
+    of ``size`` items, one request."""
+    pos = start
+    while pos < end:
+        size = 1
+        while size * 2 <= largest and pos % (size * 2) == 0 and pos + size * 2 <= end:
+            size *= 2
+        yield pos, size
+        pos += size
+
+
+def _listed(reply: Any) -> list[dict[str, Any]]:
+    """The tasks of a listing's reply (under ``tasks``, or a bare list)."""
+    items = reply if isinstance(reply, list) else reply.get("tasks") if isinstance(reply, dict) else None
+    return [t for t in items or [] if isinstance(t, dict)]
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+class _TaskReader:
+    """The tasks of one project's listing (``/api/tasks/`` with ``params``), page by page.
+
+    Label Studio renders a page in one piece: one task it cannot encode (an annotation holding a
+    lone surrogate: Django stores it escaped, then fails with HTTP 500 writing the page as UTF-8)
+    fails the whole page, on every try. Such a page is *narrowed*: read again as aligned blocks of
+    a power of two tasks (a block is one page of that size), a failing block split in halves
+    (tried once each: the page already failed on every try), down to single places in the
+    listing. The id of a failing place is listed without annotations and that task is fetched
+    alone, with the client's full retries: only a task that fails on its own too is
+    :class:`Unreadable`; everything else on the page is read. Positions follow the server's
+    order; a task saved while a project is read may shift them, which the pull's watermark covers
+    as it does for the plain paging. A server that caps page sizes shorter than asked is followed
+    (a block that comes back short of what ``total`` promises). ``pages()`` raises
+    :class:`LabelStudioRequestError` (404) when the project does not exist.
+    """
+
+    def __init__(self, client: LabelStudioClient, project_id: int, params: dict[str, Any], what: str, page_size: int) -> None:
+        self.client, self.project_id, self.params, self.what = client, project_id, params, what
+        self.page_size = page_size
+        self.cap: int | None = None  # the server's page size limit, once one is seen
+        self.unreadable: list[Unreadable] = []
+        self.given_up = False
+
+    def _get(self, page: int, size: int, *, attempts: int | None = None, params: dict[str, Any] | None = None) -> Any:
+        return self.client.request(
+            "GET", "/api/tasks/", what=self.what, params={**(params or self.params), "page": page, "page_size": size},
+            ok_missing=page > 1, attempts=attempts,
+        )
+
+    def pages(self) -> Iterator[list[dict[str, Any]]]:
+        """Each page's tasks (narrowed pages included), in the listing's order."""
+        pos = 0  # the place in the listing where the next page starts
+        while True:
+            size = self.cap or self.page_size
+            if pos % size:
+                # A cap found while narrowing, that the pages so far are not multiples of: pages
+                # of a size ``pos`` is a boundary of (slower, never misplaced).
+                size = pos & -pos
+            try:
+                reply = self._get(pos // size + 1, size)
+            except LabelStudioServerError:
+                tasks, total = self._narrow(pos, pos + size)
+                if tasks:
+                    yield tasks
+                pos += size
+                if self.given_up or (total is not None and pos >= total):
+                    return
+                continue
+            if reply is None:  # past the end
+                return
+            items = _listed(reply)
+            total = reply.get("total") if isinstance(reply, dict) else None
+            if items:
+                yield items
+            if isinstance(reply, list) or not items:
+                return
+            if isinstance(total, int) and not isinstance(total, bool):
+                if pos + len(items) >= total:
+                    return
+                if len(items) < size:  # a capped server (TASK_API_PAGE_SIZE_MAX): its pages are this long
+                    self.cap = len(items)
+            elif len(items) < size:
+                return
+            pos += len(items)
+
+    def _narrow(self, start: int, end: int) -> tuple[list[dict[str, Any]], int | None]:
+        """The tasks at places ``[start, end)`` of the listing, around those the server fails on."""
+        tasks: list[dict[str, Any]] = []
+        total: int | None = None
+        blocks = deque(_aligned(start, end, _pow2_floor(self.cap or end - start)))
+        while blocks:
+            pos, size = blocks.popleft()
+            if total is not None and pos >= total:
+                continue
+            try:
+                reply = self._get(pos // size + 1, size, attempts=1)
+            except LabelStudioServerError as exc:
+                if size > 1:
+                    blocks.extendleft([(pos + size // 2, size // 2), (pos, size // 2)])
+                elif len(self.unreadable) >= MAX_UNREADABLE:
+                    self.given_up = True
+                    self.unreadable.append(Unreadable(self.project_id, pos, None, None, (
+                        f"Label Studio failed on {MAX_UNREADABLE} tasks of this project; the tasks from place {pos + 1} "
+                        f"of its listing on were not read ({exc.detail})"
+                    )))
+                    return tasks, total
+                else:
+                    tasks += self._alone(pos)
+                continue
+            if reply is None:  # past the end
+                total = pos if total is None else min(total, pos)
+                continue
+            items = _listed(reply)
+            told = reply.get("total") if isinstance(reply, dict) else None
+            if isinstance(told, int) and not isinstance(told, bool):
+                total = told
+            expected = size if total is None else max(min(size, total - pos), 0)
+            if 0 < len(items) < expected and size > 1:
+                # A capped server sent a shorter page, so not the block asked for: read the
+                # block again in blocks it does not cut.
+                self.cap = _pow2_floor(len(items))
+                blocks.extendleft(reversed(list(_aligned(pos, pos + size, self.cap))))
+                continue
+            tasks += items
+        return tasks, total
+
+    def _alone(self, pos: int) -> list[dict[str, Any]]:
+        """The task at place ``pos``, which failed as a one-task page: its id and last editor from
+        the listing without annotations, then the task by id with every retry. ``[task]`` if it
+        comes, else ``[]`` and an :class:`Unreadable`."""
+        light = {k: v for k, v in self.params.items() if k != "fields"}
+        task_id: int | None = None
+        changed_by: int | None = None
+        try:
+            reply = self._get(pos + 1, 1, attempts=1, params=light)
+        except LabelStudioServerError as exc:  # the task's own data cannot be encoded either
+            problem = exc.detail
+        else:
+            listed = _listed(reply) if reply is not None else []
+            first = listed[0] if listed else {}
+            task_id = first.get("id") if isinstance(first.get("id"), int) else None
+            editors = [e.get("user_id") for e in first.get("updated_by") or [] if isinstance(e, dict)]
+            changed_by = next((e for e in reversed(editors) if isinstance(e, int)), None)
+            problem = "HTTP 5xx"
+        if task_id is not None:
+            try:
+                task = self.client.request("GET", f"/api/tasks/{task_id}/", what=f"read task {task_id}", ok_missing=True)
+            except LabelStudioServerError as exc:
+                problem = f"GET /api/tasks/{task_id}/ failed too: {exc.detail}"
+            else:
+                return [task] if isinstance(task, dict) else []  # None: deleted meanwhile
+        self.unreadable.append(Unreadable(self.project_id, pos, task_id, changed_by, problem))
+        return []
+
+
+# ---------------------------------------------------------------------------------------------
 # Push
 
 
@@ -297,6 +475,9 @@ class PushSummary:
     projects_updated: list[str] = field(default_factory=list)  # label configuration replaced
     duplicates: list[str] = field(default_factory=list)  # Label Studio tasks holding an already held task id
     problems: list[str] = field(default_factory=list)  # items that could not become tasks
+    copies_resent: int = 0  # copies whose project was deleted in Label Studio, sent again (imported or recovered)
+    resent: list[str] = field(default_factory=list)  # per annotator given: which project was gone, what was sent again
+    missing: list[str] = field(default_factory=list)  # deleted projects of annotators not given: nothing sent
 
     def lines(self) -> list[str]:
         lines = [
@@ -307,6 +488,8 @@ class PushSummary:
             "label configuration)",
         ]
         lines += [f"  {who}: project {pid}" for who, pid in sorted(self.projects.items())]
+        lines += [f"recreated: {line}" for line in self.resent]
+        lines += [f"missing: {line}" for line in self.missing]
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} duplicate tasks in Label Studio (the lowest id is used): " + "; ".join(self.duplicates[:5]))
         lines += [f"skipped: {p}" for p in self.problems[:10]]
@@ -325,13 +508,11 @@ def _annotators(annotators: Sequence[str]) -> list[str]:
     return names
 
 
-def _find_project(client: LabelStudioClient, s: Session, kind: str, annotator: str, title: str) -> dict[str, Any] | None:
-    stored = s.exec(
-        select(LabelStudioTaskCopy.ls_project_id).where(LabelStudioTaskCopy.kind == kind, LabelStudioTaskCopy.annotator == annotator)
-    ).first()
-    if stored is not None:
-        project = client.request("GET", f"/api/projects/{stored}/", what=f"read project {stored}", ok_missing=True)
-        if project is not None and project.get("title") == title:
+def _find_project(client: LabelStudioClient, alive: list[dict[str, Any]], title: str) -> dict[str, Any] | None:
+    """The annotator's project for a kind: one of ``alive`` (the projects their copies are in that
+    still exist) with this title, else the oldest project titled so; never a second one."""
+    for project in sorted(alive, key=lambda p: p["id"]):
+        if project.get("title") == title:
             return project
     found = [
         p for p in client.pages("/api/projects/", what="list the projects", params={"title": title}, key="results")
@@ -340,9 +521,11 @@ def _find_project(client: LabelStudioClient, s: Session, kind: str, annotator: s
     return min(found, key=lambda p: p["id"]) if found else None
 
 
-def _project(client: LabelStudioClient, s: Session, kind: str, annotator: str, config: str, summary: PushSummary) -> int:
+def _project(
+    client: LabelStudioClient, kind: str, annotator: str, config: str, summary: PushSummary, alive: list[dict[str, Any]],
+) -> int:
     title = project_title(kind, annotator)
-    project = _find_project(client, s, kind, annotator, title)
+    project = _find_project(client, alive, title)
     if project is None:
         project = client.request(
             "POST", "/api/projects/", what=f"create the project {title!r}",
@@ -359,18 +542,77 @@ def _project(client: LabelStudioClient, s: Session, kind: str, annotator: str, c
     return int(project["id"])
 
 
+@dataclass
+class _Holdings:
+    """Where one annotator's copies of a kind are: the projects that exist (as Label Studio
+    describes them) and, per project that is gone from Label Studio, the tasks it held."""
+
+    alive: list[dict[str, Any]] = field(default_factory=list)
+    gone: dict[int, list[str]] = field(default_factory=dict)
+
+    def lost(self) -> set[str]:
+        return {t for tasks in self.gone.values() for t in tasks}
+
+
+def _holdings(client: LabelStudioClient, copies: dict[str, dict[int, list[str]]]) -> dict[str, _Holdings]:
+    """{annotator: their projects, alive or gone} from ``copies`` {annotator: {project id: task ids}}:
+    one request per project. A project deleted in Label Studio's UI or API is gone with every
+    task and annotation in it; the store still holds the copies, and only asking finds out."""
+    found: dict[str, _Holdings] = {}
+    for who, projects in copies.items():
+        held = found[who] = _Holdings()
+        for project_id, tasks in sorted(projects.items()):
+            project = client.request("GET", f"/api/projects/{project_id}/", what=f"read project {project_id}", ok_missing=True)
+            if project is None:
+                held.gone[project_id] = tasks
+            else:
+                held.alive.append(project)
+    return found
+
+
+@dataclass
+class _Lost:
+    """An annotator's copies in deleted projects: the tasks still waiting for their label
+    (``owed``), and how many of the rest they labelled before or are settled."""
+
+    owed: list[str]
+    labelled: int
+    settled: int
+
+
+def _lost(s: Session, spec: LabelStudioKind, annotator: str, task_ids: set[str], pending: set[str]) -> _Lost:
+    """Sort an annotator's copies in deleted projects (``task_ids``) against the store: a task
+    they labelled in Label Studio before (the label was pulled) is done, whatever happened to
+    the project; one of an item no longer ``pending`` needs nobody; the rest is owed."""
+    who = labelstudio_annotator(annotator)
+    done: set[str] = set()
+    for chunk in _chunks(sorted(task_ids), IN_CHUNK):
+        done.update(s.exec(select(Annotation.task_id).where(
+            Annotation.annotator == who, Annotation.source == SOURCE, col(Annotation.task_id).in_(chunk),
+        )).all())
+    owed = sorted(t for t in task_ids if t in pending and t not in done)
+    return _Lost(owed=owed, labelled=len(done), settled=len(task_ids) - len(owed) - len(done))
+
+
 def _ls_tasks(client: LabelStudioClient, project_id: int, summary: PushSummary | None = None) -> dict[str, int]:
-    """{our task id: Label Studio task id} of a project's tasks (the lowest id when a task is there twice)."""
+    """{our task id: Label Studio task id} of a project's tasks (the lowest id when a task is there twice).
+    A task Label Studio cannot list (its data is text it cannot encode) is passed over and, with
+    ``summary``, reported: the rest of the project is still found."""
     held: dict[str, int] = {}
-    for task in client.pages(
-        "/api/tasks/", what=f"list the tasks of project {project_id}", params={"project": project_id}, key="tasks",
-    ):
-        ours = (task.get("data") or {}).get(TASK_KEY)
-        if not isinstance(ours, str):
-            continue
-        if ours in held and summary is not None:
-            summary.duplicates.append(f"project {project_id}: tasks {held[ours]} and {task['id']} both hold {ours[:10]}")
-        held[ours] = min(held.get(ours, task["id"]), task["id"])
+    reader = _TaskReader(client, project_id, {"project": project_id}, f"list the tasks of project {project_id}", LIST_PAGE)
+    for page in reader.pages():
+        for task in page:
+            ours = (task.get("data") or {}).get(TASK_KEY)
+            if not isinstance(ours, str) or not isinstance(task.get("id"), int):
+                continue
+            if ours in held and summary is not None:
+                summary.duplicates.append(f"project {project_id}: tasks {held[ours]} and {task['id']} both hold {ours[:10]}")
+            held[ours] = min(held.get(ours, task["id"]), task["id"])
+    if summary is not None:
+        summary.problems += [
+            f"project {project_id}: Label Studio cannot list its task {u.ls_task_id if u.ls_task_id is not None else f'at place {u.position + 1}'} "
+            f"({u.problem}); if it is one of ours, fix it in Label Studio and push again" for u in reader.unreadable
+        ]
     return held
 
 
@@ -394,14 +636,28 @@ def _record_copies(
                 payload = spec.payload(s, target_id) if spec.payload is not None else None
                 existing[task_id] = task_for(s, spec.kind, spec.target_type, target_id, payload)
                 summary.tasks_created += 1
+        # A copy sent again (its project was deleted in Label Studio) is the same copy, moved:
+        # one row per task and annotator, whatever happens to their projects.
+        moved = {
+            copy.id: copy
+            for chunk in _chunks([labelstudio_copy_id(t, annotator) for t in found], IN_CHUNK)
+            for copy in s.exec(select(LabelStudioTaskCopy).where(col(LabelStudioTaskCopy.id).in_(chunk))).all()
+        }
         # Then the copies and the tasks' state, written together at the commit (task_for has
         # flushed each new task on its own).
         for task_id, ls_task_id in found.items():
             task = existing[task_id]
-            s.add(LabelStudioTaskCopy(
-                id=labelstudio_copy_id(task_id, annotator), task_id=task_id, kind=spec.kind, annotator=annotator,
-                ls_project_id=project_id, ls_task_id=ls_task_id, seed=seed,
-            ))
+            copy = moved.get(labelstudio_copy_id(task_id, annotator))
+            if copy is None:
+                s.add(LabelStudioTaskCopy(
+                    id=labelstudio_copy_id(task_id, annotator), task_id=task_id, kind=spec.kind, annotator=annotator,
+                    ls_project_id=project_id, ls_task_id=ls_task_id, seed=seed,
+                ))
+            else:
+                if task.ls_project_id == copy.ls_project_id:  # the task named this copy as its first
+                    task.ls_project_id, task.ls_task_id = project_id, ls_task_id
+                copy.ls_project_id, copy.ls_task_id = project_id, ls_task_id
+                s.add(copy)
             mark_task_synced(s, task, ls_project_id=project_id, ls_task_id=ls_task_id)
 
 
@@ -468,9 +724,31 @@ def push(
             # Whoever must not label an item (the author of a modification re-answering it).
             barred = {task_id: spec.excluded(s, t) for task_id, t in targets.items()} if spec.excluded is not None else {}
             held: dict[str, set[str]] = defaultdict(set)
-            for task_id, who in s.exec(select(LabelStudioTaskCopy.task_id, LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)):
+            where: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))  # annotator -> project -> tasks
+            for task_id, who, project_id in s.exec(
+                select(LabelStudioTaskCopy.task_id, LabelStudioTaskCopy.annotator, LabelStudioTaskCopy.ls_project_id)
+                .where(LabelStudioTaskCopy.kind == kind)
+            ):
                 held[who].add(task_id)
+                where[who][project_id].append(task_id)
         summary.pending = len(targets)
+        # Projects deleted by hand in Label Studio, of every annotator who holds copies: those
+        # given get theirs back below, the others are named (their tasks stay theirs).
+        holdings = _holdings(ls, where)
+        with ws.session() as s:
+            for who, holding in sorted(holdings.items()):
+                for project_id in holding.gone:
+                    # Its pull watermark belongs to tasks that no longer exist.
+                    if (mark := s.get(LabelStudioPull, project_id)) is not None:
+                        s.delete(mark)
+                if holding.gone and who not in names:
+                    lost = _lost(s, spec, who, holding.lost(), set(targets))
+                    summary.missing.append(
+                        f"{who}: project {', '.join(map(str, sorted(holding.gone)))} is gone from Label Studio; "
+                        f"{len(lost.owed)} of their tasks wait for their label in no project (push with --annotator {who} "
+                        f"to send them again; {lost.labelled} labelled before stay in the store)"
+                    )
+            s.commit()
         wanted: dict[str, list[str]] = defaultdict(list)  # annotator -> task ids they should have
         new_items = 0
         for task_id in targets:
@@ -488,10 +766,25 @@ def push(
             for who in [h for h in holders if h in names] + extra[: max(overlap - len(holders), 0)]:
                 wanted[who].append(task_id)
         for who in names:
-            with ws.session() as s:
-                project_id = _project(ls, s, kind, who, config, summary)
+            holding = holdings.get(who, _Holdings())
+            project_id = _project(ls, kind, who, config, summary, holding.alive)
             summary.projects[who] = project_id
-            todo = [t for t in wanted[who] if t not in held[who]]
+            resend: set[str] = set()
+            if holding.gone:
+                # Their copies in a deleted project: each item still waiting for their label goes
+                # to the (re)made project; a copy whose label is already in the store, or whose
+                # item is settled, needs nothing and stays the record of what was assigned.
+                with ws.session() as s:
+                    lost = _lost(s, spec, who, holding.lost(), set(targets))
+                resend = set(lost.owed)
+                summary.copies_resent += len(resend)
+                if resend:
+                    summary.resent.append(
+                        f"{who}: project {', '.join(map(str, sorted(holding.gone)))} is gone from Label Studio (deleted by "
+                        f"hand?); {len(resend)} tasks sent again to project {project_id}; {lost.labelled} they labelled "
+                        f"before keep their labels in the store and are not sent again; {lost.settled} settled items need nothing"
+                    )
+            todo = [t for t in wanted[who] if t not in held[who] or t in resend]
             summary.copies_present += len(wanted[who]) - len(todo)
             if not todo:
                 continue
@@ -551,6 +844,12 @@ class PullSummary:
     by_kind: dict[str, int] = field(default_factory=dict)  # new labels per kind
     problems: list[str] = field(default_factory=list)  # annotations that could not be read, skipped
     sent_back: int = 0  # refused annotations deleted in Label Studio, their task carrying the message
+    #: Projects deleted in Label Studio that hold tasks still waiting for a label (push sends them again).
+    missing_projects: list[str] = field(default_factory=list)
+    #: Deleted projects with nothing left to label in them.
+    gone_done: list[str] = field(default_factory=list)
+    #: Tasks Label Studio fails to send (HTTP 5xx even alone), their annotations not pulled.
+    unreadable: list[str] = field(default_factory=list)
     #: (Label Studio task, annotation id, message, data to add) of refused labels to send back.
     resend: list[tuple[dict[str, Any], int, str, dict[str, Any]]] = field(default_factory=list, repr=False)
 
@@ -568,11 +867,28 @@ class PullSummary:
         lines += [f"skipped: {p}" for p in self.problems[:20]]
         if len(self.problems) > 20:
             lines.append(f"... and {len(self.problems) - 20} more")
+        lines += [f"missing: {p}" for p in self.missing_projects]
+        lines += [f"gone: {p}" for p in self.gone_done]
+        lines += [f"not read: {p}" for p in self.unreadable]
         return lines
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why this pull could not read everything it should have (None when it did): a project
+        deleted in Label Studio with tasks still to label, or tasks the server fails to send.
+        Unlike an unreadable annotation (the annotator's to correct, sent back and reported), no
+        later pull fixes these by itself: a person must push again or repair the server's data."""
+        parts = []
+        if self.missing_projects:
+            parts.append(f"{len(self.missing_projects)} project(s) gone from Label Studio with tasks still to label")
+        if self.unreadable:
+            parts.append(f"{len(self.unreadable)} task(s) Label Studio fails to send")
+        return "; ".join(parts) or None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("resend", None)
+        data["incomplete"] = self.incomplete
         return data
 
 
@@ -775,6 +1091,49 @@ def _send_back(ls: LabelStudioClient, summary: PullSummary) -> None:
     summary.resend.clear()
 
 
+def _exists(client: LabelStudioClient, project_id: int) -> bool:
+    return client.request("GET", f"/api/projects/{project_id}/", what=f"read project {project_id}", ok_missing=True) is not None
+
+
+def _report_gone(ws: Workspace, spec: LabelStudioKind, project_id: int, owner: str, summary: PullSummary) -> None:
+    """Say what a project deleted in Label Studio held: the tasks still owed (the next push sends
+    them again) make the pull incomplete; labels pulled from it before stay in the store."""
+    assert spec.pending is not None
+    with ws.session() as s:
+        copies = set(s.exec(select(LabelStudioTaskCopy.task_id).where(LabelStudioTaskCopy.ls_project_id == project_id)).all())
+        pending = {annotation_task_id(spec.kind, spec.target_type, t) for t in spec.pending(s)}
+        lost = _lost(s, spec, owner, copies, pending)
+    where = f"{spec.kind}: project {project_id} of {owner} is gone from Label Studio"
+    if lost.owed:
+        summary.missing_projects.append(
+            f"{where} (deleted by hand?): {len(lost.owed)} of its tasks wait for {owner}'s label in no project; "
+            f"{lost.labelled} labelled before stay in the store. Run `tqaforge labelstudio push {spec.kind} --annotator {owner}` "
+            "to make the project again and send them"
+        )
+    else:
+        summary.gone_done.append(f"{where}; nothing in it waits for a label ({lost.labelled} labelled, {lost.settled} settled)")
+
+
+def _unreadable_line(kind: str, owner: str, bad: Unreadable, users: dict[int, str]) -> str:
+    """One line naming a task Label Studio fails to send: which, whose, why and what to do."""
+    if bad.ls_task_id is None and bad.changed_by is None and "were not read" in bad.problem:
+        return f"{kind}, project {bad.project_id} of {owner}: {bad.problem}"
+    editor = users.get(bad.changed_by, f"user {bad.changed_by}") if bad.changed_by is not None else None
+    changed = f" (last changed by {editor})" if editor else ""
+    if bad.ls_task_id is None:
+        return (
+            f"{kind}, the task at place {bad.position + 1} of project {bad.project_id}'s listing ({owner}'s project){changed}: "
+            f"Label Studio fails to send it even without its annotations ({bad.problem}): its data holds text the server "
+            "cannot encode (a lone surrogate, for one; the server's log has the traceback). Fix or delete that task in "
+            "Label Studio, then pull again"
+        )
+    return (
+        f"{kind}, Label Studio task {bad.ls_task_id} in project {bad.project_id} of {owner}{changed}: Label Studio fails "
+        f"to send it ({bad.problem}), so its annotations are not pulled: it holds text the server cannot encode (a lone "
+        "surrogate, for one; the server's log has the traceback). Fix or delete that annotation in Label Studio, then pull again"
+    )
+
+
 def pull(
     ws: Workspace,
     settings: ClientSettings,
@@ -810,19 +1169,27 @@ def pull(
             params: dict[str, Any] = {"project": project_id, "fields": "all", "resolve_uri": "false"}
             if project_id in marks:
                 params["query"] = _since_query(marks[project_id])
-                summary.incremental += 1
-            listed = ls.pages(
-                "/api/tasks/", what=f"read the annotations of project {project_id}", params=params, key="tasks", page_size=PULL_PAGE,
-            )
+            reader = _TaskReader(ls, project_id, params, f"read the annotations of project {project_id}", PULL_PAGE)
             problems = len(summary.problems)
-            # Label Studio reads the next page while we record this one.
-            for ls_tasks in _ahead(_batched(listed, PULL_PAGE)):
-                summary.tasks += len(ls_tasks)
-                _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
+            try:
+                # Label Studio reads the next page while we record this one.
+                for ls_tasks in _ahead(reader.pages()):
+                    summary.tasks += len(ls_tasks)
+                    _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
+            except LabelStudioRequestError as exc:
+                # The listing of a project deleted in Label Studio is a 404, not an empty page.
+                if exc.status != 404 or _exists(ls, project_id):
+                    raise
+                _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
+                continue
+            summary.incremental += project_id in marks
             _send_back(ls, summary)
-            # A project with annotations left out keeps its old watermark: they are read and
-            # reported again until they are fixed, never forgotten after one summary.
-            if began is not None and len(summary.problems) == problems:
+            for bad in reader.unreadable:
+                summary.unreadable.append(_unreadable_line(kind, owner, bad, users))
+            # A project with annotations left out, or tasks Label Studio could not send, keeps its
+            # old watermark: they are read and reported again until they are fixed, never
+            # forgotten after one summary.
+            if began is not None and len(summary.problems) == problems and not reader.unreadable:
                 _save_watermark(ws, kind, project_id, owner, began)
     finally:
         if own_client:
