@@ -174,7 +174,7 @@ class Worker:
         limits = req["limits"]
         oom_before = 0
         if self.cgroup is not None:
-            self.cgroup.set_limit(int(limits["memory_mb"]))
+            self.cgroup.allow(int(limits["memory_mb"]))
             oom_before = self.cgroup.oom_kills()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -314,7 +314,7 @@ class Worker:
         os.setsid()
         isolation.die_with_parent()
         if self.cgroup is not None:
-            isolation.join_cgroup(self.cgroup.procs_fd)  # before the privilege drop: only root may move a process
+            isolation.oom_kill_first()
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
@@ -489,6 +489,8 @@ def main() -> None:
         return
     worker = Worker(config)
     worker.warm_up(config["mplconfigdir"])
+    if worker.cgroup is not None:
+        worker.cgroup.enter()  # warm: its pages stay charged where they are; every program is born inside
     write_frame(reply_fd, {"hello": True, "pid": os.getpid(), "isolation": worker.isolation, "missing": worker.missing,
                            "cgroup": worker.cgroup.path if worker.cgroup is not None else None})
     while True:
