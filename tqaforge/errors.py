@@ -7,6 +7,9 @@ message and exits non-zero instead of showing a traceback.
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class TqaforgeError(Exception):
     """Base class of every error tqaforge raises on purpose."""
@@ -151,3 +154,79 @@ class ReleaseError(TqaforgeError):
 
 class EvaluateError(TqaforgeError):
     """A release or predictions file cannot be scored (the message says where and what to do)."""
+
+
+class DiskError(TqaforgeError):
+    """A file or the database could not be written: its file system is full, over quota or
+    mounted read-only, or the path is not writable for this user. The message names the path
+    and its file system; the hint says what to do. Made by :func:`disk_error`, the one place
+    that turns such an ``OSError`` (or a database's own report of it) into words."""
+
+    def __init__(self, message: str, *, path: str | None, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.reason = reason  # "full", "quota", "read-only" or "permission"
+
+
+#: The errno values that mean "the disk refused the write", and what each is called.
+DISK_ERRNOS: dict[int, str] = {
+    errno.ENOSPC: "full",
+    errno.EDQUOT: "quota",
+    errno.EROFS: "read-only",
+    errno.EACCES: "permission",
+    errno.EPERM: "permission",
+}
+
+
+def disk_error(exc: OSError, path: str | os.PathLike[str] | None = None) -> DiskError | None:
+    """``exc`` as a :class:`DiskError` naming ``path`` (else the file the exception names), or
+    ``None`` when ``exc`` is not a full, over-quota, read-only or permission error.
+
+    >>> str(disk_error(OSError(errno.EROFS, "Read-only file system", "/proc/x")))  # doctest: +ELLIPSIS
+    '/proc/x is on a read-only file system (mounted at /proc)...'
+    """
+    reason = DISK_ERRNOS.get(exc.errno or 0)
+    if reason is None:
+        return None
+    name = os.fspath(path) if path is not None else exc.filename
+    target = os.fsdecode(name) if name is not None else None
+    mount, free = _file_system(target)
+    where = f" (mounted at {mount})" if mount else ""
+    if reason == "full":
+        details = ([f"mounted at {mount}"] if mount else []) + ([f"{free:,} bytes free"] if free is not None else [])
+        about = f" ({', '.join(details)})" if details else ""
+        message = f"no space left on the file system of {target}{about}" if target else "no space left on the device being written"
+        hint = (f"free space on {mount or 'that file system'} (`df -h` shows what is full) or write somewhere "
+                "else, then run the command again")
+    elif reason == "quota":
+        message = f"disk quota exceeded writing {target or 'a file'}{where}"
+        hint = "free space within your quota (`quota -s`) or ask for a larger one, then run the command again"
+    elif reason == "read-only":
+        message = f"{target or 'the file'} is on a read-only file system{where}"
+        hint = (f"remount {mount or 'it'} read-write, or copy the workspace to a writable place and pass "
+                "--workspace (or --out) to use it there")
+    else:
+        message = f"permission denied: {target or 'a file'} cannot be written (or read) by this user"
+        owner = os.path.dirname(target) if target else None
+        hint = (f"make it and its folder{f' {owner}' if owner else ''} writable for this user "
+                "(`ls -ld`, `chmod u+w`, `chown`), or run the command as their owner")
+    return DiskError(message, path=target, reason=reason, hint=hint)
+
+
+def _file_system(path: str | None) -> tuple[str | None, int | None]:
+    """The mount point holding ``path`` (or its nearest existing parent) and the bytes free
+    there for this user; ``(None, None)`` when neither can be found."""
+    if not path:
+        return None, None
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        st = os.statvfs(probe)
+        free: int | None = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    mount = probe
+    while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
+        mount = os.path.dirname(mount)
+    return mount, free

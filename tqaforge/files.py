@@ -28,9 +28,13 @@ def atomic_writer(path: Path, *, mode: int | None = None) -> Iterator[TextIO]:
     >>> with atomic_writer(Path("report.md")) as fh:  # doctest: +SKIP
     ...     fh.write("# Report\\n")
     """
-    fh = tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
-    )
+    try:
+        fh = tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
+        )
+    except OSError as exc:
+        name_target(exc, path)
+        raise
     tmp = Path(fh.name)
     try:
         with fh:
@@ -38,9 +42,24 @@ def atomic_writer(path: Path, *, mode: int | None = None) -> Iterator[TextIO]:
             fh.flush()
             os.fsync(fh.fileno())
         replace_durably(tmp, path, mode=mode)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        name_target(exc, path)
         raise
+
+
+def name_target(exc: BaseException, path: Path) -> None:
+    """Make a failed write name ``path``: an ``OSError`` of ``write``, ``flush`` or ``close``
+    (a full disk, say) names no file, and the temporary file it does name is gone. The CLI's
+    error handling (``tqaforge.errors.disk_error``) then says which file system is full."""
+    if isinstance(exc, OSError) and (exc.filename is None or _is_temporary_of(exc.filename, path)):
+        exc.filename = str(path)
+
+
+def _is_temporary_of(name: object, path: Path) -> bool:
+    """Whether ``name`` is one of our temporary files for ``path`` (``.NAME.xxxx.partial``)."""
+    base = os.path.basename(os.fsdecode(name)) if isinstance(name, (str, bytes, os.PathLike)) else ""
+    return base.startswith(f".{path.name}.") and base.endswith(".partial")
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:

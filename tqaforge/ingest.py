@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
-from tqaforge.errors import ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.errors import DiskError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
 from tqaforge.progress import Progress
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
@@ -343,6 +343,8 @@ def _import_file(ws: Workspace, path: Path | str, options: ImportOptions, taxono
     outcome = FileOutcome(path=str(path))
     try:
         _import_one(ws, Path(path), options, taxonomy, outcome, tally)
+    except DiskError:
+        raise  # a full or read-only disk is not this file's fault, and no other file would fit either
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
         outcome.error = _describe_failure(str(path), exc)
         outcome.tables_new = outcome.tables_present = 0

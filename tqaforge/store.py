@@ -43,7 +43,7 @@ from tqaforge.config import (
     resolve_database_url,
     write_default_config,
 )
-from tqaforge.errors import ConfigError, StoreError
+from tqaforge.errors import ConfigError, DiskError, StoreError, TqaforgeError, disk_error
 from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.tables.cells import clean_text
 
@@ -239,8 +239,67 @@ def _display_url(engine: Engine) -> str:
     return redact_url(engine.url.render_as_string(hide_password=True))
 
 
-def _database_error(engine: Engine, exc: DBAPIError, action: str) -> StoreError:
-    """A driver error while opening or migrating, as a StoreError that names the (redacted) URL."""
+# SQLite's primary result codes a full, read-only or unwritable disk shows up as. A full disk
+# is not always SQLITE_FULL: when the -shm or -wal file beside the database cannot grow, SQLite
+# says "disk I/O error"; on a read-only mount it says "unable to open database file".
+_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 3, 8, 10, 13, 14
+#: Below this much free space, an I/O error of SQLite is taken for a full disk.
+_NEARLY_FULL_BYTES = 1024**2
+
+
+def disk_problem(engine: Engine | None, exc: BaseException) -> DiskError | None:
+    """A database error that is really the disk's (full, over quota, read-only, not writable),
+    as a :class:`DiskError` naming the database file and its file system; None for any other
+    error (a damaged file, a lock, a constraint), which keeps its own message.
+
+    SQLite's message does not say which: the file system of the database is asked (mounted
+    read-only? space left? writable?). PostgreSQL's disk is the server's: its SQLSTATE says."""
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        database = engine.url.database if engine is not None else None
+        if not database or database == ":memory:" or database.startswith("file:"):
+            database = None
+        number = _sqlite_disk_errno(code & 0xFF, database)
+        return None if number is None else disk_error(OSError(number, os.strerror(number)), database)
+    sqlstate = getattr(orig, "sqlstate", None)
+    where = f"the database {_display_url(engine)}" if engine is not None else "the database server"
+    if sqlstate == "53100":  # disk_full
+        return DiskError(f"{where} has no space left on its disk", path=None, reason="full",
+                         hint="free space on the database server's disk, then run the command again")
+    if sqlstate == "25006":  # read_only_sql_transaction: a replica, or default_transaction_read_only
+        return DiskError(f"{where} accepts no writes (a read-only server or replica)", path=None, reason="read-only",
+                         hint="point --database-url (or [database] url / TQAFORGE_DATABASE_URL) at a writable server")
+    return None
+
+
+def _sqlite_disk_errno(primary: int, database: str | None) -> int | None:
+    """The errno that best says why SQLite could not write ``database``, from its file system."""
+    if primary not in (_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN):
+        return None
+    if database is None:
+        return errno.ENOSPC if primary == _SQLITE_FULL else None
+    folder = os.path.dirname(os.path.abspath(database))
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return errno.ENOSPC if primary == _SQLITE_FULL else None
+    if st.f_flag & os.ST_RDONLY:
+        return errno.EROFS
+    if primary == _SQLITE_FULL or st.f_bavail * st.f_frsize < _NEARLY_FULL_BYTES:
+        return errno.ENOSPC
+    files = [database, database + "-wal", database + "-shm"]
+    if not os.access(folder, os.W_OK | os.X_OK) or any(os.path.exists(f) and not os.access(f, os.W_OK) for f in files):
+        return errno.EACCES
+    return None
+
+
+def _database_error(engine: Engine, exc: DBAPIError, action: str) -> TqaforgeError:
+    """A driver error while opening or migrating, as a StoreError that names the (redacted) URL
+    (a :class:`DiskError` when the disk is full, read-only or not writable)."""
+    problem = disk_problem(engine, exc)
+    if problem is not None:
+        return problem
     detail = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
     detail = redact_secrets(detail, [engine.url.password])
     where = _display_url(engine)
@@ -340,8 +399,13 @@ class Workspace:
             try:
                 yield s
                 s.commit()
-            except BaseException:
+            except BaseException as exc:
                 s.rollback()
+                # A full or read-only disk says so, naming the file, instead of a driver
+                # traceback; the transaction is rolled back, so nothing of it was written.
+                problem = disk_problem(self.engine, exc) if isinstance(exc, DBAPIError) else None
+                if problem is not None:
+                    raise problem from None
                 raise
 
     @contextmanager

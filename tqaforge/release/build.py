@@ -38,7 +38,7 @@ from sqlmodel import col, select
 
 from tqaforge import __version__
 from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
-from tqaforge.errors import ConfigError, ReleaseError
+from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.release.contents import SUBSETS, Contents, collect
@@ -378,13 +378,19 @@ def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
             + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
             hint="a release never changes under its version: give a new --version",
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp: Path | None = None
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         _write(tmp, files)
         os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        # A full or read-only disk names the release, not its temporary folder (removed above).
+        problem = disk_error(exc, out) if isinstance(exc, OSError) else None
+        if problem is not None:
+            raise problem from None
         raise
     _record(ws, name, options.version, out, files["manifest.json"])
     return summary
