@@ -24,7 +24,7 @@ def evaluate_cmd(
     method: str = typer.Option("DP", "--method", help="With --model: the answering method's prompt (DP, TCoT, SCoT, PoT)."),
     subsets: str = typer.Option("base", "--subsets", help="With --model: the release subsets to ask, comma-separated."),
     serialization: str = typer.Option("markdown", "--serialization", help="With --model: how items and variants show their table (configurations carry their own)."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="With --model: the run's budget in USD."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="The budget in USD of this command's model calls: the --model run's and the judge's together (unless --judge-max-cost gives the judge its own)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="With --model: ask only the first N rows."),
     model_name: Optional[str] = typer.Option(None, "--model-name", help="The model of predictions that name none (default: the file's name)."),
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Also grade every reply with this model against the reference (and acknowledgement of missing values and duplicates)."),
@@ -40,21 +40,28 @@ def evaluate_cmd(
     from tqaforge.errors import EvaluateError
     from tqaforge.evaluate.harness import EvaluateOptions, evaluate
     from tqaforge.evaluate.model_run import ModelRunOptions, run_model
+    from tqaforge.llm.budget import Budget
 
     if (predictions is None) == (model is None):
         raise EvaluateError("give either --predictions FILE or --model NAME", hint="--model asks the model first, then scores its replies")
     ws = open_ws(ctx, workspace) if model or judge_model else None
+    budget = Budget(max_cost) if max_cost is not None else None  # one for every paid call of the command
     if model is not None:
         assert ws is not None
         with progress_reporter(f"asking {model}", lazy=True) as on_progress:
             ran = run_model(ws, ModelRunOptions(release=release, model=model, method=method, subsets=names(subsets),
-                                                serialization=serialization, max_cost=max_cost, limit=limit), on_progress=on_progress)
+                                                serialization=serialization, max_cost=max_cost, limit=limit),
+                            on_progress=on_progress, budget=budget)
         for line in ran.lines():
             out.print(line, soft_wrap=True, markup=False, highlight=False)
+        if ran.stopped:  # a partial run's scores would not be the model's: resume it first
+            raise typer.Exit(1)
         predictions = Path(ran.predictions)
     assert predictions is not None
     options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out_dir, workers=workers,
                               plots=not no_plots, judge_model=judge_model, judge_max_cost=judge_max_cost)
     with progress_reporter("scoring", lazy=True) as on_progress:
-        report = evaluate(options, ws=ws, on_progress=on_progress)
+        report = evaluate(options, ws=ws, on_progress=on_progress, judge_budget=budget if judge_max_cost is None else None)
     print_summary(report, as_json)
+    if report.judge is not None and report.judge.get("stopped"):
+        raise typer.Exit(1)

@@ -12,6 +12,12 @@ answer and the whole reply and says whether the reply is correct (``prompts/judg
 for variants with a missing value or duplicate rows it also says whether the reply acknowledges
 them. Verdicts are calls like any other (cached, budgeted).
 
+**One budget.** Both go through the gateway's :class:`~tqaforge.llm.budget.Budget`, as question
+rounds, typing and answers do: every request is reserved at its worst case before it is sent and
+charged at most that, whatever the endpoint claims. Pass the same ``budget`` to :func:`run_model`
+and :func:`judge_replies` to hold a command's model calls and verdicts to one ``--max-cost``. The
+summaries' costs are what the ledger holds for the calls made.
+
 >>> summary = run_model(ws, ModelRunOptions(release=Path("releases/b-1.0.0"), model="gpt-4o-mini"))  # doctest: +SKIP
 """
 
@@ -27,6 +33,7 @@ from tqaforge.answers.agents import AGENTS, parse_methods
 from tqaforge.errors import InvalidReply
 from tqaforge.evaluate.predictions import CONFIGURATIONS, EvaluateError, Reference, Release, load_release
 from tqaforge.files import atomic_write_text
+from tqaforge.llm.budget import Budget
 from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
@@ -104,9 +111,10 @@ def default_predictions_path(release: Path, model: str, method: str) -> Path:
 
 
 def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | None = None,
-              on_progress: Progress | None = None) -> ModelRunSummary:
+              on_progress: Progress | None = None, budget: Budget | None = None) -> ModelRunSummary:
     """Ask ``options.model`` every selected row and write the predictions file (module docs);
-    ``llm``: the endpoint settings (default: the workspace's, :func:`load_llm_settings`)."""
+    ``llm``: the endpoint settings (default: the workspace's, :func:`load_llm_settings`);
+    ``budget``: one shared with other paid calls of the command (default: ``max_cost``'s own)."""
     method = _one_method(options.method)
     if options.serialization not in SERIALIZATIONS:
         raise EvaluateError(f"unknown serialization {options.serialization!r}", hint=f"choose from {', '.join(SERIALIZATIONS)}")
@@ -141,7 +149,7 @@ def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | Non
         summary.paid_calls, summary.cached_calls, summary.cost = progress.paid_calls, progress.cached_calls, progress.cost
 
     async def main() -> None:
-        async with Gateway(ws, settings) as gw:
+        async with Gateway(ws, settings, budget=budget) as gw:
             outcome = await run_ordered(gw, [Job(r.id, functools.partial(ask, ref=r)) for r in refs], window=_WINDOW,
                                         on_result=on_result, on_progress=costs)
             summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
@@ -210,9 +218,10 @@ def judge_prompt(ref: Reference, reply: str) -> tuple[str, str | None]:
 
 def judge_replies(
     ws: Workspace, model: str, items: Sequence[tuple[Reference, str, str, str]], *, max_cost: float | None = None,
-    on_progress: Progress | None = None,
+    on_progress: Progress | None = None, budget: Budget | None = None,
 ) -> JudgeRun:
-    """Verdicts of judge ``model`` on ``items`` (reference, system model, method, reply)."""
+    """Verdicts of judge ``model`` on ``items`` (reference, system model, method, reply);
+    ``budget``: one shared with the command's other paid calls (then ``max_cost`` is unused)."""
     settings = load_llm_settings(ws, model=model, max_cost=max_cost)
     result = JudgeRun()
     keyed = {f"{m}\0{meth}\0{ref.id}": (ref, m, meth, text) for ref, m, meth, text in items}
@@ -236,7 +245,7 @@ def judge_replies(
             on_progress(len(result.verdicts) + result.invalid, len(keyed), "replies judged")
 
     async def main() -> None:
-        async with Gateway(ws, settings) as gw:
+        async with Gateway(ws, settings, budget=budget) as gw:
             outcome = await run_ordered(gw, [Job(k, functools.partial(ask, key=k)) for k in keyed], window=_WINDOW, on_result=on_result)
             result.paid_calls, result.cached_calls, result.cost = gw.paid_calls, gw.cached_calls, gw.spent
             result.stopped = outcome.stopped

@@ -30,20 +30,22 @@ What it guarantees:
   Malformed replies (not JSON, no choices, no content) are retried too, at most
   ``malformed_retries`` times (default 2: a model that returns nothing at temperature 0 tends to
   do so again, and each such reply may be billed). Other 4xx errors fail at once.
-- **A hard budget.** Before each paid request its worst case is reserved: estimated prompt tokens
-  x input price + ``max_tokens`` (or ``default_max_tokens``, 4096, when the call sets none) x output
-  price. If spent + reserved + this worst case would pass ``max_cost``, :class:`BudgetExceeded` is
-  raised *before* sending, and every later paid call of this gateway is refused too, so a run
-  stops cleanly with its finished calls stored. After the reply the reservation is replaced by
-  the real cost. A model with no entry in ``prices`` costs 0, and ``max_cost`` then never stops
-  it. The bound holds as far as the estimates do: a call without ``max_tokens`` whose reply is
-  longer than ``default_max_tokens`` can pass it by the difference, and a prompt denser than
-  estimated by its extra prompt tokens. ``max_cost`` must be a positive finite number.
+- **A hard budget** (:class:`~tqaforge.llm.budget.Budget`, the gateway's own or one shared by the
+  gateways of a command). Every request is sent with a ``max_tokens`` (the call's, else
+  ``default_max_tokens``, 4096), so it has a worst case: its prompt as sent (a token per UTF-8 byte
+  plus the chat template) x input price + ``max_tokens`` x output price. That worst case is
+  reserved *before* sending; when spent + reserved + it would pass ``max_cost`` the request waits
+  for those in flight, and once spent + it alone would pass, :class:`BudgetExceeded` is raised
+  before sending and every later paid call is refused too, so a run stops cleanly with its
+  finished calls stored. A reply is charged its usage clamped to that worst case, whatever the
+  endpoint claims, so spent never passes ``max_cost``. A model with no entry in ``prices`` costs
+  0, and ``max_cost`` then never stops it. ``max_cost`` must be a positive finite number.
 - **Usage is checked, not believed.** A reply whose usage its request cannot have produced
   (completion tokens above ``max_tokens``, prompt tokens far beyond the prompt's bytes, negative
   or non-numeric counts) raises :class:`ImpossibleUsage`: the call is recorded as an error at
   the worst-case cost that was reserved for it, and every later paid call of the gateway is
-  refused. A reply with no usage at all is charged that worst case too.
+  refused. A reply with no usage at all is charged that worst case too. ``gw.spent`` is what
+  this gateway's calls hold in the ledger: the costs of the rows it wrote.
 - **Hard limits per request.** ``timeout_s`` bounds the whole request (connect, headers and
   body), not each read, so an endpoint that drips bytes times out like one that is silent. The
   body is read with a byte limit (``REPLY_BYTES_PER_TOKEN`` x ``max_tokens`` + an envelope, at
@@ -121,12 +123,20 @@ class Gateway:
     """
 
     def __init__(
-        self, ws: Workspace, settings: LLMSettings, *, on_call: Callable[[Completion], None] | None = None
+        self,
+        ws: Workspace,
+        settings: LLMSettings,
+        *,
+        on_call: Callable[[Completion], None] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.ws = ws
         self.settings = settings
         self._listeners: list[Callable[[Completion], None]] = [on_call] if on_call is not None else []
-        self.budget = Budget(settings)
+        # A shared budget (one command's several gateways) wins over settings.max_cost.
+        self.budget = budget if budget is not None else Budget(settings.max_cost)
+        self._spent = 0.0  # the costs of the ledger rows this gateway wrote
+        self._saving: set[asyncio.Task[None]] = set()  # rows being committed (their callers may be gone)
         self.paid_calls = 0
         self.cached_calls = 0
         self.failed_calls = 0  # calls that raised LLMError after their retries
@@ -156,14 +166,15 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        await self.settled()
         if self._client is not None:
             await self._client.close()
         self.ledger.close()
 
     @property
     def spent(self) -> float:
-        """USD paid in this gateway's lifetime (cached calls cost 0)."""
-        return self.budget.spent
+        """USD this gateway's calls cost, as its ledger rows hold it (cached calls cost 0)."""
+        return self._spent
 
     @property
     def reserved(self) -> float:
@@ -311,11 +322,26 @@ class Gateway:
             return stored
         async with self._sem:
             record, outcome = await self._paid_call(call_id, messages, params, seed, sample, purpose)
-        # Committed outside the slot: the slot bounds requests to the endpoint, not commits.
-        await self.ledger.record(record)
+        # Committed outside the slot: the slot bounds requests to the endpoint, not commits. A
+        # task of its own, shielded: a caller cancelled now (the run stopped) loses the reply, but
+        # the paid call is still recorded and counted in ``spent``.
+        saving = asyncio.ensure_future(self._save(record))
+        self._saving.add(saving)
+        saving.add_done_callback(self._saving.discard)
+        await asyncio.shield(saving)
         if isinstance(outcome, LLMError):
             raise outcome
         return outcome
+
+    async def _save(self, record: dict[str, Any]) -> None:
+        await self.ledger.record(record)
+        self._spent += record["cost"]
+
+    async def settled(self) -> None:
+        """Wait until every call answered so far is in the ledger and in :attr:`spent`, including
+        those whose callers were cancelled meanwhile (a stopped run)."""
+        while self._saving:
+            await asyncio.gather(*list(self._saving), return_exceptions=True)
 
     def _estimate_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         chars = sum(len(str(m.get("content") or "")) for m in messages)
@@ -364,8 +390,19 @@ class Gateway:
         if sent_seed is not None:
             wire["seed"] = sent_seed
         max_tokens = params.get("max_tokens")
+        # Always sent (not part of the call's identity): without it a reply has no worst case.
+        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else s.default_max_tokens
         est_prompt = self._estimate_prompt_tokens(messages)
-        bounds = UsageBounds.of(messages, max_tokens)
+        bounds = UsageBounds.of(messages, cap)
+        price = s.price
+        worst = 0.0 if price is None else price.cost(bounds.worst_prompt, cap)  # what one attempt may cost
+
+        def charged(tokens: tuple[int, int] | None) -> float:
+            """What an attempt costs: its usage within the worst case, the worst case without usage."""
+            if price is None:
+                return 0.0
+            return worst if tokens is None else price.cost(*bounds.clamp(tokens))
+
         failure = _Attempts(call_id, messages, wire, seed, sample, purpose)
         retries = malformed = 0
         while True:
@@ -376,9 +413,14 @@ class Gateway:
             if self._tpm is not None:
                 await self._tpm.acquire(est_tokens)
             client = self._openai()
-            worst = self.budget.reserve(est_prompt, max_tokens)  # 0 without a budget
-            bound = self.budget.worst(est_prompt, max_tokens)  # charged when the reply's usage cannot be used
-            meter = Meter(reply_limit(max_tokens, s.default_max_tokens, s.max_reply_bytes))
+            # An unpriced model costs nothing and is never stopped by a budget.
+            held = 0.0 if price is None else await self.budget.reserve(worst)
+            try:
+                self._halted()  # again: another reply may have stopped the gateway while this one waited
+            except ImpossibleUsage:
+                self._release(held, price)
+                raise
+            meter = Meter(reply_limit(cap, s.default_max_tokens, s.max_reply_bytes))
             started = time.perf_counter()
             wait_hint: float | None = None  # what the endpoint said to wait
             try:
@@ -389,11 +431,11 @@ class Gateway:
             except (Oversize, Malformed, ValueError) as raised:
                 # Unusable: cut off at the byte limit, not JSON, no choices or no content. An
                 # oversize reply may have been billed up to its worst case.
-                self.budget.release(worst)
+                self._release(held, price)
                 exc: Exception = raised if meter.problem is None else Oversize(meter.problem)
                 tokens = (exc.prompt_tokens, exc.completion_tokens) if isinstance(exc, Malformed) else None
                 # A body that is not JSON is no model's billed reply (a proxy's page): it costs 0.
-                cost = 0.0 if tokens is None and not isinstance(exc, Oversize) else self.budget.cost(tokens, bound)
+                cost = 0.0 if tokens is None and not isinstance(exc, Oversize) else charged(tokens)
                 self.budget.charge(cost)
                 failure.charge(cost, tokens)
                 failure.body = self._kept_body(meter, exc)
@@ -403,15 +445,15 @@ class Gateway:
                 failure.error_cls = ReplyTooLarge if isinstance(exc, Oversize) else LLMError
             except Impossible as exc:
                 # The endpoint's figures cannot be trusted: charge the worst case, refuse the rest.
-                self.budget.release(worst)
-                self.budget.charge(bound)
-                failure.charge(bound, None)
+                self._release(held, price)
+                self.budget.charge(worst)
+                failure.charge(worst, None)
                 failure.body = {"claimed_usage": short(self.redact(json.dumps(usage_of(reply), default=str)), 500)}
                 problem = self.redact(f"impossible usage from the endpoint: {exc}")
                 self._usage_stop = f"{purpose}: model {s.model} at {self.endpoint}: {problem}"
                 return self._failure(failure, problem, hint=_USAGE_HINT, error_cls=ImpossibleUsage)
             except openai.APIStatusError as exc:
-                self.budget.release(worst)
+                self._release(held, price)
                 failure.error_cls = LLMError
                 problem = self.redact(f"HTTP {exc.status_code}: {_status_message(exc)}")
                 retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
@@ -421,21 +463,21 @@ class Gateway:
                     return self._failure(failure, problem, hint=_status_hint(exc.status_code),
                                          error_cls=EndpointAuthError if auth else LLMError)
             except (openai.APITimeoutError, asyncio.TimeoutError):
-                self.budget.release(worst)
+                self._release(held, price)
                 failure.error_cls = LLMError
                 problem, retryable = f"no complete reply within {s.timeout_s:g} s", True
             except openai.APIConnectionError as exc:
-                self.budget.release(worst)
+                self._release(held, price)
                 failure.error_cls = LLMError
                 problem, retryable = self.redact(f"connection failed: {short(str(exc.__cause__ or exc))}"), True
             except BaseException:
-                self.budget.release(worst)  # cancelled (Ctrl-C) or a bug: release, record nothing
+                self._release(held, price)  # cancelled (Ctrl-C) or a bug: release, record nothing
                 raise
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
                 prompt_tokens, completion_tokens = usage or (0, 0)
-                cost = self.budget.cost(usage, bound)
-                self.budget.release(worst)
+                cost = charged(usage)
+                self._release(held, price)
                 self.budget.charge(cost)
                 self.paid_calls += 1
                 if self._tpm is not None:
@@ -465,6 +507,11 @@ class Gateway:
             log.warning("%s: %s; retry %d/%d in %.2f s (call %s)", purpose, problem, retries, s.max_retries,
                         wait, call_id)
             await asyncio.sleep(wait)
+
+    def _release(self, held: float, price: object) -> None:
+        """Give back an attempt's hold on the budget (an unpriced model took none)."""
+        if price is not None:
+            self.budget.release(held)
 
     def redact_own(self, text: str) -> str:
         """``text`` with our own secrets masked, and nothing else changed (for model output)."""
@@ -505,7 +552,7 @@ class Gateway:
         return record, error_cls(message, hint=hint)
 
 
-_USAGE_HINT = ("the endpoint's token counts cannot be trusted, so no budget can hold; check that [llm] base_url "
+_USAGE_HINT = ("the endpoint's token counts cannot be trusted, so the run stopped; check that [llm] base_url "
                "(or OPENAI_BASE_URL) is the endpoint you mean. The call is recorded at its worst-case cost")
 _GAVE_UP_HINT = "check that the endpoint is up and the model name is right; re-run to retry"
 _TOO_LARGE_HINT = ("the endpoint sends replies far longer than max_tokens allows; check the endpoint, or raise "

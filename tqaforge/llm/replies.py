@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 import contextvars
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2  # the HTTP library of the openai client (openai >= 3); its response hook caps bodies
+
+from tqaforge.tables.readers.jsonio import loads
 
 __all__ = [
     "KEPT_BODY_CHARS", "METER", "Impossible", "Malformed", "Meter", "Oversize", "UsageBounds",
@@ -36,6 +37,12 @@ KEPT_BODY_CHARS = 2000  # how much of an unusable reply body an error record kee
 # one byte), plus the chat template per message and a server-side system prompt.
 PROMPT_TOKENS_PER_MESSAGE_SLACK = 64
 PROMPT_TOKENS_SLACK = 8192
+# What a prompt as sent can cost at most: a token per byte, plus the chat template's tokens around
+# each message (OpenAI's: 3-4, Llama's: 5) and once per request (the reply's start, a template's
+# default system prompt: Llama 3's dated one is about 30). A claim between this and the slack
+# above is recorded as claimed but charged at this.
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+TEMPLATE_TOKENS = 128
 
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
@@ -57,12 +64,9 @@ def parse_json_reply(text: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    # A hostile reply such as "[[[[..." 100,000 deep makes json raise RecursionError, which is
-    # no ValueError: it would escape the repair path and end the run with a traceback.
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply to be a reply") from None
+    # The one bounded reader: a hostile reply such as "[[[[..." 100,000 deep is a ValueError
+    # (nested too deeply) that the repair path handles, never a RecursionError that ends the run.
+    return loads(text)
 
 
 def repair_request(messages: list[dict[str, str]], reply: str, problem: str) -> list[dict[str, str]]:
@@ -173,17 +177,25 @@ def reply_limit(max_tokens: int | None, default_max_tokens: int, max_reply_bytes
 
 @dataclass(frozen=True)
 class UsageBounds:
-    """The most tokens a request's reply can honestly report."""
+    """What a request's reply can honestly report (beyond it: :class:`Impossible`), and the most
+    its usage can be charged (:meth:`clamp`): the request's own worst case."""
 
-    max_prompt: int
-    max_completion: int | None  # None: the call set no max_tokens
+    max_prompt: int  # prompt tokens beyond this are a lie (a server-side system prompt fits below)
+    max_completion: int  # the request's max_tokens: the gateway always sends one
+    worst_prompt: int  # the most prompt tokens what was sent can cost: its bytes and the chat template
 
     @classmethod
-    def of(cls, messages: list[dict[str, str]], max_tokens: int | None) -> "UsageBounds":
+    def of(cls, messages: list[dict[str, str]], max_tokens: int) -> "UsageBounds":
         """The bounds of a request with these messages and this ``max_tokens``."""
         size = sum(len(str(m.get("content") or "").encode("utf-8")) for m in messages)
         slack = PROMPT_TOKENS_PER_MESSAGE_SLACK * len(messages) + PROMPT_TOKENS_SLACK
-        return cls(size + slack, max_tokens)
+        sent = size + TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + TEMPLATE_TOKENS
+        return cls(size + slack, max_tokens, sent)
+
+    def clamp(self, usage: tuple[int, int]) -> tuple[int, int]:
+        """(prompt, completion) tokens as charged: as claimed, but never more than the request's
+        worst case (its prompt as sent, ``max_tokens`` of reply)."""
+        return min(usage[0], self.worst_prompt), min(usage[1], self.max_completion)
 
 
 def usage_of(reply: Any) -> Any:
@@ -231,7 +243,7 @@ def checked_usage(usage: Any, bounds: UsageBounds) -> tuple[int, int] | None:
             raise Impossible(f"{key} = {short(repr(value), 80)}, not a token count")
         counts.append(value)
     prompt, completion = counts
-    if bounds.max_completion is not None and completion > bounds.max_completion:
+    if completion > bounds.max_completion:
         raise Impossible(
             f"completion_tokens = {completion:,} for a request with max_tokens {bounds.max_completion:,}"
         )

@@ -21,6 +21,8 @@ stage that calls a model many times (question rounds, question typing, answer ag
   (:class:`StopReason`). A job that can live with an invalid reply catches
   :class:`~tqaforge.errors.InvalidReply` itself. Anything else (a bug, Ctrl-C) cancels every job
   and propagates.
+- **Accounted.** When it returns, every paid call is in the ledger and in ``gateway.spent``,
+  also those of jobs cancelled after their reply came (a run stopped meanwhile).
 - **Resumable.** Every call is an LLMCall record keyed by its request, so a re-run of the same
   jobs is answered from the store up to where the last run stopped, and pays only for the rest.
 - **Progress.** ``on_progress(RunProgress)`` after every model call (cached or paid) and every
@@ -179,6 +181,9 @@ async def run_ordered(
             while not finishing.empty():
                 if (rest := finishing.get_nowait()) is not None:
                     _discard(rest)
+            # A job cancelled after its reply came still has it recorded: wait for that, so the
+            # gateway's spent is what the ledger holds when the run returns.
+            await gateway.settled()
     return outcome
 
 
