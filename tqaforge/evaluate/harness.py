@@ -60,6 +60,7 @@ from tqaforge.sandbox import Limits, Sandbox
 
 if TYPE_CHECKING:  # the judge imports the LLM gateway (and openai), the store SQLAlchemy: only when a judge is asked for
     from tqaforge.evaluate.model_run import Verdict
+    from tqaforge.llm.budget import Budget
     from tqaforge.store import Workspace
 
 #: TableBench's four question types, in its order.
@@ -320,9 +321,10 @@ def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
 
 
 def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progress: Progress | None = None,
-             sandbox_factory: Callable[[], Sandbox] | None = None) -> EvaluationReport:
+             sandbox_factory: Callable[[], Sandbox] | None = None, judge_budget: Budget | None = None) -> EvaluationReport:
     """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs;
-    ``ws`` holds the judge's calls when ``options.judge_model`` is set."""
+    ``ws`` holds the judge's calls when ``options.judge_model`` is set; ``judge_budget``, when
+    given, is the budget they share with the command's other paid calls (``judge_max_cost`` unused)."""
     if options.judge_model and ws is None:
         raise EvaluateError("the judge's calls are recorded in a workspace, and none was given",
                             hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
@@ -360,7 +362,7 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
 
         assert ws is not None
         judged = judge_replies(ws, options.judge_model, [(ref, p.model, p.method, p.text) for ref, p in matched.pairs],
-                               max_cost=options.judge_max_cost, on_progress=on_progress)
+                               max_cost=options.judge_max_cost, on_progress=on_progress, budget=judge_budget)
         verdicts = judged.verdicts
         report.judge = {"model": options.judge_model, "judged": len(judged.verdicts), "invalid": judged.invalid,
                         "paid_calls": judged.paid_calls, "cost": round(judged.cost, 6), "stopped": judged.stopped}
