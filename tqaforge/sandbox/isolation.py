@@ -191,6 +191,23 @@ def drop_privileges(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Give up every capability. Without root the worker lives in a user namespace of its own, where
+    it holds all of them (so that it can mount the program's root); a program keeping them could
+    remount that root's read-only binds read-write."""
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)()
+    _check(libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
 def no_new_privs() -> None:
     prctl(_PR_SET_NO_NEW_PRIVS, 1)
 
@@ -536,26 +553,29 @@ def enter_fs_view(read_only: list[str], writable: list[str], workdir: str) -> st
         for link in ("/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin"):
             if os.path.islink(link) and not os.path.lexists(root + link):
                 os.symlink(os.readlink(link), root + link)
+        # /proc before the pivot: in a user namespace the kernel mounts a new procfs only while a
+        # full one is still in view. It is the new pid namespace's (this process is its init).
         os.mkdir(os.path.join(root, "proc"), 0o555)
-        os.mkdir(os.path.join(root, ".old"), 0o700)
-        os.chdir(root)
-        if libc().syscall(ctypes.c_long(number), b".", b".old") != 0:
-            return f"pivot_root failed: {os.strerror(ctypes.get_errno())}"
-        os.chdir("/")
-        if libc().umount2(b"/.old", ctypes.c_int(_MNT_DETACH)) != 0:
-            return f"detaching the host's root failed: {os.strerror(ctypes.get_errno())}"
-        os.rmdir("/.old")
         proc_flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
         for options in (b"subset=pid,hidepid=invisible", b"hidepid=2", None):
             try:
-                _mount(b"proc", "/proc", b"proc", proc_flags, options)
+                _mount(b"proc", os.path.join(root, "proc"), b"proc", proc_flags, options)
                 break
             except OSError:
                 if options is None:
                     raise
-        _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+        os.mkdir(os.path.join(root, ".old"), 0o700)
+        os.chdir(root)
+        if libc().syscall(ctypes.c_long(number), b".", b".old") != 0:
+            return f"pivot_root failed: {os.strerror(ctypes.get_errno())}"
     except OSError as exc:
         return f"building the program's root failed: {exc.strerror or exc}"
+    # Past the pivot there is no way back to the host's root: a failure now stops the worker (the
+    # host reports that it could not start) rather than run programs in a half-built view.
+    os.chdir("/")
+    _check(libc().umount2(b"/.old", ctypes.c_int(_MNT_DETACH)), "detaching the host's root")
+    os.rmdir("/.old")
+    _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
     return None
 
 

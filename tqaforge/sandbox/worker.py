@@ -331,6 +331,7 @@ class Worker:
         if self.uid is not None and self.gid is not None:
             isolation.drop_privileges(self.uid, self.gid)
             isolation.die_with_parent()  # a change of uid clears the parent-death signal: set it again
+        isolation.drop_capabilities()
         isolation.no_new_privs()
         if self.landlock_abi:
             isolation.apply_landlock(self.landlock_abi, self.read_dirs, scratch)
