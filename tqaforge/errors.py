@@ -226,7 +226,26 @@ def _file_system(path: str | None) -> tuple[str | None, int | None]:
         free: int | None = st.f_bavail * st.f_frsize
     except OSError:
         free = None
-    mount = probe
+    return _mount_point(os.path.realpath(probe)), free
+
+
+def _mount_point(path: str) -> str:
+    """The mount point holding ``path``: the longest one of the mount table above it (a bind
+    mount of a folder shares its device with its parent, so ``os.path.ismount`` misses it)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            # Field 5 is the mount point, with space, tab, newline and backslash as octal escapes.
+            points = [_unescape(line.split()[4]) for line in fh if len(line.split()) > 4]
+    except OSError:
+        points = []
+    above = [p for p in points if path == p or path.startswith(p.rstrip("/") + "/")]
+    if above:
+        return max(above, key=len)
+    mount = path
     while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
         mount = os.path.dirname(mount)
-    return mount, free
+    return mount
+
+
+def _unescape(field: str) -> str:
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")

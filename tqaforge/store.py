@@ -247,23 +247,24 @@ _SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 
 _NEARLY_FULL_BYTES = 1024**2
 
 
-def disk_problem(engine: Engine | None, exc: BaseException) -> DiskError | None:
+def disk_problem(exc: BaseException, url: URL | None) -> DiskError | None:
     """A database error that is really the disk's (full, over quota, read-only, not writable),
     as a :class:`DiskError` naming the database file and its file system; None for any other
-    error (a damaged file, a lock, a constraint), which keeps its own message.
+    error (a damaged file, a lock, a constraint), which keeps its own message. ``url`` is the
+    database's (``engine.url``; None when not known).
 
     SQLite's message does not say which: the file system of the database is asked (mounted
     read-only? space left? writable?). PostgreSQL's disk is the server's: its SQLSTATE says."""
     orig = getattr(exc, "orig", None) or exc
     code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(code, int):
-        database = engine.url.database if engine is not None else None
+        database = url.database if url is not None else None
         if not database or database == ":memory:" or database.startswith("file:"):
             database = None
         number = _sqlite_disk_errno(code & 0xFF, database)
         return None if number is None else disk_error(OSError(number, os.strerror(number)), database)
     sqlstate = getattr(orig, "sqlstate", None)
-    where = f"the database {_display_url(engine)}" if engine is not None else "the database server"
+    where = f"the database {redact_url(url.render_as_string(hide_password=True))}" if url is not None else "the database server"
     if sqlstate == "53100":  # disk_full
         return DiskError(f"{where} has no space left on its disk", path=None, reason="full",
                          hint="free space on the database server's disk, then run the command again")
@@ -297,7 +298,7 @@ def _sqlite_disk_errno(primary: int, database: str | None) -> int | None:
 def _database_error(engine: Engine, exc: DBAPIError, action: str) -> TqaforgeError:
     """A driver error while opening or migrating, as a StoreError that names the (redacted) URL
     (a :class:`DiskError` when the disk is full, read-only or not writable)."""
-    problem = disk_problem(engine, exc)
+    problem = disk_problem(exc, engine.url)
     if problem is not None:
         return problem
     detail = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
@@ -403,7 +404,7 @@ class Workspace:
                 s.rollback()
                 # A full or read-only disk says so, naming the file, instead of a driver
                 # traceback; the transaction is rolled back, so nothing of it was written.
-                problem = disk_problem(self.engine, exc) if isinstance(exc, DBAPIError) else None
+                problem = disk_problem(exc, self.engine.url) if isinstance(exc, DBAPIError) else None
                 if problem is not None:
                     raise problem from None
                 raise

@@ -38,6 +38,7 @@ from tqaforge.printable import escape_controls
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
+    from sqlalchemy.engine import URL
 
     from tqaforge.errors import TqaforgeError
     from tqaforge.progress import Progress as ProgressFn
@@ -103,6 +104,7 @@ def friendly_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from tqaforge.errors import TqaforgeError
 
+        _OPENED.clear()  # a workspace of an earlier command (in the same process) is not this one's
         try:
             return fn(*args, **kwargs)
         except TqaforgeError as exc:
@@ -139,7 +141,7 @@ def disk_failure(exc: BaseException) -> "TqaforgeError | None":
         if type(cause).__module__.startswith("sqlalchemy"):
             from tqaforge.store import disk_problem
 
-            return disk_problem(_OPENED[-1].engine if _OPENED else None, cause)
+            return disk_problem(cause, _OPENED[-1][1] if _OPENED else None)
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -151,7 +153,7 @@ def _unwritable_workspace(exc: OSError) -> Path | None:
 
     if not _OPENED:
         return None
-    root = _OPENED[-1].root
+    root = _OPENED[-1][0]
     try:
         st = os.statvfs(root)
     except OSError:
@@ -179,12 +181,13 @@ def open_ws(ctx: typer.Context, workspace: Optional[Path] = None) -> "Workspace"
 
     root_obj = ctx.find_root().obj or {}
     ws = open_workspace(workspace or root_obj.get("workspace"))
-    _OPENED[:] = [ws]  # for disk_failure: a write error that names no file, on this file system
+    _OPENED[:] = [(ws.root, ws.engine.url)]  # for disk_failure: a write error that names no file
     return ws
 
 
-#: The workspace the command opened (only the last: an earlier one's engine is let go).
-_OPENED: list["Workspace"] = []
+#: The root and database URL of the workspace the command opened (the last one only; the
+#: workspace itself is not held, so its engine and files close with it).
+_OPENED: list[tuple[Path, "URL"]] = []
 
 
 def names(value: str) -> tuple[str, ...]:
