@@ -142,12 +142,13 @@ def agreement_resolve(
 ) -> None:
     """A person's final label for one task (also overrides a rule; the replaced decision is kept)."""
     from tqaforge.annotation.adjudication import resolve
+    from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 
     try:
-        value: Any = json.loads(label)
-    except json.JSONDecodeError:
+        value: Any = loads(label)
+    except JSONNestingError as exc:
+        raise typer.BadParameter(str(exc), param_hint="LABEL") from None
+    except ValueError:  # not JSON (or a number JSON cannot convert): the label is the text itself
         value = label
-    except RecursionError:
-        raise typer.BadParameter("the label's JSON is nested too deeply", param_hint="LABEL") from None
     row = resolve(open_ws(ctx, workspace), task, value, by=by, note=note)
     out.print(f"{row.task_id[:12]} ({row.kind}): {json.dumps(row.label, ensure_ascii=False)} decided by {row.decided_by}")

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from tqaforge.errors import ReaderError
 from tqaforge.evaluate.predictions import (
     BASE_CONFIG,
     CONFIGURATIONS,
@@ -55,8 +56,10 @@ from tqaforge.evaluate.robustness import emd, kendall_w, torr_performance, torr_
 from tqaforge.evaluate.scoring import Scored, is_chart, run_programs, score_pairs, unanswered
 from tqaforge.evaluate.tablebench import metric_of, percent
 from tqaforge.files import atomic_write_text
+from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Limits, Sandbox
+from tqaforge.tables.readers.jsonio import read_json_file
 
 if TYPE_CHECKING:  # the judge imports the LLM gateway (and openai), the store SQLAlchemy: only when a judge is asked for
     from tqaforge.evaluate.model_run import Verdict
@@ -192,7 +195,9 @@ class EvaluationReport:
                         + (f"; stopped early: {self.judge['stopped']}" if self.judge.get("stopped") else "")]
         if self.outputs:
             out += ["", "written: " + ", ".join(self.outputs)]
-        return out
+        # Names, ids, subtypes and configurations come from the predictions file and the release:
+        # shown with their control characters escaped (each line is one line).
+        return [escape_controls(line, lines=False) for line in out]
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -336,7 +341,7 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
     release = load_release(options.release)
     matched = match(release, predictions)
     if not matched.pairs:
-        sample = ", ".join(p.id for p in predictions[:3])
+        sample = escape_controls(", ".join(p.id for p in predictions[:3]), lines=False)
         raise EvaluateError(
             f"no prediction of {options.predictions} matches a row of release {release.name} (ids such as {sample})",
             hint="predictions carry the release's row ids (or TableBench's ids for a release of TableBench)",
@@ -346,7 +351,8 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
         key = (p.model, p.method, ref.id)
         if key in seen:
             raise EvaluateError(
-                f"{options.predictions}:{p.line}: a second prediction of {p.model}/{p.method} for row {ref.id} (first at line {seen[key]})",
+                f"{options.predictions}:{p.line}: a second prediction of {p.model}/{p.method} for row "
+                f"{escape_controls(ref.id, lines=False)} (first at line {seen[key]})",
                 hint="keep one prediction per model, method and row",
             )
         seen[key] = p.line
@@ -355,7 +361,8 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
     scored = score_pairs(matched.pairs, results)
     scored += _unanswered(release, scored)
     report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
-                              sorted({p.id for p in matched.unmatched}), len({id(r) for r in results.values()}))
+                              sorted({escape_controls(p.id, lines=False) for p in matched.unmatched}),
+                              len({id(r) for r in results.values()}))
     verdicts: Verdicts | None = None
     if options.judge_model:
         from tqaforge.evaluate.model_run import judge_replies
@@ -400,7 +407,10 @@ def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) ->
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "scores.json"]
         # Atomic: a killed run leaves the previous scores.json or the new one, never half of one.
-        atomic_write_text(out / "scores.json", json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        # Text from the predictions and the release may hold C1 controls, bidirectional overrides
+        # or lone surrogates, which json.dumps leaves raw: written as \uXXXX escapes (still JSON).
+        text = escape_controls(json.dumps(report.as_dict(), indent=2, ensure_ascii=False), json=True)
+        atomic_write_text(out / "scores.json", text + "\n")
         if plots:
             written += _plots(report, out)
     except OSError as exc:
@@ -450,6 +460,10 @@ def _plots(report: EvaluationReport, out: Path) -> list[Path]:
     return written
 
 
+#: The largest ``scores.json`` the app reads back (a real one is kilobytes to a few megabytes).
+MAX_SCORES_BYTES = 256 * 1024**2
+
+
 @dataclass(frozen=True)
 class SavedEvaluation:
     """A ``scores.json`` written by :func:`evaluate` and the plots beside it."""
@@ -466,12 +480,14 @@ class SavedEvaluation:
 
 def saved_evaluations(directory: Path) -> list[SavedEvaluation]:
     """Every evaluation under ``directory`` (``RELEASE/PREDICTIONS/scores.json``, :func:`evaluate`'s
-    default layout); an unreadable file is skipped, not fatal."""
+    default layout); an unreadable file (damaged, too deep, a FIFO) is skipped, not fatal."""
     out = []
     for path in sorted(directory.glob("*/*/scores.json")):
         try:
-            scores = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            scores = read_json_file(path, max_bytes=MAX_SCORES_BYTES)
+        except ReaderError:
+            continue
+        if not isinstance(scores, dict):
             continue
         out.append(SavedEvaluation(path.parent.parent.name, path.parent.name, scores, tuple(sorted(path.parent.glob("*.png")))))
     return out

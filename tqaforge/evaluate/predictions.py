@@ -12,21 +12,28 @@ reply as it came); optional ``model`` (or TableBench's ``model_name``) and ``met
 inference format is read as it is. TableBench has one id under two subtypes: its rows are matched
 by id and ``qsubtype`` together.
 
+Both are input from elsewhere: the predictions file is read by the one bounded JSON reader (a
+regular file, line by line, nesting bounded; a FIFO or ``/dev/zero`` is refused at once), every
+release file is opened through :func:`~tqaforge.release.verify.release_file` (never outside the
+release), and a model name is kept with its control characters escaped, so that it reaches no
+terminal, report or ``scores.json`` raw.
+
 >>> release = load_release(Path("releases/mybench-0.1.0"))          # doctest: +SKIP
 >>> predictions = read_predictions(Path("preds.jsonl"))              # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from tqaforge.answers.agents import parse_methods
-from tqaforge.errors import ConfigError, EvaluateError
-from tqaforge.release.verify import verify_release
+from tqaforge.errors import ConfigError, EvaluateError, ReaderError
+from tqaforge.printable import escape_controls
+from tqaforge.release.verify import read_manifest, subset_file, verify_release
 from tqaforge.schemas.enums import AnswerMethod
+from tqaforge.tables.readers.jsonio import read_json_lines
 
 #: The answering methods a prediction may name (TableBench's instruction types).
 METHODS = tuple(m.value for m in AnswerMethod)
@@ -71,7 +78,7 @@ class Release:
 
     @property
     def name(self) -> str:
-        return f"{self.manifest.get('name', '?')} {self.manifest.get('version', '?')}"
+        return escape_controls(f"{self.manifest.get('name', '?')} {self.manifest.get('version', '?')}", lines=False)
 
     def table(self, ref: Reference) -> Mapping[str, Any]:
         """The table of ``ref`` (``{"header": [...], "rows": [[...]]}``), read from its subset's Parquet file."""
@@ -79,7 +86,8 @@ class Release:
 
         column = self._files.get(ref.subset)
         if column is None:
-            column = self._files[ref.subset] = pq.read_table(self.root / "data" / f"{ref.subset}.parquet", columns=["table"]).column("table")
+            path = subset_file(self.root, self.manifest, ref.subset, "parquet")
+            column = self._files[ref.subset] = pq.read_table(path, columns=["table"]).column("table")
         value: Mapping[str, Any] = column[ref.row].as_py()
         return value
 
@@ -105,24 +113,17 @@ class Matched:
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, value) of each line of a predictions file, through the one bounded JSON reader."""
     try:
-        with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EvaluateError(f"{path}:{number}: not JSON ({exc.msg})", hint="one JSON object per line") from None
-    except UnicodeDecodeError:
-        raise EvaluateError(f"{path}: not UTF-8 text", hint="save the file as UTF-8 JSON Lines") from None
-    except OSError as exc:
-        raise EvaluateError(f"cannot read {path}: {exc.strerror or exc}") from None
+        yield from read_json_lines(path)
+    except ReaderError as exc:
+        where = f"{exc.path}:{exc.line}" if exc.line is not None else exc.path
+        raise EvaluateError(f"{where}: {exc.problem}", hint="give a JSON Lines file: one JSON object per line, UTF-8") from None
 
 
 def load_release(root: Path) -> Release:
     """The references of the release at ``root``, after checking every file against its manifest."""
-    if not (root / "manifest.json").is_file():
+    if not (root / "manifest.json").exists():
         raise EvaluateError(f"{root} is not a release (no manifest.json)", hint="give the directory `tqaforge release build` wrote")
     report = verify_release(root)
     if not report.ok:
@@ -130,9 +131,9 @@ def load_release(root: Path) -> Release:
             f"release {root} does not match its manifest: " + "; ".join(report.lines()[1:6]),
             hint="score an intact release (download it again, or rebuild it)",
         )
-    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(root)
     subsets = list(manifest.get("counts") or {})
-    rows = {sub: _columns(root / "data" / f"{sub}.parquet") for sub in subsets}
+    rows = {sub: _columns(subset_file(root, manifest, sub, "parquet")) for sub in subsets}
     base = {row["id"]: row for row in rows.get("base", [])}
     refs: list[Reference] = []
     for i, row in enumerate(rows.get("base", [])):
@@ -174,9 +175,11 @@ def _method(value: object, path: Path, number: int) -> str:
     try:
         methods = parse_methods(str(value or "DP"))
     except ConfigError as exc:
-        raise EvaluateError(f"{path}:{number}: {exc.args[0]}", hint=f"method (or instruction_type) is one of {', '.join(METHODS)}") from None
+        raise EvaluateError(f"{path}:{number}: {escape_controls(exc.args[0], lines=False)}",
+                            hint=f"method (or instruction_type) is one of {', '.join(METHODS)}") from None
     if len(methods) != 1:
-        raise EvaluateError(f"{path}:{number}: one method per prediction, got {value!r}", hint=f"one of {', '.join(METHODS)}")
+        raise EvaluateError(f"{path}:{number}: one method per prediction, got {escape_controls(repr(value), lines=False)}",
+                            hint=f"one of {', '.join(METHODS)}")
     return methods[0].value
 
 
@@ -186,6 +189,8 @@ def read_predictions(path: Path, *, model: str | None = None) -> list[Prediction
     out: list[Prediction] = []
     seen: dict[tuple[str, str, str, str], int] = {}
     default_model = model or path.stem
+    # A model name is shown everywhere (terminal, scores.json, plots): kept with its control
+    # characters escaped, once, so that every place shows the same inert text.
     for number, row in _read_jsonl(path):
         if not isinstance(row, dict):
             raise EvaluateError(f"{path}:{number}: a prediction is a JSON object, got {type(row).__name__}")
@@ -197,13 +202,14 @@ def read_predictions(path: Path, *, model: str | None = None) -> list[Prediction
             text = ""  # a failed request: scored as unanswered
         if not isinstance(text, str):
             raise EvaluateError(f"{path}:{number}: prediction is {type(text).__name__}, not text", hint="give the model's reply as a string")
-        name = str(row.get("model") or row.get("model_name") or default_model)
+        name = escape_controls(str(row.get("model") or row.get("model_name") or default_model), lines=False)
         method = _method(row.get("method") or row.get("instruction_type"), path, number)
         prediction = Prediction(number, str(row["id"]), name, method, text, str(row.get("qsubtype") or ""))
         key = (prediction.model, prediction.method, prediction.id, prediction.qsubtype)
         if key in seen:
             raise EvaluateError(
-                f"{path}:{number}: a second prediction of {prediction.model}/{prediction.method} for {prediction.id} (first at line {seen[key]})",
+                f"{path}:{number}: a second prediction of {prediction.model}/{prediction.method} for "
+                f"{escape_controls(prediction.id, lines=False)} (first at line {seen[key]})",
                 hint="keep one prediction per model, method and id",
             )
         seen[key] = number

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
 from tqaforge.generation.dedup import rouge_l as dedup_rouge_l
@@ -109,8 +109,11 @@ def _em_one(reference: str, prediction: str, tolerance: float | None) -> float:
             else:
                 q = Decimal("1." + "0" * _precision(numeric_refs)) if _precision(numeric_refs) else Decimal("1")
                 same = _decimal(r).quantize(q, rounding=ROUND_HALF_UP) == _decimal(p).quantize(q, rounding=ROUND_HALF_UP)
-        except (InvalidOperation, ValueError):
-            same = False  # a prediction that is not a number never equals a numeric reference
+        except (ArithmeticError, ValueError):
+            # A prediction that is not a number never equals a numeric reference; nor does one
+            # whose arithmetic leaves Decimal's range ("1e99999999999": decimal.Overflow, an
+            # ArithmeticError like InvalidOperation): TableBench's float reads it as inf, wrong.
+            same = False
         score += weight if same else 0.0
     return score
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
 from sqlmodel import Session, col, select
 
 from tqaforge.answers.agents import AGENTS
-from tqaforge.errors import TqaforgeError
+from tqaforge.errors import ReaderError, TqaforgeError
 from tqaforge.files import atomic_write_text, replace_durably
 from tqaforge.generation.classify import structural_words
 from tqaforge.ids import variant_id
@@ -36,6 +36,7 @@ from tqaforge.schemas.records import Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
+from tqaforge.tables.readers.jsonio import read_json_file
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 from tqaforge.tables.table import Table
 
@@ -467,11 +468,16 @@ def describe_options(options: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: A prompts file's sidecar holds the options it was built with: a few hundred bytes.
+MAX_META_BYTES = 1024**2
+
+
 def read_meta(path: Path) -> dict[str, Any] | None:
     """The sidecar of the prompts file ``path``, or None when there is none we can read."""
     try:
-        meta = json.loads(meta_path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        # The one bounded JSON reader: a sidecar that is a FIFO, huge or too deep is unreadable.
+        meta = read_json_file(meta_path(path), max_bytes=MAX_META_BYTES)
+    except ReaderError:
         return None
     ok = isinstance(meta, dict) and meta.get("format") == _META_FORMAT and isinstance(meta.get("options"), dict)
     return meta if ok else None

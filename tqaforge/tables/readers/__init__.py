@@ -26,7 +26,6 @@ naming the file.
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
 from typing import Callable
@@ -38,6 +37,7 @@ from tqaforge.tables.readers.delimited import read_csv, read_tsv
 from tqaforge.tables.readers.excel import read_excel
 from tqaforge.tables.readers.html import read_html
 from tqaforge.tables.readers.jsonfmt import read_json
+from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 from tqaforge.tables.readers.markdown import read_markdown
 from tqaforge.tables.source import ReadResult
 
@@ -94,14 +94,12 @@ def _peek_jsonl(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
 def _jsonl_format(path: Path, raw: bytes, number: int) -> str:
     """The format the first non-blank line of a JSON Lines file says it is."""
     try:
-        first = json.loads(raw.decode("utf-8-sig"))
+        first = loads(raw.decode("utf-8-sig"))
+    except JSONNestingError as exc:
+        raise ReaderError(str(path), f"cannot tell the JSON Lines format: {exc}", line=number) from None
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise ReaderError(
             str(path), f"cannot tell the JSON Lines format: the line is not valid JSON ({exc})", line=number
-        ) from None
-    except RecursionError:
-        raise ReaderError(
-            str(path), "cannot tell the JSON Lines format: the line is nested too deeply to be a table", line=number
         ) from None
     if isinstance(first, dict) and "qsubtype" in first:
         return "tablebench"

@@ -119,12 +119,19 @@ def open_regular(path: Path) -> int:
     except IsADirectoryError:
         raise ReaderError(str(path), "is a directory, not a file") from None
     except OSError as exc:
-        raise ReaderError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISREG(mode):
-        os.set_blocking(fd, True)
-        return fd
-    os.close(fd)
+        # A socket cannot be opened at all (ENXIO): say what it is rather than "no such device".
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if stat.S_ISREG(mode):
+            raise ReaderError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    else:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            return fd
+        os.close(fd)
     kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
     if stat.S_ISDIR(mode):
         raise ReaderError(str(path), "is a directory, not a file")

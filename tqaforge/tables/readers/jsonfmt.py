@@ -28,6 +28,7 @@ from tqaforge.tables.readers._common import (
     table_records,
     to_cell,
 )
+from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 from tqaforge.tables.source import ReadResult
 from tqaforge.tables.table import Table
 
@@ -38,11 +39,12 @@ _SHAPES_HINT = (
 
 
 def parse_json(path: Path, text: str, *, line_offset: int = 0) -> Any:
-    """``json.loads`` whose errors name the file, line and column. ``line_offset`` is the
-    number of lines before ``text`` in the file (JSON Lines), so errors name the file's line."""
+    """The one bounded JSON reader's :func:`~tqaforge.tables.readers.jsonio.loads`, whose errors
+    name the file, line and column. ``line_offset`` is the number of lines before ``text`` in the
+    file (JSON Lines), so errors name the file's line."""
     where = line_offset + 1 if line_offset else None
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         # The text ends inside a value: the parser ran out at the end, or a string never closed.
         truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
@@ -52,10 +54,9 @@ def parse_json(path: Path, text: str, *, line_offset: int = 0) -> Any:
             line=exc.lineno + line_offset,
             hint="the text ends in the middle of a value: the file looks truncated" if truncated else None,
         ) from None
-    except RecursionError:
-        # The parser recurses once per level of [ or {; no table is nested this deep.
+    except JSONNestingError as exc:
         raise ReaderError(
-            str(path), "the JSON is nested too deeply to be a table (thousands of [ or { levels)", line=where,
+            str(path), f"{exc}: too deep to be a table", line=where,
             hint="a table is a list of rows or of objects, nested two or three levels",
         ) from None
     except ValueError as exc:

@@ -1,0 +1,271 @@
+"""A release is a downloaded directory: its manifest and files are hostile input (issue 23, item 6
+and the release/evaluate part of items 7 and 15).
+
+Every case runs the real CLI (`release verify`, `release diff`, `evaluate`) and asserts a non-zero
+exit, a message that names the entry, and no traceback; each has a control that shows the test
+could see the failure (the intact release passes; the same bytes inside the release pass).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from tqaforge.cli import app
+from tqaforge.errors import ReleaseError
+from tqaforge.ingest import import_paths
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.release.verify import release_archive, release_file, verify_release
+from tqaforge.store import init_workspace
+
+pytestmark = pytest.mark.hostile
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "tablebench_sample.jsonl"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """TableBench's sample frozen once per module (base subset); tests work on copies of it."""
+    root = tmp_path_factory.mktemp("built")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = init_workspace(root / "ws", name="test")
+        try:
+            assert not import_paths(ws, [SAMPLE]).failed
+            build_release(ws, ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",)))
+        finally:
+            ws.close()
+    yield root / "release"
+
+
+@pytest.fixture
+def release(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A writable copy of the built release (``evaluate`` writes its outputs under tmp_path)."""
+    monkeypatch.chdir(tmp_path)
+    copy = tmp_path / "rel" / "release"
+    shutil.copytree(built, copy)
+    for path in [copy, *copy.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+def manifest(root: Path) -> dict[str, Any]:
+    return json.loads((root / "manifest.json").read_text())
+
+
+def write_manifest(root: Path, value: dict[str, Any]) -> None:
+    (root / "manifest.json").write_text(json.dumps(value, indent=2))
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def base_rows(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (root / "data" / "base.jsonl").read_text().splitlines()]
+
+
+def predictions(path: Path, root: Path, text: str = "Final Answer: 1") -> Path:
+    rows = [r for r in base_rows(root) if r["qtype"] != "Visualization"][:3]
+    path.write_text("".join(json.dumps({"id": r["id"], "model": "m", "prediction": text}) + "\n" for r in rows))
+    return path
+
+
+def assert_refused(result: Result, *needles: str) -> None:
+    """A non-zero exit whose message holds every needle, and no traceback."""
+    text = " ".join(result.output.replace("\n", "").split())  # Rich wraps long lines, even mid-word
+    assert result.exit_code not in (0, None), result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, (RecursionError, AssertionError)), result.output
+    if result.exception is not None:
+        assert isinstance(result.exception, SystemExit), repr(result.exception)
+    for needle in needles:
+        assert needle in text, f"{needle!r} not in {result.output!r}"
+
+
+def verify(root: Path) -> Result:
+    return runner.invoke(app, ["release", "verify", str(root)])
+
+
+def diff(a: Path, b: Path) -> Result:
+    return runner.invoke(app, ["release", "diff", str(a), str(b)])
+
+
+def evaluate(root: Path, preds: Path, *extra: str) -> Result:
+    return runner.invoke(app, ["evaluate", "--release", str(root), "--predictions", str(preds), "--no-plots", *extra])
+
+
+# --- 6. path traversal in the manifest ---------------------------------------------------------
+
+
+def _outside_entries(root: Path) -> list[tuple[str, Path]]:
+    """Manifest entries that name a file outside the release: relative with .., and absolute."""
+    secret = root.parent.parent / "secret.txt"
+    secret.write_text("not part of any release\n")
+    entries = [(os.path.relpath(secret, root), secret), (str(secret), secret)]
+    if Path("/etc/hostname").is_file():  # the issue's own entries
+        hostname = Path("/etc/hostname")
+        entries += [("../" * len(root.resolve().parts) + "etc/hostname", hostname), (str(hostname), hostname)]
+    return entries
+
+
+def test_the_intact_release_verifies_diffs_and_scores(release: Path, tmp_path: Path) -> None:
+    """Control for every case below: the copy the cases alter passes each command."""
+    ok = verify(release)
+    assert ok.exit_code == 0 and "files match the manifest" in ok.output, ok.output
+    assert diff(release, release).exit_code == 0
+    scored = evaluate(release, predictions(tmp_path / "p.jsonl", release))
+    assert scored.exit_code == 0, scored.output
+
+
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
+def test_a_manifest_entry_outside_the_release_is_an_error_naming_it(release: Path, tmp_path: Path, which: int) -> None:
+    """Case: `../../../../etc/hostname` and `/etc/hostname` with their real sha256 were read and
+    reported as release files ("all 17 files match"), and `evaluate` scored the release."""
+    entries = _outside_entries(release)
+    if which >= len(entries):
+        pytest.skip("/etc/hostname is absent here")
+    entry, target = entries[which]
+    value = manifest(release)
+    value["files"][entry] = sha256(target)  # the real hash: only the location gives it away
+    write_manifest(release, value)
+    assert_refused(verify(release), entry, "outside the release")
+    assert_refused(evaluate(release, predictions(tmp_path / "p.jsonl", release)), entry, "outside the release")
+    assert_refused(diff(release, release), entry, "outside the release")
+
+
+def test_control_the_same_bytes_inside_the_release_verify(release: Path) -> None:
+    """Control: the outside file's bytes listed inside the release are simply a release file, so
+    the refusal above is about where the entry points, not about what it holds."""
+    entry, target = _outside_entries(release)[0]
+    shutil.copy(target, release / "extra.txt")
+    value = manifest(release)
+    value["files"]["extra.txt"] = sha256(target)
+    write_manifest(release, value)
+    result = verify(release)
+    assert result.exit_code == 0 and "all" in result.output, result.output
+
+
+@pytest.mark.parametrize("kind", ["file", "directory", "manifest"])
+def test_a_symlink_leaving_the_release_is_an_error_naming_the_entry(release: Path, tmp_path: Path, kind: str) -> None:
+    """Case: a listed file (or the directory above it, or manifest.json itself) replaced by a
+    symbolic link to an identical copy outside the release passed as intact."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    if kind == "file":
+        entry = "data/base.jsonl"
+        shutil.copy(release / entry, outside / "base.jsonl")
+        (release / entry).unlink()
+        (release / entry).symlink_to(outside / "base.jsonl")
+    elif kind == "directory":
+        entry = "data/"
+        shutil.copytree(release / "data", outside / "data")
+        shutil.rmtree(release / "data")
+        (release / "data").symlink_to(outside / "data", target_is_directory=True)
+    else:
+        entry = "manifest.json"
+        shutil.copy(release / entry, outside / entry)
+        (release / entry).unlink()
+        (release / entry).symlink_to(outside / entry)
+    assert_refused(verify(release), entry.rstrip("/"), "symbolic link")
+    assert_refused(evaluate(release, predictions(tmp_path / "p.jsonl", release)), entry.rstrip("/"), "symbolic link")
+    assert_refused(diff(release, release), entry.rstrip("/"), "symbolic link")
+
+
+def test_a_symlink_that_stays_inside_the_release_is_followed(release: Path) -> None:
+    """Control: a link inside the release to a file of the release is not a way out."""
+    os.replace(release / "data" / "base.jsonl", release / "data" / "real.jsonl")
+    (release / "data" / "base.jsonl").symlink_to("real.jsonl")
+    result = verify(release)
+    assert "symbolic link" not in result.output and "added:   data/real.jsonl" in result.output, result.output
+    assert release_file(release, "data/base.jsonl") == release / "data" / "base.jsonl"
+
+
+@pytest.mark.parametrize("name", ["../../secret", "/tmp/x", "a/b", ""])
+def test_a_subset_name_that_is_a_path_is_an_error(release: Path, tmp_path: Path, name: str) -> None:
+    """Case (class of 6): `counts` names the subsets, and `evaluate` and `diff` read
+    `data/SUBSET.parquet` / `.jsonl` from those names: a name with a path in it left the release."""
+    value = manifest(release)
+    value["counts"][name] = 1
+    write_manifest(release, value)
+    shown = repr(name)
+    assert_refused(diff(release, release), shown, "not a subset name")
+    assert_refused(evaluate(release, predictions(tmp_path / "p.jsonl", release)), shown, "not a subset name")
+    assert_refused(verify(release), shown, "not a subset name")
+
+
+def test_a_subset_whose_file_the_manifest_does_not_list_is_not_read(release: Path, tmp_path: Path) -> None:
+    """Case (class of 6): a subset counted but its file unlisted would be read unverified."""
+    value = manifest(release)
+    value["counts"]["structure"] = 1  # no file: verify has nothing to compare, evaluate would open it
+    write_manifest(release, value)
+    assert_refused(evaluate(release, predictions(tmp_path / "p.jsonl", release)), "lists no data/structure.parquet")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_special_file_in_the_release_is_refused_at_once(release: Path, tmp_path: Path, kind: str) -> None:
+    """Case (class of 6 and 7): a FIFO at a listed path hung `release verify` (it read the FIFO
+    to hash it); a link to /dev/zero read until memory ran out. Run in a subprocess with a
+    timeout, so that a hang fails the test instead of stopping the suite."""
+    preds = predictions(tmp_path / "p.jsonl", release)
+    target = release / "data" / "base.jsonl"
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        os.symlink(os.path.relpath("/dev/zero", target.parent), target)  # resolves outside: never opened
+    else:
+        target.mkdir()
+    expected = {"fifo": "is a FIFO", "device": "outside the release", "directory": "is a directory"}[kind]
+    for args in (["release", "verify", str(release)], ["evaluate", "--release", str(release), "--predictions", str(preds), "--no-plots"]):
+        done = subprocess.run([sys.executable, "-m", "tqaforge", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        message = " ".join(done.stderr.split())
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert "data/base.jsonl" in message and expected in message, message
+
+
+def test_the_archive_holds_the_release_and_nothing_a_link_points_at(release: Path, tmp_path: Path) -> None:
+    """Case (class of 6): the download zip followed links: a stray link to a secret outside the
+    release put the secret into the zip, and a listed file linked outside was zipped too."""
+    import io
+    import zipfile
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private\n")
+    (release / "stray.txt").symlink_to(secret)  # unlisted: not part of the release
+    with zipfile.ZipFile(io.BytesIO(release_archive(release))) as archive:
+        names = archive.namelist()
+        assert "release/stray.txt" not in names and b"private" not in b"".join(archive.read(n) for n in names)
+        assert "release/manifest.json" in names and "release/data/base.jsonl" in names  # control: the release is there
+    (release / "README.md").unlink()
+    (release / "README.md").symlink_to(secret)
+    with pytest.raises(ReleaseError, match="'README.md' is a symbolic link"):
+        release_archive(release)
+
+
+def test_entries_with_control_characters_are_shown_escaped(release: Path) -> None:
+    """Case (class of 15): a manifest entry is shown in the error; its escape sequences are not."""
+    value = manifest(release)
+    value["files"]["/etc/\x1b[2Jhostname\u202e"] = "0" * 64
+    write_manifest(release, value)
+    result = verify(release)
+    assert_refused(result, "\\x1b[2Jhostname\\u202e")
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+
+
+def test_verify_report_of_an_intact_copy_matches(release: Path) -> None:
+    """The library call the app uses gives the same verdict as the CLI."""
+    assert verify_release(release).ok
+    os.chmod(release / "data" / "base.jsonl", stat.S_IRUSR | stat.S_IWUSR)
+    (release / "data" / "base.jsonl").write_text("{}\n")
+    assert verify_release(release).changed == ["data/base.jsonl"]
