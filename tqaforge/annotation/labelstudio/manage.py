@@ -58,7 +58,9 @@ from tqaforge.annotation.labelstudio.server import (
     token_works,
 )
 from tqaforge.config import LabelStudioSection, WorkspacePaths, load_config
+from tqaforge.errors import ReaderError
 from tqaforge.files import atomic_write_text
+from tqaforge.tables.readers.jsonio import read_json_file
 
 if TYPE_CHECKING:
     from tqaforge.store import Workspace
@@ -121,15 +123,21 @@ class Credentials:
                            "token": self.token, "demo": self.demo}, indent=2) + "\n"
 
 
+#: credentials.json holds a URL, a name, a password and a token: far less than this.
+MAX_CREDENTIALS_BYTES = 64 * 1024
+
+
 def read_credentials(ws: Workspace | Path) -> Credentials | None:
     """The workspace's credentials, None before the first start; a clear error when the file is damaged."""
     path = credentials_path(ws)
-    try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LabelStudioError(f"{path}: cannot read Label Studio's credentials: {exc}", hint=_DAMAGED_HINT) from None
+    try:
+        # The one bounded JSON reader: a regular file (a FIFO put in its place is refused, not
+        # waited on), small, not nested deeper than a credentials object can be.
+        raw: Any = read_json_file(path, max_bytes=MAX_CREDENTIALS_BYTES)
+    except ReaderError as exc:
+        raise LabelStudioError(f"cannot read Label Studio's credentials: {exc.args[0]}", hint=_DAMAGED_HINT) from None
     strings = ("url", "username", "password", "token")
     if not isinstance(raw, dict) or not all(isinstance(raw.get(key), str) and raw[key] for key in strings):
         raise LabelStudioError(f"{path}: Label Studio's credentials must be a JSON object with {', '.join(strings)}",
