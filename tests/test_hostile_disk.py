@@ -237,3 +237,25 @@ def test_only_disk_errors_become_disk_errors() -> None:
         assert problem is not None and words in str(problem) and "/somewhere/file" in str(problem) and problem.hint
     for number in (errno.ENOENT, errno.EIO, errno.EISDIR):
         assert disk_error(OSError(number, os.strerror(number), "/x")) is None
+
+
+def test_the_app_shows_a_full_disk_as_a_message_not_a_traceback(small_fs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's pages run steps through the same conversion as the CLI (``attempt``)."""
+    from streamlit.testing.v1 import AppTest
+
+    def page() -> None:
+        import os
+        from pathlib import Path
+
+        from tqaforge.app.common import attempt
+        from tqaforge.files import atomic_write_text
+
+        attempt(lambda: atomic_write_text(Path(os.environ["TQAFORGE_TEST_TARGET"]), "x" * 100_000))
+
+    target = small_fs / "seeds.toml"
+    monkeypatch.setenv("TQAFORGE_TEST_TARGET", str(target))
+    _fill(small_fs, 0)
+    at = AppTest.from_function(page).run(timeout=60)
+    assert not at.exception, at.exception
+    shown = " ".join(e.value for e in at.error).replace("\\", "")  # shown as text: Markdown escapes
+    assert "no space left on the file system of" in shown and "seeds.toml" in shown, shown

@@ -274,6 +274,45 @@ def disk_problem(exc: BaseException, url: URL | None) -> DiskError | None:
     return None
 
 
+def disk_failure(exc: BaseException, root: Path | None = None, url: URL | None = None) -> DiskError | None:
+    """``exc`` (an ``OSError``, a database driver's error, or one raised while handling such)
+    as the :class:`DiskError` it is when a disk refused a write; else None. The one conversion
+    the CLI (every command) and the app apply to whatever a step raised.
+
+    ``root`` and ``url`` are the workspace's, when known: a write error that names no file (a
+    failed ``write`` or ``close``) is placed on the workspace's file system when that one is full
+    or read-only, and a database error on the workspace's database file."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, DiskError):
+            return cause
+        if isinstance(cause, OSError):
+            named = cause.filename if cause.filename is not None else _full_or_read_only(root, cause)
+            return disk_error(cause, named)
+        if isinstance(cause, DBAPIError):
+            return disk_problem(cause, url)
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _full_or_read_only(root: Path | None, exc: OSError) -> Path | None:
+    """``root`` when its file system fits ``exc``: mounted read-only for EROFS, (nearly) full
+    for ENOSPC and EDQUOT; else None (the error is about some other file system)."""
+    if root is None:
+        return None
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    if exc.errno == errno.EROFS and st.f_flag & os.ST_RDONLY:
+        return root
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) and st.f_bavail * st.f_frsize < _NEARLY_FULL_BYTES:
+        return root
+    return None
+
+
 def _sqlite_disk_errno(primary: int, database: str | None) -> int | None:
     """The errno that best says why SQLite could not write ``database``, from its file system."""
     if primary not in (_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN):

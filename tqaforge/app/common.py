@@ -70,11 +70,20 @@ def workspace_or_stop() -> Workspace:
 
 def attempt(step: Callable[[], T]) -> T | None:
     """Run a library step; a TqaforgeError becomes a red message on the page (the CLI prints the
-    same message), and None is returned."""
+    same message), and None is returned. So does a full or read-only disk (the CLI's conversion,
+    :func:`tqaforge.store.disk_failure`): the path and the fix, not a traceback."""
     try:
         return step()
     except TqaforgeError as exc:
         st.error(md(exc))
+        return None
+    except Exception as exc:
+        from tqaforge.store import disk_failure
+
+        problem = disk_failure(exc)
+        if problem is None:
+            raise
+        st.error(md(problem))
         return None
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
     from sqlalchemy.engine import URL
 
-    from tqaforge.errors import TqaforgeError
     from tqaforge.progress import Progress as ProgressFn
     from tqaforge.store import Workspace
 
@@ -97,8 +95,8 @@ def friendly_errors(fn: F) -> F:
     """Turn tqaforge errors into their message on stderr and exit status 1 (130 on Ctrl-C).
 
     A full, over-quota or read-only disk, or a path this user may not write, is such an error
-    wherever it happens (:func:`disk_failure`): the message names the path and the fix instead
-    of an ``OSError [Errno 28]`` traceback."""
+    wherever it happens (:func:`tqaforge.store.disk_failure`): the message names the path and
+    the fix instead of an ``OSError [Errno 28]`` traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -114,55 +112,15 @@ def friendly_errors(fn: F) -> F:
             err.print("interrupted: finished work is stored; run the command again to resume")
             raise typer.Exit(130) from None
         except Exception as exc:
-            problem = disk_failure(exc)
+            from tqaforge.store import disk_failure
+
+            problem = disk_failure(exc, *(_OPENED[-1] if _OPENED else (None, None)))
             if problem is None:
                 raise
             err.print(styled(("error: ", "bold red"), str(problem)))
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def disk_failure(exc: BaseException) -> "TqaforgeError | None":
-    """``exc`` (an ``OSError``, a database driver's error, or one raised while handling such)
-    as the :class:`~tqaforge.errors.DiskError` it is when the disk refused a write; else None.
-
-    The one place every command's errors pass: library code that knows better names the path
-    itself (the error then already is a DiskError); here an ``OSError`` without a file name is
-    placed on the workspace's file system when that one is full or read-only."""
-    from tqaforge.errors import disk_error
-
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, OSError):
-            return disk_error(cause, cause.filename if cause.filename is not None else _unwritable_workspace(cause))
-        if type(cause).__module__.startswith("sqlalchemy"):
-            from tqaforge.store import disk_problem
-
-            return disk_problem(cause, _OPENED[-1][1] if _OPENED else None)
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-def _unwritable_workspace(exc: OSError) -> Path | None:
-    """The opened workspace, when ``exc`` (which names no file) fits the state of its file
-    system: full (no space left) or mounted read-only."""
-    import errno
-
-    if not _OPENED:
-        return None
-    root = _OPENED[-1][0]
-    try:
-        st = os.statvfs(root)
-    except OSError:
-        return None
-    if exc.errno == errno.EROFS and st.f_flag & os.ST_RDONLY:
-        return root
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT) and st.f_bavail * st.f_frsize < 1024**2:
-        return root
-    return None
 
 
 # Every command that reads or writes a workspace takes --workspace itself, so it may be given
