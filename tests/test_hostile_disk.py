@@ -105,7 +105,8 @@ def test_variants_build_on_a_full_disk_says_which_file_system_and_leaves_no_half
     """Case: `variants build` ended in an OSError [Errno 28] traceback."""
     filler = _fill(small_fs, 200_000)
     text = _clean_failure(_run(ws, "variants", "build"))
-    assert f"no space left on the file system of {ws}" in text and f"mounted at {small_fs}" in text, text
+    prompts = ws / "prompts" / "variants.jsonl"
+    assert f"no space left on the file system of {prompts} (mounted at {small_fs}" in text, text
     assert "df -h" in text
     assert _leftovers(small_fs) == [] and not (ws / "prompts" / "variants.jsonl").exists()
     # The fix the message names works: the same command then finishes.
@@ -259,3 +260,20 @@ def test_the_app_shows_a_full_disk_as_a_message_not_a_traceback(small_fs: Path, 
     assert not at.exception, at.exception
     shown = " ".join(e.value for e in at.error).replace("\\", "")  # shown as text: Markdown escapes
     assert "no space left on the file system of" in shown and "seeds.toml" in shown, shown
+
+
+def test_a_write_error_that_names_no_file_is_placed_on_the_full_workspace(small_fs: Path, tmp_path: Path) -> None:
+    """A failed ``write``/``close`` names no file: it is put on the workspace's file system when
+    that one is full, and on no file system (not a wrong one) when it is not."""
+    from tqaforge.store import disk_failure
+
+    _fill(small_fs, 0)
+    with pytest.raises(OSError) as info:
+        with open(small_fs / "upload.csv", "wb") as fh:
+            fh.write(b"x" * 100_000)
+    assert info.value.errno == errno.ENOSPC and info.value.filename is None
+    on_full = disk_failure(info.value, small_fs)
+    assert on_full is not None and str(on_full).startswith(f"no space left on the file system of {small_fs} ")
+    elsewhere = disk_failure(info.value, tmp_path)  # roomy: not the one that is full
+    assert elsewhere is not None and str(elsewhere).startswith("no space left on the device being written")
+    assert disk_failure(ValueError("no disk here"), small_fs) is None

@@ -26,7 +26,7 @@ from sqlmodel import Session, col, select
 
 from tqaforge.answers.agents import AGENTS
 from tqaforge.errors import ReaderError, TqaforgeError
-from tqaforge.files import atomic_write_text, replace_durably
+from tqaforge.files import atomic_write_text, name_target, replace_durably
 from tqaforge.generation.classify import structural_words
 from tqaforge.ids import variant_id
 from tqaforge.progress import Progress
@@ -377,17 +377,22 @@ def _write_temporary(path: Path, write: Callable[[TextIO], GridSummary]) -> tupl
     """Run ``write`` into a fresh, fsynced temporary file beside ``path`` (same file system, so
     the rename is atomic); the file is removed if ``write`` fails. The caller renames it (with
     :func:`~tqaforge.files.replace_durably`) once the target has been checked again."""
-    fh = tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
-    )
+    try:
+        fh = tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
+        )
+    except OSError as exc:
+        name_target(exc, path)  # a full or read-only disk names the prompts file, not our temporary one
+        raise
     tmp = Path(fh.name)
     try:
         with fh:
             summary = write(fh)  # type: ignore[arg-type]  # a text file object: TextIO in all but name
             fh.flush()
             os.fsync(fh.fileno())
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        name_target(exc, path)
         raise
     return tmp, summary
 
