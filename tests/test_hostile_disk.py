@@ -238,6 +238,8 @@ def test_only_disk_errors_become_disk_errors() -> None:
         assert problem is not None and words in str(problem) and "/somewhere/file" in str(problem) and problem.hint
     for number in (errno.ENOENT, errno.EIO, errno.EISDIR):
         assert disk_error(OSError(number, os.strerror(number), "/x")) is None
+    # A permission error of no file (a signal to another user's process, a namespace) is not a disk's.
+    assert disk_error(PermissionError(errno.EPERM, os.strerror(errno.EPERM))) is None
 
 
 def test_the_app_shows_a_full_disk_as_a_message_not_a_traceback(small_fs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -190,6 +190,8 @@ def disk_error(exc: OSError, path: str | os.PathLike[str] | None = None) -> Disk
         return None
     name = os.fspath(path) if path is not None else exc.filename
     target = os.fsdecode(name) if name is not None else None
+    if reason == "permission" and target is None:
+        return None  # EPERM/EACCES of no file (a signal, a namespace) is no disk's: left as it is
     mount, free = _file_system(target)
     where = f" (mounted at {mount})" if mount else ""
     if reason == "full":
