@@ -32,6 +32,8 @@ from typing import Any, Iterator
 import pytest
 from app_demo import stage_everything
 from conftest import free_port, start_chrome, wait_for
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from markdown_it import MarkdownIt
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
@@ -41,6 +43,7 @@ from tqaforge.annotation.adjudication import adjudicate
 from tqaforge.annotation.human_import import import_human_work
 from tqaforge.app.common import md
 from tqaforge.labels import record_annotation
+from tqaforge.printable import escape_controls
 from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord
 from tqaforge.store import Workspace, init_workspace
 from tqaforge.variants.grid import GridOptions, build_variant_grid
@@ -160,10 +163,12 @@ def shown(body: str) -> str:
     """The text a Markdown body shows (escapes resolved; code spans as their content)."""
     parts = []
     for token in PARSER.parse(body):
+        if token.type == "paragraph_close":
+            parts.append(" ")
         for t in token.children or []:
             if t.type in ("text", "code_inline", "softbreak", "hardbreak"):
                 parts.append(t.content or " ")
-    return "".join(parts)
+    return "".join(parts).replace("\u00a0", " ")
 
 
 def markdown_bodies(at: AppTest) -> list[tuple[str, str]]:
@@ -201,9 +206,28 @@ def test_the_detector_sees_what_raw_data_would_do(attacker: CountingServer) -> N
         assert SCREEN.sub("", shown(md(text))) != shown(md(text))  # the image link, shown literally
     answer = texts["answer"]
     assert unsafe(f"answer: `{answer}`")  # a backtick in the answer breaks out of a naive code span
-    assert not unsafe(f"answer: {md(answer, code=True)}") and shown(md(answer, code=True)) == answer
+    assert not unsafe(f"answer: {md(answer, code=True)}") and shown(md(answer, code=True)).strip() == answer
     assert any(t.type == "heading_open" for t in PARSER.parse(texts["question"]))  # a line of its own starts a heading
     assert not any(t.type == "heading_open" for t in PARSER.parse(md(texts["question"])))
+
+
+PIECES = [*"ab1 .-+*_`[]()!<>|&$~#:@/\\=\n\t'\"", "http://", "www.", "1. ", "- ", "---", "&amp;", "\x1b[2J", "\u202e", "\r"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.lists(hs.sampled_from(PIECES), max_size=30).map("".join))
+def test_md_shows_any_text_as_written(text: str) -> None:
+    """Whatever the data, md() makes Markdown that parses to plain text (no image, link, HTML, code,
+    emphasis, heading, list, table, quote, rule, directive or math), alone or after our own words,
+    and shows the text itself (control characters as escapes)."""
+    plain = {"paragraph_open", "paragraph_close", "inline", "text", "softbreak", "hardbreak"}
+    expected = " ".join(escape_controls(text).split())
+    for body in (md(text), f"**x** · {md(text)}"):
+        tokens = PARSER.parse(body)
+        kinds = {t.type for token in tokens for t in [token, *(token.children or [])]}
+        assert kinds <= plain | {"strong_open", "strong_close"}, (text, body, kinds)
+        assert not STREAMLIT_SYNTAX.search(body), body
+        assert " ".join(shown(body).split()).endswith(expected), (text, body, shown(body))
 
 
 # --- every page, by AppTest ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ before it reaches a terminal, a report or a JSON file a person reads::
     escape_controls("a\\nb")               # 'a\\nb'         (line breaks and tabs kept by default)
     escape_controls("a\\nb", lines=False)  # 'a\\\\nb'
     escape_controls(json.dumps(data, ensure_ascii=False), json=True)  # still JSON: '\\u009b', '\\u202e'
+    escape_controls("![x](http://a/x.png)", markdown=True)  # '\\!\\[x\\]\\(http\\:\\/\\/a\\/x\\.png\\)'
 
 A leaf module, like :mod:`tqaforge.errors`: it imports nothing of tqaforge, so every layer may use it.
 """
@@ -26,6 +27,14 @@ _UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u20
 _UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\\t\\n]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# What Markdown (CommonMark, GitHub's and Streamlit's extensions) may read as syntax: links and
+# images, HTML, code, emphasis, tables, entities, math, directives (``:red[...]``), autolinks
+# (``http:``, ``www.``, e-mail), and a line that starts a heading, quote, list or rule.
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*_\[\]<>|&$~!#:@\n]|www\.|^[ \t]|^(?:[-+](?:\s|$)|-{3,}|={2,}|\d{1,9}[.)](?:\s|$))")
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and is then literal.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Indentation would start a code block (where escapes show as backslashes): shown as no-break spaces.
+_LEADING_SPACE = re.compile(r"^[ \t]+", re.MULTILINE)
 
 
 def _escape_json(match: re.Match[str]) -> str:
@@ -41,7 +50,7 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def escape_controls(text: str, *, lines: bool = True, json: bool = False) -> str:
+def escape_controls(text: str, *, lines: bool = True, json: bool = False, markdown: bool = False) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``, ``\\r``, ``\\u202e``).
 
     With ``lines`` (the default) line feeds and tabs stay as they are, so multi-line output still
@@ -52,11 +61,21 @@ def escape_controls(text: str, *, lines: bool = True, json: bool = False) -> str
     leaves C1 controls, bidirectional overrides and lone surrogates raw) and every such character
     becomes a ``\\uXXXX`` escape, so the result is still JSON and loads to the same value. Line
     feeds and tabs outside strings are the document's own layout and stay.
+
+    With ``markdown``, the result goes into Markdown (the app's pages, a dataset card, a report)
+    and shows as written: when anything in it could be read as Markdown syntax (a link or image,
+    HTML, a backtick, a table bar, a directive, a line that starts a list...), every ASCII
+    punctuation character is backslash-escaped and line feeds become Markdown line breaks (with
+    ``lines=False`` they are shown as ``\\n``); plain words and numbers are left as they are.
     """
     if json:
         return _UNSAFE_KEEP_LINES.sub(_escape_json, text)
     pattern = _UNSAFE_KEEP_LINES if lines else _UNSAFE_ONE_LINE
-    return pattern.sub(_escape, text)
+    text = pattern.sub(_escape, text)
+    if not markdown or not _MARKDOWN_ACTIVE.search(text):
+        return text
+    text = _LEADING_SPACE.sub(lambda m: "\u00a0" * len(m.group(0).expandtabs(4)), text)
+    return "  \n".join(_MARKDOWN_PUNCTUATION.sub(r"\\\1", line) for line in text.split("\n"))
 
 
 def has_controls(text: str, *, lines: bool = True) -> bool:

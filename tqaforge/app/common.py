@@ -27,10 +27,6 @@ from tqaforge.store import Workspace, open_workspace
 
 T = TypeVar("T")
 
-# Every ASCII punctuation character may be backslash-escaped in CommonMark, and each is literal
-# then: no link, image, emphasis, code span, HTML tag, entity, heading, list, table, directive
-# (``:red[...]``) or math (``$``) can start in escaped text.
-_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -39,17 +35,19 @@ def md(value: object, *, code: bool = False) -> str:
 
         st.markdown(f"**{md(q.subtype)}** · {md(q.text)} → {md(answer, code=True)}")
 
-    Control characters are escaped (:func:`~tqaforge.printable.escape_controls`), every ASCII
-    punctuation character is backslash-escaped, and line breaks become Markdown line breaks.
-    With ``code``, an inline code span whose backtick fence is longer than any run of backticks
-    in the value, so the value cannot close it.
+    :func:`~tqaforge.printable.escape_controls` with ``markdown``: control characters escaped,
+    and when anything could be read as Markdown (a link, an image, HTML, a backtick, Streamlit's
+    ``:red[...]`` or ``$math$``, a line starting a list...) every ASCII punctuation character is
+    backslash-escaped and line breaks become Markdown line breaks. With ``code``, an inline code
+    span whose backtick fence is longer than any run of backticks in the value, so the value
+    cannot close it.
     """
-    text = escape_controls(str(value))
     if code:
+        text = escape_controls(str(value))
         longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
         fence = "`" * (longest + 1)
         return f"{fence} {' '.join(text.split())} {fence}"
-    return "  \n".join(_MARKDOWN_PUNCTUATION.sub(r"\\\1", line) for line in text.split("\n"))
+    return escape_controls(str(value), markdown=True)
 
 
 @st.cache_resource
