@@ -211,7 +211,8 @@ def test_the_detector_sees_what_raw_data_would_do(attacker: CountingServer) -> N
     assert not any(t.type == "heading_open" for t in PARSER.parse(md(texts["question"])))
 
 
-PIECES = [*"ab1 .-+*_`[]()!<>|&$~#:@/\\=\n\t'\"", "http://", "www.", "1. ", "- ", "---", "&amp;", "\x1b[2J", "\u202e", "\r"]
+PIECES = [*"ab1 .-+*_`[]()!<>|&$~#:@/\\=\n\t'\"", "http://", "www.", "1. ", "- ", "---", "&amp;", "\x1b[2J", "\u202e", "\r",
+          ":red[", ":material/x:", "mailto:", "[a]: ", "![", "](", "a_b", "_a", "    "]
 
 
 @settings(max_examples=300, deadline=None)

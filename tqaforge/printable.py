@@ -27,10 +27,17 @@ _UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u20
 _UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\\t\\n]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-# What Markdown (CommonMark, GitHub's and Streamlit's extensions) may read as syntax: links and
-# images, HTML, code, emphasis, tables, entities, math, directives (``:red[...]``), autolinks
-# (``http:``, ``www.``, e-mail), and a line that starts a heading, quote, list or rule.
-_MARKDOWN_ACTIVE = re.compile(r"[\\`*_\[\]<>|&$~!#:@\n]|www\.|^[ \t]|^(?:[-+](?:\s|$)|-{3,}|={2,}|\d{1,9}[.)](?:\s|$))")
+# What Markdown (CommonMark, GitHub's and Streamlit's extensions) may read as syntax. Text
+# without any of it (words, numbers, "Fleiss' kappa", "[0.41, 0.70]", "question_typing") shows
+# as written and stays readable in a Markdown file.
+_MARKDOWN_ACTIVE = re.compile(
+    r"[\\`*<>|&$~\n]"  # escapes, code, emphasis, HTML and <autolinks>, tables, entities, math, strikethrough
+    r"|!\[|\]\(|\]\[|\]:"  # images, inline links, reference links and their definitions
+    r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"  # emphasis with _ (inside a word it is a letter)
+    r"|://|www\.|@|(?:mailto|xmpp):"  # autolinks (GitHub's and Streamlit's Markdown make them)
+    r"|:[A-Za-z][\w/-]*[\[:]"  # Streamlit's directives (:red[...]), icons (:material/x:), emoji
+    r"|^[ \t]|^#|^(?:[-+](?:\s|$)|-[ \t]*-[ \t]*-|={2,}|\d{1,9}[.)](?:\s|$))"  # a first line that starts a block
+)
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and is then literal.
 _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # Indentation would start a code block (where escapes show as backslashes): shown as no-break spaces.
