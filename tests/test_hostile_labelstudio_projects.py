@@ -80,11 +80,12 @@ def test_a_project_deleted_in_label_studio_is_made_again_and_its_waiting_tasks_s
     ana, ben = new_email("del-ana"), new_email("del-ben")
     ana_token = signup(label_studio.url, label_studio.token, ana)[1]
     signup(label_studio.url, label_studio.token, ben)
-    pushed = _cli(ws, label_studio, "labelstudio", "push", "question_review", "-a", ana, "-a", ben, "--overlap", "1")
-    assert pushed.exit_code == 0, pushed.output
+    for who, limit in ((ana, "5"), (ben, "8")):
+        pushed = _cli(ws, label_studio, "labelstudio", "push", "question_review", "-a", who, "--overlap", "1", "--limit", limit)
+        assert pushed.exit_code == 0, pushed.output
     mine = [c for c in _copies(ws) if c.annotator == ana]
     theirs = [c for c in _copies(ws) if c.annotator == ben]
-    assert len(mine) + len(theirs) == 8 and len(mine) >= 2 and theirs
+    assert (len(mine), len(theirs)) == (5, 3)
     old_project, ben_project = mine[0].ls_project_id, theirs[0].ls_project_id
     for copy in mine[:2]:
         annotate(label_studio.url, ana_token, copy.ls_task_id, REVIEW)
@@ -106,6 +107,10 @@ def test_a_project_deleted_in_label_studio_is_made_again_and_its_waiting_tasks_s
     assert f"project {ben_project} of {ben} is gone" in gone.output
     assert "incomplete: 2 project(s) gone from Label Studio" in gone.stderr
     assert len(_labels(ws)) == 2  # what was pulled from the deleted project stays
+    listed = _cli(ws, label_studio, "annotators", "list")
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(ana))
+    assert f"project {old_project} deleted in Label Studio with tasks waiting" in row and f"push question_review -a {ana}" in row
 
     # Push for ana only: her project again, with what waits for her; ben named, left as he is.
     again = _cli(ws, label_studio, "labelstudio", "push", "question_review", "-a", ana, "--overlap", "1", "--json")
@@ -142,6 +147,9 @@ def test_a_project_deleted_in_label_studio_is_made_again_and_its_waiting_tasks_s
     listed = _cli(ws, label_studio, "annotators", "list", "--json")
     rows = {(r["email"], r["kind"]): r for r in json.loads(listed.stdout)["rows"]}
     assert (rows[(ana, "question_review")]["labelled"], rows[(ana, "question_review")]["assigned"]) == (3, len(mine))
+    # Her old project only holds what she labelled: nothing is lost with it, so it is not flagged;
+    # ben's still holds his waiting tasks (the control).
+    assert rows[(ana, "question_review")]["gone"] == [] and rows[(ben, "question_review")]["gone"] == [ben_project]
 
     # Nothing more to do: a second push creates and sends nothing.
     quiet = push(ws, "question_review", client_settings(label_studio.url, label_studio.token), [ana], PushOptions(overlap=1))

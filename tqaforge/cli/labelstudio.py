@@ -238,6 +238,8 @@ def annotators_list(
     """Each annotator's progress per task kind: tasks pushed to them and tasks they labelled (pulled)."""
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.annotators import annotator_progress, list_accounts
+    from tqaforge.annotation.labelstudio.sync import missing_projects
 
     ws = open_ws(ctx, workspace)
-    print_summary(annotator_progress(ws, list_accounts(manage.connection(ws.root, url))), as_json)
+    settings = manage.connection(ws.root, url)
+    print_summary(annotator_progress(ws, list_accounts(settings), gone=missing_projects(ws, settings)), as_json)

@@ -146,7 +146,9 @@ def add_annotator(settings: ClientSettings, email: str, *, name: str | None = No
 class AnnotatorProgress:
     """Per annotator and kind: task copies pushed to them, and tasks they have labelled (pulled)."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)  # email, name, annotator_id, kind, assigned, labelled
+    #: email, name, annotator_id, kind, assigned, labelled, and gone: their projects of the kind
+    #: that were deleted in Label Studio with tasks still waiting for their label in them.
+    rows: list[dict[str, Any]] = field(default_factory=list)
     accounts: int = 0
 
     def lines(self) -> list[str]:
@@ -157,18 +159,25 @@ class AnnotatorProgress:
         lines = [f"{'annotator':<{width}}  {'id':<19}  {'kind':<22}  labelled / assigned"]
         for r in self.rows:
             share = f"{100 * r['labelled'] / r['assigned']:.0f}%" if r["assigned"] else "-"
+            gone = (f"  project {', '.join(map(str, r['gone']))} deleted in Label Studio with tasks waiting: "
+                    f"`tqaforge labelstudio push {r['kind']} -a {r['email']}` sends them again") if r.get("gone") else ""
             lines.append(f"{r['email']:<{width}}  {r['annotator_id']:<19}  {r['kind'] or '-':<22}  "
-                         f"{r['labelled']:>5} / {r['assigned']:<5} {share}")
+                         f"{r['labelled']:>5} / {r['assigned']:<5} {share}{gone}")
         return lines
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def annotator_progress(ws: Workspace, accounts: list[AnnotatorAccount]) -> AnnotatorProgress:
+def annotator_progress(
+    ws: Workspace, accounts: list[AnnotatorAccount], gone: dict[tuple[str, str], list[int]] | None = None,
+) -> AnnotatorProgress:
     """Join ``accounts`` (from :func:`list_accounts`) with the store: per annotator and kind, the
     copies pushed to them and the tasks with at least one label of theirs pulled from Label Studio.
-    An account with nothing pushed gets one row with kind None."""
+    An account with nothing pushed gets one row with kind None. ``gone`` {(annotator, kind):
+    project ids} (:func:`~tqaforge.annotation.labelstudio.sync.missing_projects`) marks the rows
+    whose projects were deleted in Label Studio."""
+    gone_by = {(who.lower(), kind): pids for (who, kind), pids in (gone or {}).items()}
     with ws.session() as s:
         assigned = Counter({(who.lower(), kind): n for who, kind, n in s.exec(
             select(LabelStudioTaskCopy.annotator, LabelStudioTaskCopy.kind, func.count()).group_by(
@@ -186,5 +195,6 @@ def annotator_progress(ws: Workspace, accounts: list[AnnotatorAccount]) -> Annot
                 "email": account.email, "name": account.name, "annotator_id": account.annotator_id, "kind": kind,
                 "assigned": assigned.get((account.email.lower(), kind), 0) if kind else 0,
                 "labelled": labelled.get((account.annotator_id, kind), 0) if kind else 0,
+                "gone": gone_by.get((account.email.lower(), kind), []) if kind else [],
             })
     return progress

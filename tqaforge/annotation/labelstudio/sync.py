@@ -78,8 +78,8 @@ from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, LabelSt
 from tqaforge.store import Workspace
 
 __all__ = [
-    "PullSummary", "PushOptions", "PushSummary", "LabelStudioConfigError", "assign", "check_config", "client_settings",
-    "project_title", "pull", "push", "validate_configs",
+    "PullSummary", "PushOptions", "PushSummary", "LabelStudioConfigError", "Unreadable", "assign", "check_config",
+    "client_settings", "missing_projects", "project_title", "pull", "push", "validate_configs",
 ]
 
 #: Every project tqaforge makes is titled ``tqaforge · KIND · ANNOTATOR``.
@@ -578,6 +578,37 @@ class _Lost:
     owed: list[str]
     labelled: int
     settled: int
+
+
+def missing_projects(ws: Workspace, settings: ClientSettings, *, client: LabelStudioClient | None = None) -> dict[tuple[str, str], list[int]]:
+    """{(annotator, kind): ids of their projects that are gone from Label Studio with tasks in them
+    still waiting for their label}, asked of the server once per project the store has copies in:
+    what ``annotators list`` marks, so that work in a deleted project does not pass for work
+    waiting in Label Studio. A deleted project whose every copy is labelled or settled is not
+    named: nothing is lost with it."""
+    with ws.session() as s:
+        rows = s.exec(select(LabelStudioTaskCopy.annotator, LabelStudioTaskCopy.kind, LabelStudioTaskCopy.ls_project_id).distinct()).all()
+    own = client is None
+    ls = client or LabelStudioClient(settings)
+    try:
+        gone = [(who, kind, pid) for who, kind, pid in sorted(rows) if not _exists(ls, pid)]
+    finally:
+        if own:
+            ls.close()
+    found: dict[tuple[str, str], list[int]] = {}
+    pending: dict[str, set[str]] = {}
+    with ws.session() as s:
+        for who, kind, project_id in gone:
+            spec = LS_KINDS.get(kind)
+            if spec is None or spec.pending is None:
+                continue
+            if kind not in pending:
+                pending[kind] = {annotation_task_id(kind, spec.target_type, t) for t in spec.pending(s)}
+            copies = set(s.exec(select(LabelStudioTaskCopy.task_id).where(
+                LabelStudioTaskCopy.ls_project_id == project_id, LabelStudioTaskCopy.annotator == who)).all())
+            if _lost(s, spec, who, copies, pending[kind]).owed:
+                found.setdefault((who, kind), []).append(project_id)
+    return found
 
 
 def _lost(s: Session, spec: LabelStudioKind, annotator: str, task_ids: set[str], pending: set[str]) -> _Lost:
