@@ -51,3 +51,5 @@ if st.button("pull every label", disabled=not state.running):
     pulled = attempt(lambda: pull(ws, manage.connection(ws.root)))
     if pulled is not None:
         show_summary(pulled)
+        if pulled.incomplete:  # what the CLI's exit status 1 says: a person must act (the lines above say how)
+            st.warning(f"Pull incomplete: {pulled.incomplete}; everything else is recorded.")
