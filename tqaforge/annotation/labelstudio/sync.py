@@ -41,6 +41,23 @@ deleted); ``full=True`` reads everything again. A project with annotations left 
 not blind) keeps its old watermark, so they are reported by every pull until they are fixed. Listing tasks with their annotations costs Label
 Studio 5-7 ms per task, so a first pull of thousands takes tens of seconds and later ones a second.
 
+**A project deleted by hand** in Label Studio's UI or API takes its tasks and annotations with
+it, while the store still holds the copies. Push asks for every project its copies are in: for
+an annotator given, the project is made again and each task still waiting for their label is sent
+again (its copy row moved, never doubled); a task they labelled before keeps its pulled label and
+is not asked for twice, and a settled item needs nobody. An annotator not given is named in the
+summary, their copies left as they are. Pull reads the project's listing as 404 (never as an empty
+project) and reports the project: with tasks still waiting, the pull is incomplete
+(:attr:`PullSummary.incomplete`, exit status 1 in the CLI). ``annotators list`` marks the same.
+
+**One task Label Studio cannot send** (an annotation holding a lone surrogate, which Label Studio
+1.23 stores escaped and then fails to encode: HTTP 500 for every page, export and read of its
+project) does not block the project: the failing page is narrowed down by bisection to the task,
+which is fetched alone by id before it is named (:class:`_TaskReader`); every other task is
+recorded, the task and its last editor are listed in :attr:`PullSummary.unreadable`, the
+project's watermark stays where it was (so the next pull reports it again) and the pull is
+incomplete. A push listing such a project reports the task and imports the rest.
+
 Every HTTP call is retried (:mod:`~tqaforge.annotation.labelstudio.client`), then raises
 :class:`~tqaforge.annotation.labelstudio.server.LabelStudioError`; what was committed stays, and
 the same command run again completes the rest.
