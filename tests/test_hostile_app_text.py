@@ -397,3 +397,40 @@ def test_chromium_fetches_nothing_from_an_image_link_in_a_question(tmp_path: Pat
         assert ids["question"]
     finally:
         driver.quit()
+
+
+# --- Markdown files: the agreement report and the release's dataset card ----------------------------
+
+
+def test_markdown_files_show_names_and_reasons_as_written(staged, tmp_path: Path, attacker: CountingServer) -> None:
+    """The same class outside the app: the agreement report (annotator names in its tables) and the
+    dataset card (workspace and model names, the reason for a low agreement) are Markdown read on a
+    hub or in an editor. Nothing in them parses to an image, link or HTML, and the card's YAML
+    header still reads back the name."""
+    import yaml
+
+    from tqaforge.annotation.report_format import to_markdown
+    from tqaforge.annotation.workflows import Settings, agreement_report
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.schemas.records import LLMCall
+
+    ws, _ = staged
+    texts = hostile_texts(attacker.url)
+    report = to_markdown(agreement_report(ws, settings=Settings(n_boot=0)))
+    assert not unsafe(report), unsafe(report)
+    assert "ls:eve![n](" in shown(report)  # the annotator, shown as written
+    with ws.session() as s:
+        s.add(LLMCall(id="hostile-call", model=texts["model"], messages=[{"role": "user", "content": "q"}], text="a", cost=0.0,
+                      purpose="generate_questions"))
+    reason = f"because ![r]({attacker.url}/reason.png)\n# not a heading"
+    build_release(ws, ReleaseOptions(version="0.3.0", out=tmp_path / "card", accept_low_agreement=reason,
+                                     serializations=("csv",)))
+    card = (tmp_path / "card" / "README.md").read_text(encoding="utf-8")
+    header, body = card.split("\n---\n", 1)
+    assert yaml.safe_load(header.removeprefix("---\n"))["pretty_name"] == f"{texts['name']} 0.3.0"
+    assert not unsafe(body), unsafe(body)
+    assert not any(t.type == "heading_open" and t.map and "not a heading" in body.splitlines()[t.map[0]]
+                   for t in PARSER.parse(body))
+    assert "![m](" in shown(body) and "![r](" in shown(body) and "![w](" in shown(body)
+    # Control: the old way (data put in as it is) gives the detector images to find.
+    assert unsafe(f"Models: {texts['model']}") and unsafe(f"| {texts['annotator']} | 0.5 |")

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
 from tqaforge.annotation.workflows import AgreementReport, KindReport
+from tqaforge.printable import escape_controls
 
 NAMES = {
     "percent_agreement": "Percent agreement",
@@ -128,21 +129,26 @@ def report_sections(report: AgreementReport) -> list[Section]:
     return [head, *(kind_section(k, s.ci_level) for k in report.kinds.values())]
 
 
-def _md_table(t: TextTable) -> list[str]:
-    def esc(x: str) -> str:
-        return x.replace("|", "\\|")
+def _md(text: str) -> str:
+    """Report text as Markdown that shows it as written: annotator names, subtypes, kinds, the
+    workspace path and problems quoting labels are data (an image link in a name would be fetched
+    by whoever views the report); one line each, so a table row stays one row."""
+    return escape_controls(text, lines=False, markdown=True)
 
-    out = [f"**{t.caption}**", "", "| " + " | ".join(esc(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
-    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in t.rows]
+
+def _md_table(t: TextTable) -> list[str]:
+    out = [f"**{_md(t.caption)}**", "", "| " + " | ".join(_md(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
+    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in t.rows]
     return out + [""]
 
 
 def to_markdown(report: AgreementReport) -> str:
-    """The report as a Markdown document."""
+    """The report as a Markdown document (its text escaped where Markdown would read it)."""
     lines: list[str] = []
     for i, section in enumerate(report_sections(report)):
-        lines += [("# " if i == 0 else "## ") + section.title, ""]
-        lines += [*section.lines, ""] if section.lines else []
+        lines += [("# " if i == 0 else "## ") + _md(section.title), ""]
+        # Lines quote data (the workspace, excluded sources, problems); the empty report's message is ours.
+        lines += [*(line if line == report.message else _md(line) for line in section.lines), ""] if section.lines else []
         for table in section.tables:
             lines += _md_table(table)
     return "\n".join(lines).rstrip() + "\n"

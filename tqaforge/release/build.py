@@ -41,6 +41,7 @@ from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, l
 from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
+from tqaforge.printable import escape_controls
 from tqaforge.release.contents import SUBSETS, Contents, collect
 from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new
@@ -197,25 +198,33 @@ def _models(ws: Workspace) -> tuple[list[str], float]:
 
 
 def _card(name: str, version: str, manifest: dict[str, Any], subsets: Sequence[str], licence: str) -> str:
+    # The card is Markdown read on a hub and in editors: the workspace's name, the model names, the
+    # reason for a low agreement and the kinds are data, shown as written (an image link in a
+    # model name would be fetched by every viewer); the YAML header takes them as quoted strings.
+    def md(value: object) -> str:
+        return escape_controls(str(value), lines=False, markdown=True)
+
     configs = "\n".join(
         f"- config_name: {sub}\n  data_files:\n  - split: test\n    path: data/{sub}.parquet" for sub in subsets
     )
     counts = "\n".join(f"| {sub} | {manifest['counts'][sub]} |" for sub in subsets)
     accepted = manifest.get("accepted_low_agreement")
     agreement = "\n".join(
-        f"| {kind} | {a['statistic']} | {a['value']} | {a['threshold']} | {a['items']} |"
+        f"| {md(kind)} | {md(a['statistic'])} | {a['value']} | {a['threshold']} | {a['items']} |"
         for kind, a in sorted(manifest["agreement"].items())
     ) or "| (no annotations fed this release) | | | | |"
+    title = md(f"{name} {version}")
+    models = md(", ".join(manifest["models"]))
     return f"""---
-license: {licence}
-pretty_name: {name} {version}
+license: {json.dumps(escape_controls(licence, lines=False))}
+pretty_name: {json.dumps(escape_controls(f"{name} {version}", lines=False))}
 task_categories:
 - table-question-answering
 configs:
 {configs}
 ---
 
-# {name} {version}
+# {title}
 
 A table question answering benchmark built with tqaforge {manifest['tool_version']}: questions about
 real tables whose gold answers people verified (or that came verified with a curated benchmark),
@@ -241,11 +250,11 @@ row: `id`, `prediction`; TableBench's inference format is read as it is).
 |---|---|---|---|---|
 {agreement}
 
-{"Accepted below the threshold: " + accepted if accepted else "Every kind met its threshold."}
+{"Accepted below the threshold: " + md(accepted) if accepted else "Every kind met its threshold."}
 
 ## Provenance
 
-Models: {", ".join(manifest["models"]) or "none"}; LLM cost {manifest["llm_cost_usd"]} USD. Annotators appear
+Models: {models or "none"}; LLM cost {manifest["llm_cost_usd"]} USD. Annotators appear
 only as pseudonymous ids. Licences follow the sources (TableBench: Apache-2.0; FREB-TQA and
 WikiTableQuestions: CC-BY-SA-4.0).
 """
