@@ -244,6 +244,17 @@ def test_evaluate_prints_model_names_and_predictions_escaped(hostile, tmp_path: 
             json.loads(output)
 
 
+def test_evaluate_plots_a_model_name_that_looks_like_tex(hostile, tmp_path: Path) -> None:
+    """Markup of another kind: matplotlib read "$...$" in a model name as TeX, and the plot ended
+    `evaluate` in a ParseSyntaxException traceback. The name is drawn as text."""
+    predictions = tmp_path / "tex.jsonl"
+    rows = [json.loads(line) for line in hostile["predictions"].read_text(encoding="utf-8").splitlines()]
+    predictions.write_text("".join(json.dumps({**r, "model": "m$\\frac{1}$_{x"}) + "\n" for r in rows), encoding="utf-8")
+    output = invoke(None, "evaluate", "--release", str(hostile["release"]), "--predictions", str(predictions),
+                    "--out", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "by_subtype.png").stat().st_size > 0 and "Traceback" not in output
+
+
 def test_release_verify_and_diff(hostile) -> None:
     release = hostile["release"]
     assert_clean(invoke(None, "release", "verify", str(release)), shows=())

@@ -412,7 +412,12 @@ def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) ->
         text = escape_controls(json.dumps(report.as_dict(), indent=2, ensure_ascii=False), json=True)
         atomic_write_text(out / "scores.json", text + "\n")
         if plots:
-            written += _plots(report, out)
+            import matplotlib
+
+            # Model names, subtypes and the release's name are data: "$...$" in one is text, not
+            # TeX (mathtext fails on it, and the run would end in a traceback after the scores).
+            with matplotlib.rc_context({"text.parse_math": False}):
+                written += _plots(report, out)
     except OSError as exc:
         raise EvaluateError(f"cannot write the scores to {out}: {exc.strerror or exc}", hint="give --out a writable directory") from None
     return [str(p) for p in written]
