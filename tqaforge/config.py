@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Self
 
 from tqaforge.errors import ConfigError, TaxonomyError, WorkspaceNotFound
 from tqaforge.files import atomic_write_text
+from tqaforge.redact import redact_url, url_has_secret
 from tqaforge.schemas.taxonomy import BUILTIN, Taxonomy, custom_taxonomy
 
 CONFIG_NAME = "tqaforge.toml"
@@ -600,10 +601,19 @@ def resolve_database_url(paths: WorkspacePaths, config: WorkspaceConfig) -> str:
 def write_default_config(
     root: Path, *, name: str, taxonomy: str = "tablebench", database_url: str | None = None
 ) -> Path:
-    """Write a commented ``tqaforge.toml`` unless one exists; returns its path."""
+    """Write a commented ``tqaforge.toml`` unless one exists; returns its path.
+
+    A ``database_url`` with a password is refused: the file is no place for it (like API keys),
+    and libpq takes it from ``PGPASSWORD`` or ``~/.pgpass``."""
     if taxonomy not in BUILTIN and taxonomy != "custom":
         raise ConfigError(
             f"unknown taxonomy {taxonomy!r}", hint="choose " + ", ".join([*BUILTIN, "custom"])
+        )
+    if database_url and url_has_secret(database_url):
+        raise ConfigError(
+            f"--database-url {redact_url(database_url)} holds a password, which would be written to {CONFIG_NAME}",
+            hint=f"give the URL without it and the password in PGPASSWORD or ~/.pgpass, or set the whole URL in "
+            f"{DATABASE_ENV} instead of passing --database-url",
         )
     path = WorkspacePaths(root).config
     if not path.exists():

@@ -39,6 +39,7 @@ from tqaforge.annotation.labelstudio.server import (
     is_loopback,
 )
 from tqaforge.errors import ConfigError, ServerBindError
+from tqaforge.redact import redact_url
 
 APP = Path(__file__).resolve().parent / "app" / "Home.py"
 ALLOW_FLAG = "--allow-remote (ALLOW_REMOTE=1 for make run)"
@@ -115,7 +116,7 @@ def print_progress(elapsed: float) -> None:
 
 def _start_label_studio(workspace: Path, settings: LabelStudioSettings) -> manage.StartResult | None:
     """Start the workspace's Label Studio, printing progress; None (with a note) when it cannot start."""
-    print(f"starting Label Studio on {settings.url} ({STARTUP_ESTIMATE}) ", end="", flush=True)
+    print(f"starting Label Studio on {redact_url(settings.url)} ({STARTUP_ESTIMATE}) ", end="", flush=True)
     try:
         result = manage.start(workspace, settings=settings, on_wait=print_progress,
                               on_note=lambda text: print(f"\nnote: {text}", file=sys.stderr, flush=True))
@@ -165,10 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         if result is not None:
             server, ls_url = result.server, result.url
     print("")
-    print(f"  tqaforge app:   {http_url(args.host, args.app_port)}   (workspace: {workspace}; no login needed)")
+    # Every URL printed goes through the one redaction (the host was checked to hold no login).
+    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")
     if ls_url is not None:
         login = _login_lines(workspace, settings)
-        print(f"  Label Studio:   {ls_url}   {login[0]}")
+        print(f"  Label Studio:   {redact_url(ls_url)}   {login[0]}")
         for line in login[1:]:
             print(f"                  {line}")
     print("  stop both with Ctrl-C\n", flush=True)

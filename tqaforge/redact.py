@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MASK", "MIN_SECRET_LENGTH", "redact_secrets", "redact_url"]
+__all__ = ["MASK", "MIN_SECRET_LENGTH", "redact_host", "redact_secrets", "redact_url", "url_has_secret", "url_password"]
 
 MASK = "***"
 # A shorter "secret" (a test key "k", an empty password) protects nothing and replacing it
@@ -58,6 +58,33 @@ def redact_url(url: str) -> str:
     user, colon, password = userinfo.partition(":")
     masked = f"{user}:{MASK}" if colon and password else userinfo
     return f"{scheme}{sep}{masked}@{_SECRET_PARAM.sub(lambda m: m.group(1) + MASK, hostpart)}"
+
+
+def url_password(url: str | None) -> str | None:
+    """The password of a URL's user information (split like :func:`redact_url`), else None: the
+    secret to mask wherever the URL's server or a library may echo it."""
+    if not url or "://" not in url:
+        return None
+    rest = url.split("://", 1)[1]
+    head = rest.split("?", 1)[0]
+    at = head.rfind("@") if "@" in head else rest.rfind("@")
+    if at < 0:
+        return None
+    _, colon, password = rest[:at].partition(":")
+    return password if colon and password else None
+
+
+def url_has_secret(url: str) -> bool:
+    """True when ``url`` holds a password or a credential query parameter (what
+    :func:`redact_url` masks): such a URL must not be written to a file or a record."""
+    return redact_url(url) != url
+
+
+def redact_host(host: str) -> str:
+    """A host or ``host:port`` as given on a command line, with any ``user:password@`` in front
+    of it masked (``admin:pw@127.0.0.1`` -> ``***@127.0.0.1``): an address is not a URL, but
+    people paste one."""
+    return f"{MASK}@{host.rsplit('@', 1)[1]}" if "@" in host else host
 
 
 def redact_secrets(text: str, secrets: Iterable[str | None]) -> str:

@@ -102,7 +102,7 @@ from tqaforge.llm.replies import (
     usage_of,
 )
 from tqaforge.llm.settings import API_KEY_ENV, BASE_URL_ENV, LLMSettings
-from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url
+from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
 from tqaforge.schemas.records import utcnow
 from tqaforge.store import Workspace
 
@@ -143,7 +143,7 @@ class Gateway:
         self.retries = 0  # retried attempts, all calls together
         self._usage_stop: str | None = None  # set by the first reply with impossible usage
         # Our credentials, masked in whatever the endpoint sends back or a URL shows.
-        self._secrets = tuple(x for x in (settings.api_key, _url_password(settings.base_url)) if x)
+        self._secrets = tuple(x for x in (settings.api_key, url_password(settings.base_url)) if x)
         self._sem = asyncio.Semaphore(settings.concurrency)
         self._rpm = TokenBucket(settings.requests_per_minute) if settings.requests_per_minute else None
         self._tpm = TokenBucket(settings.tokens_per_minute) if settings.tokens_per_minute else None
@@ -579,21 +579,6 @@ class _Attempts:
         if tokens is not None:
             self.tokens[0] += tokens[0]
             self.tokens[1] += tokens[1]
-
-
-
-def _url_password(url: str | None) -> str | None:
-    """The password in a URL's user information (split at the last '@'), else None."""
-    if not url or "://" not in url:
-        return None
-    rest = url.split("://", 1)[1]
-    head = rest.split("?", 1)[0]
-    at = head.rfind("@") if "@" in head else rest.rfind("@")
-    if at < 0:
-        return None
-    _, colon, password = rest[:at].partition(":")
-    return password if colon and password else None
-
 
 
 def _status_message(exc: openai.APIStatusError) -> str:

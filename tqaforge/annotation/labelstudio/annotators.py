@@ -48,7 +48,7 @@ class AnnotatorAccount:
     annotator_id: str
     name: str = ""
     password: str | None = field(default=None, repr=False)  # only right after add_annotator
-    url: str = ""
+    url: str = ""  # Label Studio's, without its password (ClientSettings.display_url)
 
     def lines(self) -> list[str]:
         """How to log in, for the person who made the account to pass on."""
@@ -80,7 +80,7 @@ def list_accounts(settings: ClientSettings, *, client: LabelStudioClient | None 
                 continue
             name = " ".join(part for part in (user.get("first_name"), user.get("last_name")) if part)
             accounts.append(AnnotatorAccount(email=str(email), user_id=user["id"], annotator_id=labelstudio_annotator(str(email)),
-                                             name=name, url=settings.base_url))
+                                             name=name, url=settings.display_url))
     finally:
         if own:
             ls.close()
@@ -89,7 +89,7 @@ def list_accounts(settings: ClientSettings, *, client: LabelStudioClient | None 
 
 def _sign_up(settings: ClientSettings, invite: str, email: str, password: str) -> None:
     """Fill in the invitation sign-up form as a browser would (CSRF cookie and field included)."""
-    where = f"{settings.base_url}/user/signup/"
+    where = f"{settings.display_url}/user/signup/"  # shown; the requests go to base_url
     try:
         with httpx.Client(base_url=settings.base_url, follow_redirects=False, timeout=settings.timeout) as browser:
             page = browser.get("/user/signup/", params={"token": invite})
@@ -97,9 +97,9 @@ def _sign_up(settings: ClientSettings, invite: str, email: str, password: str) -
             csrf = found.group(1) if found else browser.cookies.get("csrftoken") or ""
             reply = browser.post("/user/signup/", params={"token": invite},
                                  data={"email": email, "password": password, "csrfmiddlewaretoken": csrf},
-                                 headers={"Referer": where})
+                                 headers={"Referer": f"{settings.base_url}/user/signup/"})
     except httpx.TransportError as exc:
-        raise LabelStudioError(f"could not sign {email} up at {where}: {exc.__class__.__name__}: {exc}",
+        raise LabelStudioError(f"could not sign {email} up at {where}: {settings.redact(f'{exc.__class__.__name__}: {exc}')}",
                                hint="is Label Studio running? `tqaforge labelstudio status`") from None
     if reply.status_code != 302:
         # The form comes back with the reason in it (a weak password, a taken e-mail, ...).
@@ -139,7 +139,7 @@ def add_annotator(settings: ClientSettings, email: str, *, name: str | None = No
         if own:
             ls.close()
     return AnnotatorAccount(email=account.email, user_id=account.user_id, annotator_id=account.annotator_id,
-                            name=(name or "").strip(), password=chosen, url=settings.base_url)
+                            name=(name or "").strip(), password=chosen, url=settings.display_url)
 
 
 @dataclass

@@ -16,6 +16,10 @@ so that every request goes through one place: :meth:`LabelStudioClient.request`,
   (:class:`LabelStudioServerError`: its log says why), and telling its user to start it would
   send them the wrong way.
 
+The URL is shown without its password (``--url http://admin:PW@host`` reads ``admin:***@host``),
+and the API token and that password are masked in whatever the server or httpx says back
+(:mod:`tqaforge.redact`), so no message of ours holds them.
+
 >>> client = LabelStudioClient(client_settings("http://127.0.0.1:8080", token))  # doctest: +SKIP
 >>> client.request("GET", "/api/projects/", what="list the projects")  # doctest: +SKIP
 """
@@ -33,6 +37,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from tqaforge.annotation.labelstudio.server import LabelStudioError
+from tqaforge.redact import redact_secrets, redact_url, url_password
 from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 
 #: HTTP statuses worth another try: the server is overloaded or (re)starting.
@@ -82,7 +87,7 @@ class ClientSettings:
     them, and gives up once ``max_total`` seconds have passed since its first try.
     """
 
-    url: str
+    url: str = field(repr=False)  # shown as display_url: never with its password
     token: str = field(repr=False)
     timeout: float = 15.0
     attempts: int = 4
@@ -92,7 +97,7 @@ class ClientSettings:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise LabelStudioError(
-                f"Label Studio's URL must start with http:// or https://, got {self.url!r}",
+                f"Label Studio's URL must start with http:// or https://, got {redact_url(self.url)!r}",
                 hint="give the URL the server prints, e.g. http://127.0.0.1:8080",
             )
         if not self.token.strip():
@@ -102,7 +107,21 @@ class ClientSettings:
 
     @property
     def base_url(self) -> str:
+        """The URL requests go to, with any user information: never shown (see :attr:`display_url`)."""
         return self.url.rstrip("/")
+
+    @property
+    def display_url(self) -> str:
+        """The URL as messages show it: its password masked."""
+        return redact_url(self.base_url)
+
+    def redact(self, text: str) -> str:
+        """``text`` (a reply, an httpx error) with the API token and the URL's password masked."""
+        return redact_secrets(text, [self.token, url_password(self.url)])
+
+    def __repr__(self) -> str:
+        return (f"ClientSettings(url={self.display_url!r}, timeout={self.timeout!r}, attempts={self.attempts!r}, "
+                f"backoff={self.backoff!r}, max_total={self.max_total!r})")
 
 
 def client_settings(url: str, token: str, **options: Any) -> ClientSettings:
@@ -203,7 +222,8 @@ class LabelStudioClient:
         Raises :class:`LabelStudioRequestError` on HTTP 4xx, :class:`LabelStudioServerError`
         when every try was answered with HTTP 5xx, :class:`LabelStudioError` otherwise."""
         method = method.upper()
-        where = f"{method} {self.settings.base_url}{path}"
+        where = f"{method} {self.settings.display_url}{path}"
+        shown = self.settings.redact
         content = _encode(json, what) if json is not None else None
         headers = {"Content-Type": "application/json"} if content is not None else None
         tries = min(attempts, self.settings.attempts) if attempts is not None else self.settings.attempts
@@ -216,14 +236,14 @@ class LabelStudioClient:
             try:
                 response = self._http.request(method, path, content=content, headers=headers, params=params)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                problem, hint = f"cannot connect ({exc.__class__.__name__}: {exc})", _HINT_UNREACHABLE
+                problem, hint = shown(f"cannot connect ({exc.__class__.__name__}: {exc})"), _HINT_UNREACHABLE
                 retry_safe = True  # nothing reached the server
             except httpx.TransportError as exc:
-                problem, hint = f"{exc.__class__.__name__}: {exc or 'no reply'}", _HINT_SILENT
+                problem, hint = shown(f"{exc.__class__.__name__}: {exc or 'no reply'}"), _HINT_SILENT
             else:
                 if response.status_code in RETRY_STATUSES:
                     status = response.status_code
-                    problem = f"HTTP {status}: {_detail(response)}"
+                    problem = shown(f"HTTP {status}: {_detail(response)}")
                     hint = _HINT_BUSY if status in (429, 502, 503, 504) else _HINT_FAILING
                     retry_safe = retry_safe or status == 429
                 elif ok_missing and response.status_code == 404:
@@ -233,9 +253,10 @@ class LabelStudioClient:
                         "check the API token (Label Studio: Account & Settings)"
                         if response.status_code in (401, 403) else "this is a bug or a changed server; the reply says what it refused"
                     )
+                    detail = shown(_detail(response))
                     raise LabelStudioRequestError(
-                        f"Label Studio refused to {what}: HTTP {response.status_code} from {where}: {_detail(response)}",
-                        status=response.status_code, detail=_detail(response), hint=hint,
+                        f"Label Studio refused to {what}: HTTP {response.status_code} from {where}: {detail}",
+                        status=response.status_code, detail=detail, hint=hint,
                     )
                 else:
                     self.server_time = _date_header(response) or self.server_time
@@ -253,7 +274,7 @@ class LabelStudioClient:
                         ) from None
                     except ValueError:
                         raise LabelStudioError(
-                            f"Label Studio's reply to {what} is not JSON ({where}): {_detail(response)}",
+                            f"Label Studio's reply to {what} is not JSON ({where}): {shown(_detail(response))}",
                             hint="is this URL a Label Studio server? check --url",
                         ) from None
             elapsed = time.monotonic() - started

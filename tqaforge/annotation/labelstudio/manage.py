@@ -60,6 +60,7 @@ from tqaforge.annotation.labelstudio.server import (
 from tqaforge.config import LabelStudioSection, WorkspacePaths, load_config
 from tqaforge.errors import ReaderError
 from tqaforge.files import atomic_write_text
+from tqaforge.redact import redact_url
 from tqaforge.tables.readers.jsonio import read_json_file
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def connection(ws: Workspace | Path, url: str | None = None, **options: Any) -> 
         return client_settings(ws, **options)
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
-        raise LabelStudioError(f"--url {url} needs the API token of that server in {TOKEN_ENV}",
+        raise LabelStudioError(f"--url {redact_url(url)} needs the API token of that server in {TOKEN_ENV}",
                                hint=f"export {TOKEN_ENV}=... (Label Studio: Account & Settings); without --url the "
                                "workspace's own server and login are used")
     return ClientSettings(url=url, token=token, **options)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqaforge.errors import PortInUse, RemoteBindingRefused, ServerBindError, TqaforgeError
+from tqaforge.redact import redact_host, redact_url
 
 #: The environment variable naming Label Studio's virtualenv; it overrides ``[labelstudio] venv``.
 VENV_ENV = "TQAFORGE_LABEL_STUDIO_VENV"
@@ -173,7 +174,13 @@ def is_loopback(host: str) -> bool:
 
 def check_host_allowed(host: str, *, allow_remote: bool, server_name: str, flag: str) -> None:
     """Refuse (:class:`RemoteBindingRefused`) to listen on ``host`` beyond loopback unless
-    ``allow_remote``; ``flag`` is what the user passes to allow it."""
+    ``allow_remote``; ``flag`` is what the user passes to allow it. A host with a login in it
+    (``admin:pw@127.0.0.1``, a pasted URL's) is no address, and the login is never echoed."""
+    if "@" in host or "/" in host:
+        raise ServerBindError(
+            f"{server_name}: {redact_host(host)} is not an address to listen on (it holds a login or a path)",
+            hint="give a host name or an IP address of this machine, e.g. HOST=127.0.0.1",
+        )
     if allow_remote or is_loopback(host):
         return
     raise RemoteBindingRefused(
@@ -192,7 +199,7 @@ def check_port_free(host: str, port: int, *, server_name: str, other_port_hint: 
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
-        raise error(f"{server_name}: cannot listen on {host}: {exc}",
+        raise error(f"{server_name}: cannot listen on {redact_host(host)}: {exc}",
                     hint="give an address of this machine, e.g. HOST=127.0.0.1") from exc
     for family, kind, proto, _name, address in infos:
         with socket.socket(family, kind, proto) as probe:
@@ -368,7 +375,7 @@ def start_server(settings: LabelStudioSettings, *, wait_s: float = 300.0,
     except LabelStudioPortInUse:
         if is_healthy(settings.url):  # say so when it is another Label Studio (or anything with /health)
             raise LabelStudioPortInUse(
-                f"something already answers at {settings.url} (another Label Studio?)",
+                f"something already answers at {redact_url(settings.url)} (another Label Studio?)",
                 hint=f"stop it (`tqaforge labelstudio stop` if it is a workspace's), or {port_hint(settings.port)}",
             ) from None
         raise
@@ -427,5 +434,5 @@ def _wait_until_healthy(server: RunningServer, log_start: int, wait_s: float,
             on_wait(elapsed)
         time.sleep(1.0)
     raise LabelStudioError(
-        f"Label Studio did not answer at {settings.url} within {wait_s:.0f} s:\n{_log_since(log_path, log_start)}",
+        f"Label Studio did not answer at {redact_url(settings.url)} within {wait_s:.0f} s:\n{_log_since(log_path, log_start)}",
         hint=f"see {log_path}")

@@ -8,6 +8,7 @@ import streamlit as st
 from tqaforge.app.common import attempt, md, run_step, workspace_or_stop
 from tqaforge.errors import ConfigError
 from tqaforge.llm import LLMSettings, load_llm_settings
+from tqaforge.redact import redact_url
 
 st.title("Generate")
 ws = workspace_or_stop()
@@ -17,7 +18,7 @@ llm: LLMSettings | None = None
 try:
     llm = load_llm_settings(ws, model=model or None, max_cost=max_cost)
     ready = bool(llm.base_url or llm.api_key)
-    endpoint = llm.base_url or "api.openai.com"
+    endpoint = redact_url(llm.base_url) if llm.base_url else "api.openai.com"  # shown: never its password
 except ConfigError as exc:
     ready, endpoint = False, str(exc)
 if not ready:
