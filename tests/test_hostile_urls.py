@@ -264,3 +264,32 @@ def test_a_host_with_a_login_is_refused_without_echoing_it(ws_dir: Path, refused
         assert ran.returncode != 0 and not leaked(ran.output) and "Traceback" not in ran.output, ran.output
         assert "***@127.0.0.1" in ran.output and "not an address" in ran.output, ran.output  # the control
     assert stored_anywhere(ws_dir) == []
+
+
+# --- malformed URLs: the same class, through the parsers' errors ---------------------------------
+
+
+def test_malformed_urls_are_refused_without_a_traceback_or_their_password(ws_dir: Path,
+                                                                          refused_port: Callable[[], int]) -> None:
+    """A URL with a password that its parser refuses (a port that is no number, a broken [IPv6]
+    address, a missing ':' after the scheme) gave tracebacks from httpx and SQLAlchemy, or the
+    URL as typed. Each is an error naming the URL without its password, for Label Studio's
+    --url, OPENAI_BASE_URL and the database URL."""
+    port = refused_port()
+    broken = [f"http://admin:{SECRET}@127.0.0.1:notaport", f"http://admin:{SECRET}@[::1",
+              f"http//admin:{SECRET}@127.0.0.1:{port}"]
+    token = {"TQAFORGE_LABEL_STUDIO_TOKEN": "0123456789abcdef0123456789abcdef01234567"}
+    w = ["-w", str(ws_dir)]
+    commands: list[tuple[list[str], dict[str, str]]] = []
+    for url in broken:
+        commands.append(([*w, "annotators", "list", "--url", url], token))
+        commands.append(([*w, "generate", "questions", "--subtypes", "Counting", "--per-round", "1"],
+                         {"OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "sk-test", "TQAFORGE_LLM_MODEL": "m"}))
+        db = url.replace("http", "postgresql", 1) + "/bench"
+        commands.append(([*w, "status"], {"TQAFORGE_DATABASE_URL": db}))
+    results = run_all(commands, ws_dir.parent)
+    for ran in results:
+        assert ran.returncode == 1, (ran.args, ran.output)
+        assert not leaked(ran.output) and "Traceback" not in ran.output, (ran.args, ran.output)
+        assert "admin:***@" in ran.output, (ran.args, ran.output)  # the control: the URL is named
+    assert stored_anywhere(ws_dir) == []

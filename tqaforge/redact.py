@@ -45,11 +45,13 @@ def redact_url(url: str) -> str:
     password is kept (``postgresql://postgres@127.0.0.1/x`` names no secret). An unescaped ``@``
     in the password is handled by splitting the user information at the LAST ``@`` before the
     query (or, when there is none before it, the last ``@`` of all), so a password that contains
-    ``@``, ``/`` or ``?`` is masked whole.
+    ``@``, ``/`` or ``?`` is masked whole. A string with no ``://`` (a mistyped URL that an error
+    message quotes) has what stands between its first ``//`` (else its start) and its last ``@``
+    taken as the user information.
     """
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        return _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, url)
+    if not sep:  # not a URL as written (``postgresql//ana:pw@db``): still no password shown
+        return _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, _mask_bare_userinfo(url))
     head = rest.split("?", 1)[0]
     at = head.rfind("@") if "@" in head else rest.rfind("@")
     if at < 0:
@@ -58,6 +60,17 @@ def redact_url(url: str) -> str:
     user, colon, password = userinfo.partition(":")
     masked = f"{user}:{MASK}" if colon and password else userinfo
     return f"{scheme}{sep}{masked}@{_SECRET_PARAM.sub(lambda m: m.group(1) + MASK, hostpart)}"
+
+
+def _mask_bare_userinfo(text: str) -> str:
+    """``user:password@`` masked in a string that is not a well-formed URL (see :func:`redact_url`)."""
+    end = text.find("?") if "?" in text else len(text)
+    at = text.rfind("@", 0, end)
+    if at < 0:
+        return text
+    start = text.find("//", 0, at) + 2 if "//" in text[:at] else 0
+    user, colon, password = text[start:at].partition(":")
+    return f"{text[:start]}{user}:{MASK}{text[at:]}" if colon and password else text
 
 
 def url_password(url: str | None) -> str | None:

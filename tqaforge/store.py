@@ -97,9 +97,9 @@ def _parse_url(url: str) -> URL:
     LAST ``@``), where SQLAlchemy would connect to a host made of the password's tail."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is no number, a broken [IPv6]
         raise StoreError(
-            f"not a database URL: {redact_url(url)} ({exc})",
+            f"not a database URL: {redact_url(url)} ({redact_secrets(str(exc), [])})",
             hint="write it as dialect+driver://user:password@host:port/dbname, or sqlite:///path/to/file.db",
         ) from None
     if parsed.host and "@" in parsed.host:

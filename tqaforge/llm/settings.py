@@ -14,9 +14,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from tqaforge.errors import ConfigError
-from tqaforge.redact import redact_url
+from tqaforge.redact import redact_secrets, redact_url, url_password
 from tqaforge.store import Workspace
 
 __all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "load_llm_settings"]
@@ -91,6 +92,8 @@ class LLMSettings:
             raise ConfigError(f"[llm] default_max_tokens must be at least 1, not {self.default_max_tokens}")
         if self.max_reply_bytes < 1024:
             raise ConfigError(f"[llm] max_reply_bytes must be at least 1024, not {self.max_reply_bytes}")
+        if self.base_url is not None:
+            _check_base_url(self.base_url)
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -102,6 +105,23 @@ class LLMSettings:
     def price(self) -> Price | None:
         """The price of this settings' model, None when the table has none."""
         return self.prices.get(self.model)
+
+
+def _check_base_url(url: str) -> None:
+    """ConfigError, naming the URL without its password, for a base URL no request can go to
+    (another scheme, a port that is no number, a broken [IPv6] address): said once, here, not
+    as a traceback from the HTTP client or six failed attempts."""
+    problem: str | None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        problem = redact_secrets(str(exc), [url_password(url)])
+    else:
+        problem = None if parts.scheme in ("http", "https") and parts.hostname else "not an http:// or https:// URL"
+    if problem is not None:
+        raise ConfigError(f"the LLM endpoint {redact_url(url)} ({BASE_URL_ENV} or [llm] base_url) is not usable: {problem}",
+                          hint="e.g. http://127.0.0.1:8000/v1 for a local server; leave it unset for OpenAI")
 
 
 _MODEL_HINT = f'set [llm] model = "..." in tqaforge.toml, {MODEL_ENV}, or pass --model'

@@ -100,6 +100,13 @@ class ClientSettings:
                 f"Label Studio's URL must start with http:// or https://, got {redact_url(self.url)!r}",
                 hint="give the URL the server prints, e.g. http://127.0.0.1:8080",
             )
+        try:
+            httpx.URL(self.url)  # a port that is no number, a broken [IPv6] address: here, not a traceback later
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise LabelStudioError(
+                f"Label Studio's URL {redact_url(self.url)!r} is not a valid URL: {self.redact(str(exc))}",
+                hint="give the URL the server prints, e.g. http://127.0.0.1:8080",
+            ) from None
         if not self.token.strip():
             raise LabelStudioError("no Label Studio API token given", hint="copy it from Label Studio: Account & Settings")
         if self.attempts < 1 or self.timeout <= 0 or self.backoff < 0 or self.max_total <= 0:
