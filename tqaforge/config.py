@@ -337,7 +337,7 @@ class LLMSection(Section):
     backoff_s: float | None = _key(_NUMBER, "first retry's wait")
     backoff_max_s: float | None = _key(_NUMBER, "longest retry wait")
     malformed_retries: int | None = _key(_INTEGER, "retries of replies with no usable content")
-    default_max_tokens: int | None = _key(_INTEGER, "worst-case reply length for the budget")
+    default_max_tokens: int | None = _key(_INTEGER, "max_tokens sent when a call sets none: its worst case for the budget")
     max_reply_bytes: int | None = _key(_INTEGER, "hard cap on a reply body")
     prices: dict[str, Any] | None = _key(_TABLE, "model -> {input, output} in USD per million tokens")
 

@@ -71,7 +71,7 @@ class LLMSettings:
     backoff_s: float = 1.0  # first retry waits about this long, doubling each time
     backoff_max_s: float = 60.0
     malformed_retries: int = 2  # retries of replies with no usable content (within max_retries)
-    default_max_tokens: int = 4096  # worst-case reply length for the budget when a call sets none
+    default_max_tokens: int = 4096  # max_tokens sent when a call sets none (so the budget has a worst case)
     max_reply_bytes: int = 4 * 1024 * 1024  # hard cap on a reply body, whatever max_tokens says
 
     def __post_init__(self) -> None:
