@@ -311,3 +311,21 @@ def test_a_judge_that_lies_about_its_format_is_counted_not_trusted(grid_release:
     assert report.judge is not None and (report.judge["judged"], report.judge["invalid"]) == (0, 4)
     overall = _by(report, subset="base", level="overall")["Overall"]
     assert overall.judge == 0.0 and overall.normalised > 0  # an unreadable verdict is never "correct"
+
+
+@pytest.mark.hostile
+def test_a_pot_program_that_buries_its_scratch_directory_loses_no_score(grid_release: Path, tmp_path: Path) -> None:
+    """Issue 23: 3,000 nested directories made by one PoT prediction broke the sandbox's cleanup with
+    a RecursionError and lost every score (no scores.json)."""
+    base = _text_rows(grid_release, "base")
+    deep = ("import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nos.chmod('.', 0)\n"
+            f"print('Final Answer: {_answer(base[0])}')\n")
+    preds = [{"id": base[0]["id"], "prediction": f"```python\n{deep}```", "method": "PoT"}]
+    preds += [{"id": b["id"], "prediction": f"Final Answer: {_answer(b)}"} for b in base[1:]]
+    report = evaluate(EvaluateOptions(release=grid_release, predictions=_write(tmp_path / "deep.jsonl", preds),
+                                      out=tmp_path / "scores", plots=False))
+    pot = _by(report, subset="base", system="deep/PoT")["Overall"]
+    rest = [r for r in report.rows if r.subset == "base" and r.group == "Overall" and r.system != "deep/PoT"]
+    assert pot.answered == 1 and pot.ecr == pot.normalised == round(100 / pot.n, 2)  # ran, and answered right
+    assert len(rest) == 1 and rest[0].answered == len(base) - 1 and rest[0].normalised == round(100 * (len(base) - 1) / rest[0].n, 2)
+    assert (tmp_path / "scores" / "scores.json").exists()
