@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from labelstudio_helpers import build_workspace
 from sqlmodel import select
@@ -48,3 +49,21 @@ def stage_everything(ws: Workspace) -> dict[str, list[str]]:
     adjudicate(ws, kinds=["question_typing"])
     build_release(ws, ReleaseOptions(version="0.1.0", accept_low_agreement="demo", serializations=("csv",)))
     return ids
+
+
+def page_runner(workspace_root: Path, monkeypatch: Any) -> Any:
+    """A function that renders one app page (AppTest) on ``workspace_root`` with no LLM endpoint set,
+    and fails on any exception the page raised."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TQAFORGE_WORKSPACE", str(workspace_root))
+    for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "TQAFORGE_LLM_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    pages = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "pages"
+
+    def run(name: str) -> AppTest:
+        at = AppTest.from_file(str(pages / name), default_timeout=60).run()
+        assert not at.exception, at.exception
+        return at
+
+    return run

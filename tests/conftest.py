@@ -234,3 +234,22 @@ def start_chrome(chromium: tuple[str, str], profile: Path, window: str = "1400,2
                  f"--window-size={window}"):
         opts.add_argument(flag)
     return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=driver_path))
+
+
+def freeze_sample_release(root: Path) -> Path:
+    """TableBench's shipped sample imported into a fresh SQLite workspace under ``root`` and frozen
+    as release 1.0.0 (base subset) at ``root/release``."""
+    from tqaforge.ingest import import_paths
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.store import init_workspace
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample" / "tablebench_sample.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = init_workspace(root / "ws", name="test")
+        try:
+            assert not import_paths(ws, [sample]).failed
+            build_release(ws, ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",)))
+        finally:
+            ws.close()
+    return root / "release"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_demo import stage_everything
+from app_demo import page_runner, stage_everything
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
@@ -31,15 +31,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, dict[st
 
 @pytest.fixture
 def page(staged: tuple[Workspace, dict[str, list[str]]], monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TQAFORGE_WORKSPACE", str(staged[0].root))
-    for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "TQAFORGE_LLM_MODEL"):
-        monkeypatch.delenv(key, raising=False)
-
-    def run(name: str) -> AppTest:
-        at = AppTest.from_file(str(APP / "pages" / name), default_timeout=60).run()
-        assert not at.exception, at.exception
-        return at
-    return run
+    return page_runner(staged[0].root, monkeypatch)
 
 
 def _text(at: AppTest) -> str:

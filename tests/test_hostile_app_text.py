@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from app_demo import stage_everything
+from app_demo import page_runner, stage_everything
 from conftest import free_port, start_chrome, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as hs
@@ -250,15 +250,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory, attacker: CountingServer) -
 
 @pytest.fixture
 def page(staged: tuple[Workspace, dict[str, str]], monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TQAFORGE_WORKSPACE", str(staged[0].root))
-    for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "TQAFORGE_LLM_MODEL"):
-        monkeypatch.delenv(key, raising=False)
-
-    def run(name: str) -> AppTest:
-        at = AppTest.from_file(str(APP / "pages" / name), default_timeout=60).run()
-        assert not at.exception, at.exception
-        return at
-    return run
+    return page_runner(staged[0].root, monkeypatch)
 
 
 def test_overview_shows_the_workspace_name_as_text(page) -> None:

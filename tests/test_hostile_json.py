@@ -16,16 +16,14 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import freeze_sample_release
 from typer.testing import CliRunner, Result
 
 from tqaforge.cli import app
 from tqaforge.errors import ReaderError
-from tqaforge.ingest import import_paths
-from tqaforge.release.build import ReleaseOptions, build_release
-from tqaforge.store import init_workspace
 from tqaforge.tables.readers.jsonio import MAX_DEPTH, JSONNestingError, json_depth, loads, read_json_file, read_json_lines
 
 pytestmark = pytest.mark.hostile
@@ -107,17 +105,9 @@ def test_special_files_are_refused_before_reading(tmp_path: Path, kind: str) -> 
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("built")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
-        ws = init_workspace(root / "ws", name="test")
-        try:
-            assert not import_paths(ws, [SAMPLE]).failed
-            build_release(ws, ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",)))
-        finally:
-            ws.close()
-    yield root / "release"
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TableBench's sample frozen once per module (base subset); tests work on copies of it."""
+    return freeze_sample_release(tmp_path_factory.mktemp("built"))
 
 
 @pytest.fixture

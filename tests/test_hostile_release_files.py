@@ -16,17 +16,15 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import freeze_sample_release
 from typer.testing import CliRunner, Result
 
 from tqaforge.cli import app
 from tqaforge.errors import ReleaseError
-from tqaforge.ingest import import_paths
-from tqaforge.release.build import ReleaseOptions, build_release
 from tqaforge.release.verify import release_archive, release_file, verify_release
-from tqaforge.store import init_workspace
 
 pytestmark = pytest.mark.hostile
 
@@ -35,18 +33,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """TableBench's sample frozen once per module (base subset); tests work on copies of it."""
-    root = tmp_path_factory.mktemp("built")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
-        ws = init_workspace(root / "ws", name="test")
-        try:
-            assert not import_paths(ws, [SAMPLE]).failed
-            build_release(ws, ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",)))
-        finally:
-            ws.close()
-    yield root / "release"
+    return freeze_sample_release(tmp_path_factory.mktemp("built"))
 
 
 @pytest.fixture
