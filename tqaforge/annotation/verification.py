@@ -26,6 +26,7 @@ from sqlmodel import Session, col, select
 
 from tqaforge.answers.parse import split_answer
 from tqaforge.ids import annotation_task_id
+from tqaforge.labels import rater
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionType, VariantStatus
 from tqaforge.schemas.records import Annotation, Answer, Question, Variant, utcnow
 from tqaforge.tables.matching import answer_rule, same_answer
@@ -43,7 +44,7 @@ def _corrections(s: Session, answer_id: str) -> list[tuple[str, ...]]:
     latest: dict[str, Any] = {}
     rows = s.exec(select(Annotation).where(Annotation.task_id == task_id).order_by(col(Annotation.created_at), col(Annotation.id)))
     for row in rows:
-        latest[row.annotator] = row.label
+        latest[rater(row)] = row.label
     typed = []
     for label in latest.values():
         if isinstance(label, dict) and isinstance(label.get("answer"), str) and label.get("decision") != "correct":
