@@ -29,6 +29,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from tqaforge.annotation.review import ReviewError, review_question, review_queue, review_task_id
+from tqaforge.people import AnnotatorError
 from tqaforge.cli import app
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation import corpus as seed_corpus
@@ -282,15 +283,18 @@ def test_review_decisions_are_annotations_and_statuses(workspace):
     q2 = _question(workspace, tid, "How many columns hold numbers?")
     q3 = _question(workspace, tid, "How many rows mention 2011?")
 
-    r = review_question(workspace, q1.id[:8], "accept", annotator="ana")
+    with pytest.raises(AnnotatorError, match="unknown annotator 'ana'; known: none yet"):
+        review_question(workspace, q1.id[:8], "accept", annotator="ana")
+    r = review_question(workspace, q1.id[:8], "accept", annotator="ana", new=True)
     assert (r.previous_status, r.question.status, r.recorded) == ("proposed", "accepted", True)
     assert review_question(workspace, q1.id, "accept", annotator="ana").recorded is False  # repeat: no-op
     with pytest.raises(ReviewError, match="reason"):
-        review_question(workspace, q1.id, "reject", annotator="ben")
-    r = review_question(workspace, q1.id, "reject", annotator="ben", reason="the table has no such column")
-    assert r.question.status == "rejected"
+        review_question(workspace, q1.id, "reject", annotator="ben", new=True)
+    r = review_question(workspace, q1.id, "reject", annotator="ben", reason="the table has no such column", new=True)
+    # Not the last command: the rule over both reviews (1 accept, 1 reject) puts it in the queue.
+    assert (r.question.status, r.adjudication) == ("proposed", "open")
     r = review_question(workspace, q1.id, "accept", annotator="ben")  # ben changes his mind
-    assert r.recorded and r.question.status == "accepted"
+    assert r.recorded and (r.question.status, r.adjudication) == ("accepted", "resolved")
 
     r = review_question(workspace, q2.id, "edit", annotator="ana", text="  How many columns hold only numbers? ")
     assert r.question.id == q2.id and r.question.text == "How many columns hold only numbers?"
@@ -308,7 +312,8 @@ def test_review_decisions_are_annotations_and_statuses(workspace):
         tasks = {t.target_id: t for t in s.exec(select(AnnotationTask)).all()}
         notes = s.exec(select(Annotation).order_by(Annotation.task_id, Annotation.annotator, Annotation.source_ref)).all()
     assert set(tasks) == {q1.id, q2.id, q3.id}
-    assert all(t.kind == "question_review" and t.target_type == "question" and t.status == "annotated" for t in tasks.values())
+    assert all(t.kind == "question_review" and t.target_type == "question" for t in tasks.values())
+    assert {t.target_id: t.status for t in tasks.values()} == {q1.id: "adjudicated", q2.id: "annotated", q3.id: "annotated"}
     assert tasks[q1.id].id == review_task_id(q1.id)
     by_q1 = [(n.annotator, n.source_ref, n.label["decision"]) for n in notes if n.task_id == tasks[q1.id].id]
     assert by_q1 == [("ana", "cli:1", "accept"), ("ben", "cli:1", "reject"), ("ben", "cli:2", "accept")]
@@ -433,7 +438,7 @@ def test_promoted_seed_appears_in_the_next_rounds_prompts(workspace):
     with OpenAIServer(model_reply) as server:
         generate_questions(workspace, options(few_shot=3), llm_settings(server))
     chosen = generated(workspace)[0]
-    review_question(workspace, chosen.id, "promote", annotator="ana")
+    review_question(workspace, chosen.id, "promote", annotator="ana", new=True)
     with OpenAIServer(model_reply) as server:
         summary = generate_questions(workspace, options(few_shot=3, rounds=2), llm_settings(server))
         assert summary.rounds == [2] and summary.steps_done == 4
@@ -622,14 +627,16 @@ def test_cli_seeds_generate_queue_review(sqlite_workspace, tmp_path, monkeypatch
     assert result.exit_code == 0
     q = generated(ws)[0]
     assert q.id[:10] in result.output
-    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--annotator", "ana"])
-    assert result.exit_code == 1 and "reason" in result.output
     result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--reason", "vague", "--annotator", "ana"])
+    assert result.exit_code == 1 and "unknown annotator 'ana'" in result.output and "--new" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--annotator", "ana", "--new"])
+    assert result.exit_code == 1 and "reason" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--reason", "vague", "--annotator", "ana", "--new"])
     assert result.exit_code == 0 and "proposed -> rejected" in result.output
     result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--accept", "--promote", "--annotator", "ana"])
     assert result.exit_code != 0
-    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--promote"], env={"TQAFORGE_ANNOTATOR": "ben"})
-    assert result.exit_code == 0 and "rejected -> seed" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--promote"], env={"TQAFORGE_ANNOTATOR": "ana"})
+    assert result.exit_code == 0 and "rejected -> seed" in result.output  # ana changed her mind
     result = runner.invoke(app, [*w, "seeds", "list", "--subtype", "Counting"])
     assert q.text in result.output and "promoted" in result.output
 

@@ -26,12 +26,14 @@ from sqlmodel import Session, col, select
 from tqaforge.ids import annotation_id, annotation_task_id
 from tqaforge.people import person_for_author
 from tqaforge.schemas.enums import AdjudicationStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, Question
+from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, Question, utcnow
 
 #: The kind of a question review (a person's or the verification agent's decision on a question).
 QUESTION_REVIEW = "question_review"
 #: The kind whose final label settles a question's ``question_type``.
 QUESTION_TYPING = "question_typing"
+#: ``Question.meta["typing"]["method"]`` of a type people settled (a note for the record).
+TYPED_BY_PEOPLE = "human"
 #: The kind whose final label settles an answer's status (and a people's correction).
 ANSWER_VERIFICATION = "answer_verification"
 #: The kind whose final label settles a value-modified variant's status.
@@ -197,6 +199,20 @@ def record_question_review(
         source=source, lead_time=lead_time, annotator_id=annotator_id,
         payload={"text": question.text, "table_id": question.table_id, "subtype": question.subtype},
     )
+
+
+def agent_review(s: Session, question: Question, label: dict[str, Any], *, model: str) -> bool:
+    """The verification agent's verdict on ``question`` (a model's review): recorded as a
+    ``question_review`` label by ``agent:MODEL`` and made the question's status, unless people
+    reviewed it (:func:`settled_by_people`; a person's label beats a model's): then nothing is
+    written and False is returned, for the caller to count."""
+    if not may_change(Authority.MODEL, Authority.PERSON if settled_by_people(s, QUESTION_REVIEW, "question", [question.id]) else None):
+        return False
+    record_question_review(s, question, label, annotator=f"agent:{model}", source="agent")
+    question.status = label["status"]
+    question.updated_at = utcnow()
+    s.add(question)
+    return True
 
 
 def mark_task_synced(s: Session, task: AnnotationTask, *, ls_project_id: int, ls_task_id: int) -> None:

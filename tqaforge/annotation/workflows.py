@@ -50,7 +50,8 @@ from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, Shape, check_
 from tqaforge.errors import AgreementError
 from tqaforge.files import atomic_write_text
 from tqaforge.ids import content_hash
-from tqaforge.labels import NOT_OURS, label_order, rater
+from tqaforge.labels import NOT_OURS, label_order
+from tqaforge.labels import rater as person_of
 from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
@@ -165,7 +166,7 @@ def latest_annotations(
     for task, ann in rows:
         if ann.source in excluded:
             continue
-        key = (task.id, rater(ann))  # one person is one rater, whatever the surface
+        key = (task.id, person_of(ann))  # one person is one rater, whatever the surface
         held = latest.get(key)
         if held is None or label_order(ann) > label_order(held[1]):
             latest[key] = (task, ann)
@@ -225,7 +226,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         except LabelError as exc:
             problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
             continue
-        values[task.id][rater(ann)] = (value, ann.id)
+        values[task.id][person_of(ann)] = (value, ann.id)
         tasks[task.id] = task
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
