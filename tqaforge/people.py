@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
@@ -41,6 +41,7 @@ MACHINE_SOURCES: tuple[str, ...] = ("agent", "imported")
 #: Longest display name accepted.
 MAX_NAME = 100
 _CACHE = "tqaforge.people"  # Session.info key: {folded alias: active annotator id}
+_ACCOUNTS = "tqaforge.people.accounts"  # Session.info key: {Label Studio login: annotator id}
 
 
 class AnnotatorError(TqaforgeError):
@@ -93,6 +94,7 @@ def _aliases(s: Session) -> dict[str, str]:
 
 def _forget(s: Session) -> None:
     s.info.pop(_CACHE, None)
+    s.info.pop(_ACCOUNTS, None)
 
 
 def known_names(s: Session) -> list[str]:
@@ -106,9 +108,11 @@ def find_annotator(s: Session, name: str) -> Annotator | None:
     return s.get(Annotator, found) if found is not None else None
 
 
-def _new_id(s: Session, name: str) -> str:
-    """A stable id from ``name``: its folded form with spaces as ``-`` (a hash when long), made unique."""
-    base = re.sub(r"\s+", "-", fold(name))
+def _new_id(s: Session, name: str, *, as_is: bool = False) -> str:
+    """A stable id from ``name``: its folded form with spaces as ``-`` (a hash when long), made
+    unique; with ``as_is`` the name itself when it fits (an author string already on labels, as
+    migration 0008 does), so reports keep showing what the labels say."""
+    base = name if as_is and len(name) <= 60 else re.sub(r"\s+", "-", fold(name))
     if len(base) > 48:
         base = "p:" + content_hash({"annotator": base}, 16)
     candidate, n = base, 1
@@ -133,8 +137,11 @@ def register_annotator(
                 f"{escape_controls(alias, lines=False)!r} already names annotator {held.name if held else taken[fold(alias)]!r}",
                 hint="use that annotator, or `tqaforge annotators merge` to join two identities",
             )
-    person = Annotator(id=_new_id(s, name), name=name, email=email.strip() if email else None,
-                       aliases=list(dict.fromkeys([name, *extra])))
+    return _create(s, name, email=email.strip() if email else None, aliases=[name, *extra])
+
+
+def _create(s: Session, name: str, *, email: str | None, aliases: Iterable[str], as_is: bool = False) -> Annotator:
+    person = Annotator(id=_new_id(s, name, as_is=as_is), name=name, email=email, aliases=list(dict.fromkeys(aliases)))
     s.add(person)
     s.flush()
     _forget(s)
@@ -165,6 +172,15 @@ def resolve_account(s: Session, login: str) -> Annotator:
     Matched by the e-mail a person was registered with, else by the account's ``ls:`` pseudonym
     among aliases; a new person gets the pseudonym as id and name (the e-mail stays in ``email``
     only) so that ``annotators merge`` or a registration with ``--email`` can join them."""
+    accounts: dict[str, str] = s.info.setdefault(_ACCOUNTS, {})
+    if login in accounts and (known := s.get(Annotator, accounts[login])) is not None and known.merged_into is None:
+        return known
+    person = _resolve_account(s, login)
+    s.info.setdefault(_ACCOUNTS, {})[login] = person.id
+    return person
+
+
+def _resolve_account(s: Session, login: str) -> Annotator:
     pseudonym = labelstudio_annotator(login)
     wanted = fold(login)
     for row in s.exec(select(Annotator).where(col(Annotator.email).is_not(None))).all():
@@ -175,17 +191,13 @@ def resolve_account(s: Session, login: str) -> Annotator:
                 s.add(person)
                 _forget(s)
             return person
-    person = find_annotator(s, pseudonym)
-    if person is not None:
-        if person.email is None:
-            person.email = login.strip()
-            s.add(person)
-        return person
-    person = Annotator(id=_new_id(s, pseudonym), name=pseudonym, email=login.strip(), aliases=[pseudonym])
-    s.add(person)
-    s.flush()
-    _forget(s)
-    return person
+    known = find_annotator(s, pseudonym)
+    if known is not None:
+        if known.email is None:
+            known.email = login.strip()
+            s.add(known)
+        return known
+    return _create(s, pseudonym, email=login.strip(), aliases=[pseudonym], as_is=True)
 
 
 def person_for_author(s: Session, author: str, source: str) -> str | None:
@@ -197,7 +209,8 @@ def person_for_author(s: Session, author: str, source: str) -> str | None:
     found = _aliases(s).get(fold(author))
     if found is not None:
         return found
-    return register_annotator(s, author).id
+    # Recorded as given, whatever it holds (shown escaped wherever it is printed).
+    return _create(s, author.strip() or author, email=None, aliases=[author], as_is=True).id
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +297,7 @@ def people_names(s: Session) -> dict[str, str]:
 class PeopleList:
     """Every annotator: id, name, aliases, labels counted as theirs, whom they were merged into."""
 
-    rows: tuple[dict[str, object], ...]
+    rows: tuple[dict[str, Any], ...]
 
     def lines(self) -> list[str]:
         """What ``tqaforge annotators people`` prints (names escaped: they come from people)."""
@@ -293,7 +306,7 @@ class PeopleList:
         out = []
         for r in self.rows:
             merged = f" (merged into {escape_controls(str(r['merged_into']), lines=False)})" if r["merged_into"] else ""
-            aliases = ", ".join(escape_controls(str(a), lines=False) for a in r["aliases"])  # type: ignore[attr-defined]
+            aliases = ", ".join(escape_controls(str(a), lines=False) for a in r["aliases"])
             out.append(f"{escape_controls(str(r['id']), lines=False)}: {escape_controls(str(r['name']), lines=False)}{merged}; "
                        f"{r['labels']} labels; aliases: {aliases}{'; e-mail on file' if r['email'] else ''}")
         return out

@@ -425,8 +425,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         final = spec.final_label(value)
         if spec.detail is not None and isinstance(label, dict):
             # A person's choice of the part the value leaves out (the wording of an edit).
-            final, _ = spec.detail(task, {"": label}, final, 1)
-            final = final or spec.final_label(value)
+            final = spec.detail(task, {"": label}, final, 1)[0] or final
         if row is None:
             row = Adjudication(id=adjudication_id(task.id), task_id=task.id, kind=task.kind, history=[])
         elif row.status == AdjudicationStatus.RESOLVED.value:

@@ -363,12 +363,12 @@ class _Annotator:
             vote_id = Answer.make_id(item.question_id, Origin.RULE, values if result.consistent else [])
             held = s.get(Answer, vote_id)  # voted meanwhile by another run: a rule rewrites a rule's row only
             if held is None or vote_id not in by_people:
-                row = held or Answer(id=vote_id, question_id=item.question_id, value=value, values=values)
-                row.value, row.values = value, values
-                row.status = AnswerStatus.CONSISTENT if result.consistent else AnswerStatus.INCONSISTENT
-                row.origin, row.method, row.votes, row.route, row.created_by = (
+                answer = held or Answer(id=vote_id, question_id=item.question_id, value=value, values=values)
+                answer.value, answer.values = value, values
+                answer.status = AnswerStatus.CONSISTENT if result.consistent else AnswerStatus.INCONSISTENT
+                answer.origin, answer.method, answer.votes, answer.route, answer.created_by = (
                     Origin.RULE, VOTE_METHOD, dict(votes), route, f"vote:{model}")
-                s.add(row)
+                s.add(answer)
         summary = self.summary
         summary.left_to_people += bool(by_people)
         summary.questions_done += 1
