@@ -44,6 +44,7 @@ from tqaforge.annotation.workflows import RECORD_SOME, latest_annotations
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id
 from tqaforge.labels import NOT_OURS, rater
+from tqaforge.people import people_names
 from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
 from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
@@ -388,8 +389,11 @@ def adjudication_queue(
             .offset(offset)
             .limit(limit)
         )
+        names = people_names(s)  # votes name raters by person id: shown by name
         items = [
-            QueueItem(a.task_id, a.kind, t.target_type, t.target_id, list(a.votes or []), a.created_at)
+            QueueItem(a.task_id, a.kind, t.target_type, t.target_id,
+                      [{**v, "annotators": [names.get(w, w) for w in v.get("annotators", [])]} for v in a.votes or []],
+                      a.created_at)
             for a, t in s.exec(q).all()
         ]
     return Page(items, int(total), offset, limit)

@@ -52,6 +52,7 @@ from tqaforge.files import atomic_write_text
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS, label_order
 from tqaforge.labels import rater as person_of
+from tqaforge.people import people_names
 from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
@@ -217,6 +218,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         targets = {(t.target_type, t.target_id) for t, _ in pairs}
         subtype_of = _subtypes(s, targets)
         table_of = _cell_tables(s, targets) if spec.shape == "set" else {}
+        names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
     tasks: dict[str, AnnotationTask] = {}
@@ -226,7 +228,8 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         except LabelError as exc:
             problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
             continue
-        values[task.id][person_of(ann)] = (value, ann.id)
+        who = person_of(ann)
+        values[task.id][names.get(who, who)] = (value, ann.id)
         tasks[task.id] = task
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
