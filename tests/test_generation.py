@@ -29,7 +29,6 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from tqaforge.annotation.review import ReviewError, review_question, review_queue, review_task_id
-from tqaforge.people import AnnotatorError
 from tqaforge.cli import app
 from tqaforge.errors import ConfigError, TaxonomyError
 from tqaforge.generation import corpus as seed_corpus
@@ -43,6 +42,7 @@ from tqaforge.generation.questions import (
 )
 from tqaforge.ingest import import_paths
 from tqaforge.llm import LLMSettings, Price
+from tqaforge.people import AnnotatorError
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -794,3 +794,48 @@ def test_readme_generation_block_is_the_defaults(sqlite_workspace):
         assert load_generation_options(ws) == GenerationOptions()
     finally:
         ws.close()
+
+
+def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspace, monkeypatch):
+    """Issue 24: a question that another run stored meanwhile and a person reviewed keeps the
+    person's decision (the agent's verdict is not recorded, and the summary counts it); the
+    control, stored meanwhile with no review, takes the agent's verdict as a model's review."""
+    from tqaforge.annotation.review import apply_decision
+    from tqaforge.generation import questions as generation
+
+    table_ids = import_tables(workspace, 1)
+    for i in range(2):
+        _question(workspace, table_ids[0], f"Seeded accepted question number {i}?", status="accepted")
+    original = generation._Generator._commit
+    seen: dict[str, tuple[str, bool]] = {}
+
+    def commit_after_a_concurrent_run(self, prepared, verdicts):
+        if not seen:  # the first step: two of its questions land first, one reviewed by ana
+            (person_qid, text1, _), (control_qid, text2, _) = prepared.new[:2]
+            with self.ws.session() as s:
+                for qid, text in ((person_qid, text1), (control_qid, text2)):
+                    s.add(Question(id=qid, table_id=prepared.generated.pair.table_id, text=text, subtype="Counting",
+                                   status="proposed", origin="llm"))
+                s.flush()
+                agent_accepts = verdicts[person_qid][0].accepted
+                decision = "reject" if agent_accepts else "accept"  # the opposite of the agent's verdict
+                apply_decision(s, s.get(Question, person_qid), decision, annotator="ana", reason="not answerable")
+            seen["person"] = (person_qid, agent_accepts)
+            seen["control"] = (control_qid, verdicts[control_qid][0].accepted)
+        return original(self, prepared, verdicts)
+
+    monkeypatch.setattr(generation._Generator, "_commit", commit_after_a_concurrent_run)
+    with OpenAIServer(model_reply) as server:
+        summary = generate_questions(workspace, options(per_round=4, target=2, human_share=0.0, seed=3), llm_settings(server))
+    person_qid, agent_accepts = seen["person"]
+    control_qid, control_accepts = seen["control"]
+    with workspace.session() as s:
+        person_q, control_q = s.get(Question, person_qid), s.get(Question, control_qid)
+        labels = {qid: [(n.annotator, n.label["decision"]) for n in s.exec(
+            select(Annotation).where(Annotation.task_id == review_task_id(qid))).all()] for qid in (person_qid, control_qid)}
+    assert person_q.status == ("rejected" if agent_accepts else "accepted")  # ana's decision stands
+    assert labels[person_qid] == [("ana", "reject" if agent_accepts else "accept")]  # no agent label on it
+    assert control_q.status == ("accepted" if control_accepts else "rejected")  # the control: the verdict applies
+    assert labels[control_qid] == [(f"agent:{MODEL}", "accept" if control_accepts else "reject")]
+    assert summary.left_to_people == 1
+    assert "1 verdicts on questions people had reviewed: left alone" in summary.lines()

@@ -239,6 +239,16 @@ def merge_annotators(s: Session, keep: str, merge: str) -> MergeResult:
     update before anything is read, so of two merges of one identity exactly one succeeds and
     the other is refused (it names the person it was already merged into)."""
     keep_name, merge_name = check_name(keep), check_name(merge)
+    # Take the write lock before reading (SQLite: an UPDATE, even of no row, starts the writing
+    # transaction), so two merges run one after the other and the second sees the first.
+    s.exec(update(Annotator).where(col(Annotator.id) == "").values(name=""))  # type: ignore[call-overload]
+    _forget(s)
+    direct = _identity(s, merge_name)
+    if direct is not None and direct.merged_into is not None:
+        raise AnnotatorError(
+            f"{escape_controls(merge_name, lines=False)!r} was merged into {escape_controls(direct.merged_into, lines=False)!r} already",
+            hint="nothing to merge; `tqaforge annotators people` shows every identity",
+        )
     a, b = find_annotator(s, keep_name), find_annotator(s, merge_name)
     for given, person in ((keep_name, a), (merge_name, b)):
         if person is None:
@@ -275,6 +285,18 @@ def merge_annotators(s: Session, keep: str, merge: str) -> MergeResult:
     s.flush()
     _forget(s)
     return MergeResult(kept.name, merged.name, int(moved or 0), tuple(kept.aliases))
+
+
+def _identity(s: Session, name: str) -> Annotator | None:
+    """The identity a name, alias or id names itself, merges not followed: the one whose id, else
+    name, else alias it is (a merged identity's name is also its new person's alias)."""
+    wanted = fold(name)
+    rows = sorted(s.exec(select(Annotator)).all(), key=lambda r: (r.merged_into is not None, r.id))
+    for names_of in (lambda r: [r.id], lambda r: [r.name], lambda r: list(r.aliases or [])):
+        found = next((r for r in rows if wanted in {fold(x) for x in names_of(r)}), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _merged_ids(s: Session, person_id: str) -> list[str]:
