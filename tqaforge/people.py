@@ -162,7 +162,7 @@ def resolve_annotator(s: Session, name: str, *, new: bool = False) -> Annotator:
     listed = ", ".join(escape_controls(k, lines=False) for k in known[:30]) + (" ..." if len(known) > 30 else "")
     raise AnnotatorError(
         f"unknown annotator {escape_controls(name, lines=False)!r}; known: {listed or 'none yet'}",
-        hint="give one of the known names, or add --new to register this one as a new person",
+        hint="give one of the known names, or register this one as a new person (--new; in the app, tick \"new annotator\")",
     )
 
 
