@@ -17,9 +17,9 @@ from conftest import free_port, start_chrome
 from test_labelstudio_browser import screenshot
 
 from tqaforge.annotation.adjudication import adjudication_queue
+from tqaforge.people import register
 from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
-from tqaforge.people import register
 from tqaforge.store import init_workspace
 
 HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
