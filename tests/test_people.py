@@ -282,3 +282,11 @@ def test_validate_leaves_a_variant_a_person_decided_alone(sqlite_workspace: Work
         assert s.get(Variant, control).status == VariantStatus.VALIDATED  # type: ignore[union-attr]
     assert summary.validated == 1 and summary.left_to_people == 1
     assert "1 variants a person decided: left alone" in summary.lines()
+
+
+def test_one_precedence_rule_a_person_beats_a_model_beats_a_rule() -> None:
+    from tqaforge.labels import Authority, may_change
+
+    assert may_change(Authority.PERSON, Authority.MODEL) and may_change(Authority.MODEL, Authority.RULE)
+    assert not may_change(Authority.RULE, Authority.MODEL) and not may_change(Authority.MODEL, Authority.PERSON)
+    assert may_change(Authority.RULE, None) and may_change(Authority.PERSON, Authority.PERSON)

@@ -93,6 +93,15 @@ def settled_by_people(s: Session, kind: str, target_type: str, target_ids: Itera
     return held
 
 
+def left_alone(s: Session, kind: str, target_type: str, target_ids: Iterable[str], *, by: Authority) -> set[str]:
+    """The targets among ``target_ids`` whose field of ``kind`` a writer of authority ``by`` must
+    leave alone: :func:`may_change` against what people settled (:func:`settled_by_people`).
+    The one check every automatic writer makes before it changes a settled field."""
+    if may_change(by, Authority.PERSON):
+        return set()
+    return settled_by_people(s, kind, target_type, target_ids)
+
+
 def rater(annotation: Annotation) -> str:
     """Who a label counts for in agreement, adjudication, workload and progress: the person
     (``annotator_id``) when it is a person's, else its author string (an agent, an import)."""
@@ -206,7 +215,7 @@ def agent_review(s: Session, question: Question, label: dict[str, Any], *, model
     ``question_review`` label by ``agent:MODEL`` and made the question's status, unless people
     reviewed it (:func:`settled_by_people`; a person's label beats a model's): then nothing is
     written and False is returned, for the caller to count."""
-    if not may_change(Authority.MODEL, Authority.PERSON if settled_by_people(s, QUESTION_REVIEW, "question", [question.id]) else None):
+    if left_alone(s, QUESTION_REVIEW, "question", [question.id], by=Authority.MODEL):
         return False
     record_question_review(s, question, label, annotator=f"agent:{model}", source="agent")
     question.status = label["status"]

@@ -30,7 +30,7 @@ from tqaforge.annotation.kinds import LabelError, kind_spec
 from tqaforge.annotation.workflows import latest_annotations
 from tqaforge.errors import AgreementError
 from tqaforge.ids import adjudication_id
-from tqaforge.labels import NOT_OURS, VALUE_MODIFICATION_REVIEW, rater, settled_by_people, task_for
+from tqaforge.labels import NOT_OURS, VALUE_MODIFICATION_REVIEW, Authority, left_alone, rater, task_for
 from tqaforge.people import find_annotator
 from tqaforge.schemas.enums import AdjudicationStatus, Origin, VariantStatus
 from tqaforge.schemas.records import Adjudication, Variant
@@ -100,7 +100,7 @@ def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> 
             col(Variant.perturbation).in_(VALUE_PERTURBATIONS), Variant.origin == Origin.HUMAN.value)).all()
         # People outrank the re-answer rule (tqaforge.labels.Authority): a variant a person
         # decided keeps their decision, whatever re-answers arrive later.
-        held = settled_by_people(s, MODIFICATION_REVIEW, "variant", [v.id for v in human])
+        held = left_alone(s, MODIFICATION_REVIEW, "variant", [v.id for v in human], by=Authority.RULE)
         summary.left_to_people = len(held)
         waiting = {v.id: v for v in human if v.status == VariantStatus.PENDING_REVIEW.value and v.id not in held}
         reanswers: dict[str, dict[str, list[str]]] = defaultdict(dict)

@@ -44,7 +44,7 @@ from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, NotFound, TqaforgeError
 from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
 from tqaforge.ids import candidate_id, content_hash
-from tqaforge.labels import ANSWER_VERIFICATION, settled_by_people
+from tqaforge.labels import ANSWER_VERIFICATION, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
 from tqaforge.progress import Progress
@@ -329,7 +329,7 @@ class _Annotator:
             answers = s.exec(select(Answer.id, Answer.status).where(Answer.question_id == item.question_id)).all()
             # People outrank the vote (tqaforge.labels.Authority): an answer whose verification
             # they settled stays as they left it, and so does the question's gold.
-            by_people = settled_by_people(s, ANSWER_VERIFICATION, "answer", [a for a, _ in answers])
+            by_people = left_alone(s, ANSWER_VERIFICATION, "answer", [a for a, _ in answers], by=Authority.RULE)
             has_gold = bool(by_people) or any(st in [g.value for g in GOLD_STATUSES] for _, st in answers)
             for key, c in keyed:
                 row = s.get(AnswerCandidate, key) or AnswerCandidate(id=key, question_id=item.question_id, method=c.method)

@@ -54,7 +54,7 @@ from sqlmodel import select
 
 from tqaforge.errors import ConfigError, InvalidReply
 from tqaforge.generation._costs import cost_line, cost_note
-from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, settled_by_people
+from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
 from tqaforge.progress import Progress
@@ -573,7 +573,7 @@ def _load(ws: Workspace, subtype: str | None, status: str | None, limit: int | N
         questions = []
         candidates = s.exec(q).all()
         # People outrank rules and models (tqaforge.labels.Authority): what they typed stays.
-        held = settled_by_people(s, QUESTION_TYPING, "question", [x.id for x in candidates])
+        held = left_alone(s, QUESTION_TYPING, "question", [x.id for x in candidates], by=Authority.RULE)
         for question in candidates:
             if question.id in held:
                 human += 1
@@ -614,7 +614,7 @@ def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str
     writing transaction)."""
     changed = 0
     with ws.session() as s:
-        held = settled_by_people(s, QUESTION_TYPING, "question", [r[0] for r in results])
+        held = left_alone(s, QUESTION_TYPING, "question", [r[0] for r in results], by=Authority.RULE)
         for question_id, kind, record in results:
             question = s.get(Question, question_id)
             if question is None or question_id in held:  # deleted, or settled by people meanwhile
