@@ -196,6 +196,10 @@ def test_an_email_registered_with_the_person_joins_their_label_studio_account(sq
     with ws.session() as s:
         assert {a.annotator_id for a in s.exec(select(Annotation)).all()} == {"ana"}
         assert s.exec(select(func.count()).select_from(Annotator)).one() == 1
+    # ben reviews both in the CLI: the report counts two people, no merge needed.
+    for qid in qids:
+        cli(ws, "questions", "review", qid[:10], "--accept", "--annotator", "ben", "--new")
+    assert "2 annotators" in cli(ws, "agreement", "report", "--kind", "question_review", "--n-boot", "0", "--no-store")
 
 
 # --- the migration ---------------------------------------------------------------------------------
