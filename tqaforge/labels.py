@@ -6,6 +6,13 @@ Every label -- a person's in the CLI, the app or Label Studio, or an agent's -- 
 :func:`record_annotation`. What the labels of each kind look like, and what a final label does
 to its item, is :mod:`tqaforge.annotation.kinds`.
 
+Each label names the person behind it (``annotator_id``, :mod:`tqaforge.people`) besides its
+author string, and :func:`rater` is who it counts for. The precedence of who decides a field
+is here too, in one place: :class:`Authority` (a person's final label beats a model's, which
+beats a rule's), :func:`may_change`, and :func:`left_alone`, which every automatic writer
+(question typing, the verification agent, the answer vote, variant validation) asks before it
+changes a field people settled (:func:`settled_by_people`).
+
 This is a shared service below the stages, like the LLM ledger, because a stage earlier in the
 data flow than ``annotation`` labels too: the verification agent of question generation records
 its verdict as a question review, in the same transaction as the questions it judged.
