@@ -547,9 +547,9 @@ def test_question_review_decisions_written_by_the_review_function(sqlite_workspa
     qs = [Question(id="q1", table_id="t1", text="How many teams?", subtype="Counting"),
           Question(id="q2", table_id="t1", text="Which team won?", subtype="Lookup")]
     _seed_records(ws, [[_table()], qs])
-    review_question(ws, "q1", "reject", annotator="ana", reason="ambiguous")
+    review_question(ws, "q1", "reject", annotator="ana", reason="ambiguous", new=True)
     review_question(ws, "q1", "accept", annotator="ana")  # changed her mind: the latest counts
-    review_question(ws, "q1", "edit", annotator="ben", text="How many teams scored?")
+    review_question(ws, "q1", "edit", annotator="ben", text="How many teams scored?", new=True)
     review_question(ws, "q2", "reject", annotator="ana", reason="answer not in the table")
     review_question(ws, "q2", "promote", annotator="ben")
     data = load_rater_data(ws, "question_review")
@@ -557,24 +557,30 @@ def test_question_review_decisions_written_by_the_review_function(sqlite_workspa
     assert dict(zip(data.targets, data.labels)) == {"q1": ("accept", "accept"), "q2": ("reject", "accept")}
     assert dict(zip(data.targets, data.subtypes)) == {"q1": "Counting", "q2": "Lookup"}
     summary = adjudicate(ws, kinds=["question_review"])["question_review"]
-    assert (summary.unanimous, summary.open) == (1, 1)
+    # q1: ana accepted the wording as it was, ben edited it: not a keep of the old wording
+    # (issue 24), both wordings wait for a person; q2: reject against promote.
+    assert (summary.unanimous, summary.open) == (0, 2)
 
     def status(qid: str) -> str:
         with ws.session() as s:
             return s.get(Question, qid).status
 
-    # q2: ben promoted it last, so it is a seed while the reviewers disagree; a person's
-    # "reject" settles it (and takes it out of the seeds), a later "accept" makes it accepted.
-    assert status("q2") == "seed"
-    [item] = adjudication_queue(ws, kind="question_review")
-    resolve(ws, item.task_id, {"decision": "reject"}, by="chair")
+    # Reviewers who disagree leave the question waiting (proposed), whoever reviewed last; a
+    # person's "reject" settles it, a later "accept" makes it accepted.
+    assert status("q2") == status("q1") == "proposed"
+    queue = {item.target_id: item for item in adjudication_queue(ws, kind="question_review")}
+    assert {json.dumps(v["label"]) for v in queue["q1"].votes} == {
+        '{"decision": "accept"}', '{"decision": "edit", "text": "How many teams scored?"}'}
+    resolve(ws, queue["q2"].task_id, {"decision": "reject"}, by="chair")
     assert status("q2") == "rejected"
-    resolve(ws, item.task_id, {"decision": "accept"}, by="chair")
+    resolve(ws, queue["q2"].task_id, {"decision": "accept"}, by="chair")
     assert status("q2") == "accepted"
-    # q1 was accepted unanimously (ana, then ben's edit): it stays accepted with ben's wording.
+    # The chosen edit becomes the question, the old wording kept in its lineage.
+    resolve(ws, queue["q1"].task_id, {"decision": "edit", "text": "How many teams scored?"}, by="chair")
     with ws.session() as s:
         q1 = s.get(Question, "q1")
         assert (q1.status, q1.text) == ("accepted", "How many teams scored?")
+        assert q1.lineage["edits"][-1]["previous_text"] == "How many teams?"
 
 
 def test_freb_codes_and_per_subtype_through_variants_and_answers(sqlite_workspace):

@@ -440,3 +440,37 @@ def test_sandbox_config_keys_are_the_limits():
     from tqaforge.config import SandboxSection
 
     assert {f.name for f in fields(SandboxSection)} == {f.name for f in fields(Limits)} | {"workers"}
+
+
+def test_the_vote_leaves_an_answer_people_settled_alone(workspace, monkeypatch):
+    """Issue 24: people settle one question's voted answer (incorrect, corrected to 41). A run that
+    did not see the earlier votes (simulated: it looks for another method name) votes again: that
+    answer stays rejected, the correction stays the gold, and the summary counts it; the control
+    (a vote nobody checked) is rewritten by the new run."""
+    from tqaforge.annotation.adjudication import adjudicate
+    from tqaforge.answers import annotate
+    from tqaforge.labels import record_annotation
+
+    ws = workspace
+    assert not import_paths(ws, [REPO / "data" / "tables" / "wtq_cricket_batting.tsv"]).failed
+    settled_q, control_q = add_questions(ws, {"consistent": 2})
+    dp_tcot = AnswerOptions(methods=parse_methods("dp,tcot"))
+    with OpenAIServer(model_reply) as server:
+        generate_answers(ws, dp_tcot, llm_settings(server))
+    votes = votes_by_question(ws)
+    with ws.session() as s:
+        for who in ("ana", "ben"):
+            record_annotation(s, kind="answer_verification", target_type="answer", target_id=votes[settled_q].id,
+                              annotator=who, label={"decision": "incorrect", "answer": "41"})
+    adjudicate(ws, kinds=["answer_verification"])
+    monkeypatch.setattr(annotate, "VOTE_METHOD", "vote-again")
+    with OpenAIServer(model_reply) as server:
+        again = generate_answers(ws, dp_tcot, llm_settings(server))
+    assert again.questions_done == 2 and again.left_to_people == 1
+    assert "1 questions whose answer people settled: left alone (their gold kept)" in again.lines()
+    with ws.session() as s:
+        settled = {a.id: a for a in s.exec(select(Answer).where(Answer.question_id == settled_q)).all()}
+        control = s.get(Answer, votes[control_q].id)
+    assert (settled[votes[settled_q].id].status, settled[votes[settled_q].id].method) == ("rejected", "vote")
+    assert [a.values for a in settled.values() if a.status == "corrected"] == [["41"]]
+    assert (control.status, control.method, control.route) == ("consistent", "vote-again", "verify")

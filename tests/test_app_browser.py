@@ -17,6 +17,7 @@ from conftest import free_port, start_chrome
 from test_labelstudio_browser import screenshot
 
 from tqaforge.annotation.adjudication import adjudication_queue
+from tqaforge.people import register
 from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
 from tqaforge.store import init_workspace
@@ -44,6 +45,7 @@ def _click(driver, label: str) -> None:
 def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
     ws = init_workspace(tmp_path / "ws", name="demo")
     ids = stage_everything(ws)
+    register(ws, "researcher")  # the review page's default name: a known person (one person, one annotator)
     port = free_port()
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
     server = subprocess.Popen(

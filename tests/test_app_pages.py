@@ -89,6 +89,13 @@ def test_review_accepts_a_question_into_the_store(staged, page) -> None:
     target = next(b for b in at.button if b.key and b.key.startswith("do-accept-"))
     qid = target.key.split("-", 2)[2]
     target.click().run()
+    # One person, one annotator: an unknown name is refused with the known ones (issue 24)...
+    assert any("unknown annotator" in str(e.value) and "researcher" in str(e.value) for e in at.error)
+    with ws.session() as s:
+        assert s.get(Question, qid).status == QuestionStatus.PROPOSED  # type: ignore[union-attr]
+    # ...and registered only when the reviewer says it is a new annotator.
+    at.checkbox[0].check().run()
+    next(b for b in at.button if b.key == target.key).click().run()
     with ws.session() as s:
         assert s.get(Question, qid).status == QuestionStatus.ACCEPTED  # type: ignore[union-attr]
     assert qid in first

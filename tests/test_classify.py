@@ -366,15 +366,29 @@ def test_classify_stored_questions_lexically(workspace, tmp_path):
     assert summary.structural == 1
     # Idempotent: a second run changes nothing.
     assert classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist")).changed == 0
-    # A person's label is never overwritten.
+    # People's settled type is never overwritten (issue 24): ana and ben type the Norway question
+    # as reasoning and adjudication settles it; the lexical rule would say extraction.
+    from tqaforge.annotation.adjudication import adjudicate
+    from tqaforge.labels import record_annotation
+
     with workspace.session() as s:
-        q = s.get(Question, norway.id)
-        q.meta = {**q.meta, "typing": {"method": "human", "type": "reasoning", "annotator": "ann"}}
-        q.question_type = "reasoning"
-        s.add(q)
+        for who in ("ana", "ben"):
+            record_annotation(s, kind="question_typing", target_type="question", target_id=norway.id, annotator=who,
+                              label={"type": "reasoning"})
+    adjudicate(workspace, kinds=["question_typing"])
+    settled = _questions(workspace)["What prize did Norway get?"]
+    assert settled.question_type == "reasoning" and settled.meta["typing"]["method"] == "human"
     summary = classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist"))
     assert (summary.human, summary.questions) == (1, 5)
+    assert "1 typed by people (their settled label): left alone" in summary.lines()
     assert _questions(workspace)["What prize did Norway get?"].question_type == "reasoning"
+    # Control: the same rule with no people's labels does change a type (the test could see it).
+    with workspace.session() as s:
+        q = s.get(Question, qs["Which nation won the most gold medals?"].id)
+        q.question_type = "extraction"  # a wrong type, not settled by people
+        s.add(q)
+    assert classify_questions(workspace, ClassifyOptions(method="lexical", tagger="wordlist")).changed == 1
+    assert _questions(workspace)["Which nation won the most gold medals?"].question_type == "reasoning"
 
 
 def _question_of(body: dict) -> str:

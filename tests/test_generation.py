@@ -42,6 +42,7 @@ from tqaforge.generation.questions import (
 )
 from tqaforge.ingest import import_paths
 from tqaforge.llm import LLMSettings, Price
+from tqaforge.people import AnnotatorError
 from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
@@ -282,15 +283,18 @@ def test_review_decisions_are_annotations_and_statuses(workspace):
     q2 = _question(workspace, tid, "How many columns hold numbers?")
     q3 = _question(workspace, tid, "How many rows mention 2011?")
 
-    r = review_question(workspace, q1.id[:8], "accept", annotator="ana")
+    with pytest.raises(AnnotatorError, match="unknown annotator 'ana'; known: none yet"):
+        review_question(workspace, q1.id[:8], "accept", annotator="ana")
+    r = review_question(workspace, q1.id[:8], "accept", annotator="ana", new=True)
     assert (r.previous_status, r.question.status, r.recorded) == ("proposed", "accepted", True)
     assert review_question(workspace, q1.id, "accept", annotator="ana").recorded is False  # repeat: no-op
     with pytest.raises(ReviewError, match="reason"):
-        review_question(workspace, q1.id, "reject", annotator="ben")
-    r = review_question(workspace, q1.id, "reject", annotator="ben", reason="the table has no such column")
-    assert r.question.status == "rejected"
+        review_question(workspace, q1.id, "reject", annotator="ben", new=True)
+    r = review_question(workspace, q1.id, "reject", annotator="ben", reason="the table has no such column", new=True)
+    # Not the last command: the rule over both reviews (1 accept, 1 reject) puts it in the queue.
+    assert (r.question.status, r.adjudication) == ("proposed", "open")
     r = review_question(workspace, q1.id, "accept", annotator="ben")  # ben changes his mind
-    assert r.recorded and r.question.status == "accepted"
+    assert r.recorded and (r.question.status, r.adjudication) == ("accepted", "resolved")
 
     r = review_question(workspace, q2.id, "edit", annotator="ana", text="  How many columns hold only numbers? ")
     assert r.question.id == q2.id and r.question.text == "How many columns hold only numbers?"
@@ -308,7 +312,8 @@ def test_review_decisions_are_annotations_and_statuses(workspace):
         tasks = {t.target_id: t for t in s.exec(select(AnnotationTask)).all()}
         notes = s.exec(select(Annotation).order_by(Annotation.task_id, Annotation.annotator, Annotation.source_ref)).all()
     assert set(tasks) == {q1.id, q2.id, q3.id}
-    assert all(t.kind == "question_review" and t.target_type == "question" and t.status == "annotated" for t in tasks.values())
+    assert all(t.kind == "question_review" and t.target_type == "question" for t in tasks.values())
+    assert {t.target_id: t.status for t in tasks.values()} == {q1.id: "adjudicated", q2.id: "annotated", q3.id: "annotated"}
     assert tasks[q1.id].id == review_task_id(q1.id)
     by_q1 = [(n.annotator, n.source_ref, n.label["decision"]) for n in notes if n.task_id == tasks[q1.id].id]
     assert by_q1 == [("ana", "cli:1", "accept"), ("ben", "cli:1", "reject"), ("ben", "cli:2", "accept")]
@@ -433,7 +438,7 @@ def test_promoted_seed_appears_in_the_next_rounds_prompts(workspace):
     with OpenAIServer(model_reply) as server:
         generate_questions(workspace, options(few_shot=3), llm_settings(server))
     chosen = generated(workspace)[0]
-    review_question(workspace, chosen.id, "promote", annotator="ana")
+    review_question(workspace, chosen.id, "promote", annotator="ana", new=True)
     with OpenAIServer(model_reply) as server:
         summary = generate_questions(workspace, options(few_shot=3, rounds=2), llm_settings(server))
         assert summary.rounds == [2] and summary.steps_done == 4
@@ -622,14 +627,16 @@ def test_cli_seeds_generate_queue_review(sqlite_workspace, tmp_path, monkeypatch
     assert result.exit_code == 0
     q = generated(ws)[0]
     assert q.id[:10] in result.output
-    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--annotator", "ana"])
-    assert result.exit_code == 1 and "reason" in result.output
     result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--reason", "vague", "--annotator", "ana"])
+    assert result.exit_code == 1 and "unknown annotator 'ana'" in result.output and "--new" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--annotator", "ana", "--new"])
+    assert result.exit_code == 1 and "reason" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--reject", "--reason", "vague", "--annotator", "ana", "--new"])
     assert result.exit_code == 0 and "proposed -> rejected" in result.output
     result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--accept", "--promote", "--annotator", "ana"])
     assert result.exit_code != 0
-    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--promote"], env={"TQAFORGE_ANNOTATOR": "ben"})
-    assert result.exit_code == 0 and "rejected -> seed" in result.output
+    result = runner.invoke(app, [*w, "questions", "review", q.id[:10], "--promote"], env={"TQAFORGE_ANNOTATOR": "ana"})
+    assert result.exit_code == 0 and "rejected -> seed" in result.output  # ana changed her mind
     result = runner.invoke(app, [*w, "seeds", "list", "--subtype", "Counting"])
     assert q.text in result.output and "promoted" in result.output
 
@@ -787,3 +794,48 @@ def test_readme_generation_block_is_the_defaults(sqlite_workspace):
         assert load_generation_options(ws) == GenerationOptions()
     finally:
         ws.close()
+
+
+def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspace, monkeypatch):
+    """Issue 24: a question that another run stored meanwhile and a person reviewed keeps the
+    person's decision (the agent's verdict is not recorded, and the summary counts it); the
+    control, stored meanwhile with no review, takes the agent's verdict as a model's review."""
+    from tqaforge.annotation.review import apply_decision
+    from tqaforge.generation import questions as generation
+
+    table_ids = import_tables(workspace, 1)
+    for i in range(2):
+        _question(workspace, table_ids[0], f"Seeded accepted question number {i}?", status="accepted")
+    original = generation._Generator._commit
+    seen: dict[str, tuple[str, bool]] = {}
+
+    def commit_after_a_concurrent_run(self, prepared, verdicts):
+        if not seen:  # the first step: two of its questions land first, one reviewed by ana
+            (person_qid, text1, _), (control_qid, text2, _) = prepared.new[:2]
+            with self.ws.session() as s:
+                for qid, text in ((person_qid, text1), (control_qid, text2)):
+                    s.add(Question(id=qid, table_id=prepared.generated.pair.table_id, text=text, subtype="Counting",
+                                   status="proposed", origin="llm"))
+                s.flush()
+                agent_accepts = verdicts[person_qid][0].accepted
+                decision = "reject" if agent_accepts else "accept"  # the opposite of the agent's verdict
+                apply_decision(s, s.get(Question, person_qid), decision, annotator="ana", reason="not answerable")
+            seen["person"] = (person_qid, agent_accepts)
+            seen["control"] = (control_qid, verdicts[control_qid][0].accepted)
+        return original(self, prepared, verdicts)
+
+    monkeypatch.setattr(generation._Generator, "_commit", commit_after_a_concurrent_run)
+    with OpenAIServer(model_reply) as server:
+        summary = generate_questions(workspace, options(per_round=4, target=2, human_share=0.0, seed=3), llm_settings(server))
+    person_qid, agent_accepts = seen["person"]
+    control_qid, control_accepts = seen["control"]
+    with workspace.session() as s:
+        person_q, control_q = s.get(Question, person_qid), s.get(Question, control_qid)
+        labels = {qid: [(n.annotator, n.label["decision"]) for n in s.exec(
+            select(Annotation).where(Annotation.task_id == review_task_id(qid))).all()] for qid in (person_qid, control_qid)}
+    assert person_q.status == ("rejected" if agent_accepts else "accepted")  # ana's decision stands
+    assert labels[person_qid] == [("ana", "reject" if agent_accepts else "accept")]  # no agent label on it
+    assert control_q.status == ("accepted" if control_accepts else "rejected")  # the control: the verdict applies
+    assert labels[control_qid] == [(f"agent:{MODEL}", "accept" if control_accepts else "reject")]
+    assert summary.left_to_people == 1
+    assert "1 verdicts on questions people had reviewed: left alone" in summary.lines()

@@ -102,7 +102,11 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             s.add(proposed)
             table_id, gold_id, proposed_id = table.id, gold.id, proposed.id
         queued = invoke(root, "questions", "queue")
-        reviewed = invoke(root, "questions", "review", proposed_id[:10], "--edit", f"edited {HOSTILE}", "--annotator", f"ann{HOSTILE}")
+        # A name with control characters is refused (escaped in the message); a plain one is registered.
+        refused = invoke(root, "questions", "review", proposed_id[:10], "--accept", "--annotator", f"ann{HOSTILE}", "--new", ok=False)
+        assert "control characters" in refused
+        assert_clean(refused, shows=("\\x1b[2J",))
+        reviewed = invoke(root, "questions", "review", proposed_id[:10], "--edit", f"edited {HOSTILE}", "--annotator", "ann", "--new")
         with OpenAIServer(_model_reply) as server:
             answered = invoke(root, "generate", "answers", "--model", f"m{HOSTILE}", "--questions", gold_id[:12],
                               env={"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "k"})

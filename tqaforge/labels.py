@@ -6,6 +6,13 @@ Every label -- a person's in the CLI, the app or Label Studio, or an agent's -- 
 :func:`record_annotation`. What the labels of each kind look like, and what a final label does
 to its item, is :mod:`tqaforge.annotation.kinds`.
 
+Each label names the person behind it (``annotator_id``, :mod:`tqaforge.people`) besides its
+author string, and :func:`rater` is who it counts for. The precedence of who decides a field
+is here too, in one place: :class:`Authority` (a person's final label beats a model's, which
+beats a rule's), :func:`may_change`, and :func:`left_alone`, which every automatic writer
+(question typing, the verification agent, the answer vote, variant validation) asks before it
+changes a field people settled (:func:`settled_by_people`).
+
 This is a shared service below the stages, like the LLM ledger, because a stage earlier in the
 data flow than ``annotation`` labels too: the verification agent of question generation records
 its verdict as a question review, in the same transaction as the questions it judged.
@@ -18,16 +25,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import IntEnum
 from typing import Any, Iterable
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tqaforge.ids import annotation_id, annotation_task_id
-from tqaforge.schemas.enums import TaskStatus
-from tqaforge.schemas.records import Annotation, AnnotationTask, Question
+from tqaforge.people import person_for_author
+from tqaforge.schemas.enums import AdjudicationStatus, TaskStatus
+from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, Question, utcnow
 
 #: The kind of a question review (a person's or the verification agent's decision on a question).
 QUESTION_REVIEW = "question_review"
+#: The kind whose final label settles a question's ``question_type``.
+QUESTION_TYPING = "question_typing"
+#: ``Question.meta["typing"]["method"]`` of a type people settled (a note for the record).
+TYPED_BY_PEOPLE = "human"
+#: The kind whose final label settles an answer's status (and a people's correction).
+ANSWER_VERIFICATION = "answer_verification"
+#: The kind whose final label settles a value-modified variant's status.
+VALUE_MODIFICATION_REVIEW = "value_modification_review"
 #: The source of labels imported from published work (FREB-TQA's relevant cells): not our annotators'.
 IMPORTED_SOURCE = "imported"
 #: Sources that agreement figures and adjudication leave out unless asked otherwise.
@@ -41,6 +58,61 @@ class Recorded:
     task: AnnotationTask
     annotation: Annotation
     recorded: bool
+
+
+class Authority(IntEnum):
+    """Who set a field, in the order of precedence: a person's final label beats a model's, which
+    beats a rule's. The one rule is :func:`may_change`; :func:`settled_by_people` says which
+    fields people hold."""
+
+    RULE = 1  # a rule's output: lexical typing, the answer vote, re-answers that agree
+    MODEL = 2  # a model's: the verification agent, model typing
+    PERSON = 3  # people's final label (their labels, adjudicated), or a person's review
+
+
+def may_change(by: Authority, held: Authority | None) -> bool:
+    """Whether a writer of authority ``by`` may change a field last settled with ``held``
+    (None: nobody settled it): only an equal or higher authority may."""
+    return held is None or by >= held
+
+
+#: Kinds where one person's label is final by itself (a review sets the question's status at
+#: once); for the other kinds people hold a field once their labels are adjudicated.
+_ONE_LABEL_SETTLES = (QUESTION_REVIEW,)
+
+
+def settled_by_people(s: Session, kind: str, target_type: str, target_ids: Iterable[str]) -> set[str]:
+    """The targets among ``target_ids`` whose field of ``kind`` people settled: the task has a
+    resolved adjudication (unanimous, by rule over people's labels, or by a person), or, for a
+    question review, any person's label (agents' and imported labels do not count). Every
+    automatic writer asks this before it changes the field (:func:`may_change` with
+    :attr:`Authority.PERSON`) and counts what it left alone."""
+    wanted = {annotation_task_id(kind, target_type, t): t for t in dict.fromkeys(target_ids)}
+    held: set[str] = set()
+    ids = list(wanted)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        held.update(wanted[t] for t in s.exec(select(Adjudication.task_id).where(
+            col(Adjudication.task_id).in_(chunk), Adjudication.status == AdjudicationStatus.RESOLVED.value)).all())
+        if kind in _ONE_LABEL_SETTLES:
+            held.update(wanted[t] for t in s.exec(select(Annotation.task_id).where(
+                col(Annotation.task_id).in_(chunk), col(Annotation.annotator_id).is_not(None))).all())
+    return held
+
+
+def left_alone(s: Session, kind: str, target_type: str, target_ids: Iterable[str], *, by: Authority) -> set[str]:
+    """The targets among ``target_ids`` whose field of ``kind`` a writer of authority ``by`` must
+    leave alone: :func:`may_change` against what people settled (:func:`settled_by_people`).
+    The one check every automatic writer makes before it changes a settled field."""
+    if may_change(by, Authority.PERSON):
+        return set()
+    return settled_by_people(s, kind, target_type, target_ids)
+
+
+def rater(annotation: Annotation) -> str:
+    """Who a label counts for in agreement, adjudication, workload and progress: the person
+    (``annotator_id``) when it is a person's, else its author string (an agent, an import)."""
+    return getattr(annotation, "annotator_id", None) or annotation.annotator
 
 
 def source_sequence(source_ref: str) -> int:
@@ -91,6 +163,7 @@ def record_annotation(
     payload: dict[str, Any] | None = None,
     source_ref: str | None = None,
     created_at: datetime | None = None,
+    annotator_id: str | None = None,
 ) -> Recorded:
     """Record one annotator's ``label`` on the task of ``kind`` about a record, inside an open session.
 
@@ -102,7 +175,13 @@ def record_annotation(
     A label from elsewhere (Label Studio) brings its own ``source_ref`` (e.g. ``ls:17:<revision>``)
     and ``created_at`` (when it was given there): a ``source_ref`` already recorded for this task
     and annotator writes nothing, so pulling the same revision twice adds nothing.
+
+    ``annotator`` is the author string as the surface gave it (kept for audit); ``annotator_id``
+    the person behind it (:mod:`tqaforge.people`), looked up from the author string when not
+    given (None for an agent's or an imported label).
     """
+    if annotator_id is None:
+        annotator_id = person_for_author(s, annotator, source)
     task = task_for(s, kind, target_type, target_id, payload)
     mine = s.exec(select(Annotation).where(Annotation.task_id == task.id, Annotation.annotator == annotator)).all()
     latest = latest_of(mine)
@@ -117,7 +196,7 @@ def record_annotation(
     source_ref = source_ref if source_ref is not None else f"{source}:{len(mine) + 1}"
     annotation = Annotation(
         id=annotation_id(task.id, annotator, source_ref), task_id=task.id, annotator=annotator, kind=kind,
-        label=label, source=source, source_ref=source_ref, lead_time=lead_time,
+        label=label, source=source, source_ref=source_ref, lead_time=lead_time, annotator_id=annotator_id,
     )
     if created_at is not None:
         annotation.created_at = created_at
@@ -126,15 +205,30 @@ def record_annotation(
 
 
 def record_question_review(
-    s: Session, question: Question, label: dict[str, Any], *, annotator: str, source: str, lead_time: float | None = None
+    s: Session, question: Question, label: dict[str, Any], *, annotator: str, source: str, lead_time: float | None = None,
+    annotator_id: str | None = None,
 ) -> Recorded:
     """:func:`record_annotation` of a ``question_review`` label on ``question`` (its task shows
     the question's text, table and subtype). Setting the question's status is the caller's part."""
     return record_annotation(
         s, kind=QUESTION_REVIEW, target_type="question", target_id=question.id, annotator=annotator, label=label,
-        source=source, lead_time=lead_time,
+        source=source, lead_time=lead_time, annotator_id=annotator_id,
         payload={"text": question.text, "table_id": question.table_id, "subtype": question.subtype},
     )
+
+
+def agent_review(s: Session, question: Question, label: dict[str, Any], *, model: str) -> bool:
+    """The verification agent's verdict on ``question`` (a model's review): recorded as a
+    ``question_review`` label by ``agent:MODEL`` and made the question's status, unless people
+    reviewed it (:func:`settled_by_people`; a person's label beats a model's): then nothing is
+    written and False is returned, for the caller to count."""
+    if left_alone(s, QUESTION_REVIEW, "question", [question.id], by=Authority.MODEL):
+        return False
+    record_question_review(s, question, label, annotator=f"agent:{model}", source="agent")
+    question.status = label["status"]
+    question.updated_at = utcnow()
+    s.add(question)
+    return True
 
 
 def mark_task_synced(s: Session, task: AnnotationTask, *, ls_project_id: int, ls_task_id: int) -> None:

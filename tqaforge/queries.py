@@ -14,6 +14,8 @@ from sqlalchemy import String, func, text
 from sqlmodel import Session, SQLModel, col, select
 
 from tqaforge.errors import NotFound, TqaforgeError
+from tqaforge.ids import labelstudio_annotator
+from tqaforge.people import find_annotator, people_names
 from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, VariantStatus
 from tqaforge.schemas.records import (
     Annotation,
@@ -554,13 +556,31 @@ def _nested_counts(ws: Workspace, outer: Any, inner: Any) -> dict[str, dict[str,
 
 
 def annotator_workload(ws: Workspace) -> dict[str, dict[str, int]]:
-    """Per annotation kind: task copies pushed to each Label Studio login (from the store, no server)."""
-    return _nested_counts(ws, LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator)
+    """Per annotation kind: task copies pushed to each person (their Label Studio logins resolved
+    to annotators, :mod:`tqaforge.people`; a login no person is known by stays as it is)."""
+    with ws.session() as s:
+        rows = s.exec(select(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator, func.count())  # type: ignore[call-overload]
+                      .group_by(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.annotator)).all()
+        out: dict[str, dict[str, int]] = {}
+        for kind, login, n in rows:
+            person = find_annotator(s, labelstudio_annotator(str(login))) or find_annotator(s, str(login))
+            who = person.name if person is not None else str(login)
+            by_person = out.setdefault(str(kind), {})
+            by_person[who] = by_person.get(who, 0) + int(n)
+    return out
 
 
 def labels_per_annotator(ws: Workspace) -> dict[str, dict[str, int]]:
-    """Per annotation kind: labels recorded per (pseudonymous) annotator."""
-    return _nested_counts(ws, Annotation.kind, Annotation.annotator)
+    """Per annotation kind: labels recorded per person (a person's labels from every surface
+    count together, under their name); agents' and imported labels under their author string."""
+    who = func.coalesce(Annotation.annotator_id, Annotation.annotator)
+    with ws.session() as s:
+        names = people_names(s)
+        rows = s.exec(select(Annotation.kind, who, func.count()).group_by(Annotation.kind, who)).all()  # type: ignore[call-overload]
+    out: dict[str, dict[str, int]] = {}
+    for kind, key, n in rows:
+        out.setdefault(str(kind), {})[names.get(str(key), str(key))] = int(n)
+    return out
 
 
 def variant_counts(ws: Workspace) -> dict[str, int]:

@@ -22,8 +22,12 @@ adjudicated.
 A resolved label also changes its item where its kind says so (:attr:`KindSpec.settle` in
 :mod:`tqaforge.annotation.kinds`): a resolved ``question_review`` settles its question's status
 (``reject``: rejected, a promoted seed included; ``accept``: accepted unless already accepted or
-a seed). Until then, reviewers who
-disagree leave the question with the status of whoever reviewed last.
+a seed); while it is open the question waits as ``proposed``. A review's wording counts too
+(:func:`tqaforge.annotation.review.review_wording`): an *edit* and a plain *accept* are not a
+unanimous keep of the old wording, and two different edits wait in the queue with both texts.
+
+People outrank machines here as everywhere (:class:`tqaforge.labels.Authority`): when people
+labelled a task, agents' labels on it do not vote.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against
 from tqaforge.annotation.workflows import RECORD_SOME, latest_annotations
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id
-from tqaforge.labels import NOT_OURS
+from tqaforge.labels import NOT_OURS, rater
+from tqaforge.people import people_names
 from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
 from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
@@ -229,53 +234,108 @@ def _adjudicated_spec(kind: str) -> KindSpec:
     return spec
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One rater's latest readable label on a task."""
+
+    value: Any
+    annotation_id: str
+    label: Any
+    person: bool
+
+
+def _people_first(entries: dict[str, _Entry]) -> dict[str, _Entry]:
+    """The labels that decide: people's when any person labelled the task (a person's label
+    beats a model's: :class:`tqaforge.labels.Authority`), else all (agents' among themselves)."""
+    people = {who: e for who, e in entries.items() if e.person}
+    return people or entries
+
+
+def _read_entries(
+    s: Session, spec: KindSpec, exclude: tuple[str, ...], problems: list[str], task_id: str | None = None,
+) -> tuple[dict[str, dict[str, _Entry]], dict[str, AnnotationTask]]:
+    per_task: dict[str, dict[str, _Entry]] = defaultdict(dict)
+    tasks: dict[str, AnnotationTask] = {}
+    for task, ann in latest_annotations(s, spec.name, exclude_sources=exclude, task_id=task_id):
+        try:
+            per_task[task.id][rater(ann)] = _Entry(spec.read(ann.label), ann.id, ann.label, ann.annotator_id is not None)
+        except LabelError as exc:
+            problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
+        tasks[task.id] = task
+    return per_task, tasks
+
+
 def _adjudicate_kind(ws: Workspace, spec: KindSpec, min_agree: int | None, exclude: tuple[str, ...]) -> KindSummary:
     summary = KindSummary()
     with ws.session() as s:
-        per_task: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
-        tasks: dict[str, AnnotationTask] = {}
-        for task, ann in latest_annotations(s, spec.name, exclude_sources=exclude):
-            try:
-                per_task[task.id][ann.annotator] = (spec.read(ann.label), ann.id)
-            except LabelError as exc:
-                summary.problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
-            tasks[task.id] = task
+        per_task, tasks = _read_entries(s, spec, exclude, summary.problems)
         existing = {
             a.task_id: a for a in s.exec(select(Adjudication).where(Adjudication.kind == spec.name)).all()
         }
         for task_id in sorted(per_task):
-            labels = {who: value for who, (value, _) in per_task[task_id].items()}
-            if len(labels) < 2:
-                summary.single += 1
-                continue
-            ann_ids = sorted(aid for _, aid in per_task[task_id].values())
-            votes = _votes(spec, labels)
-            row = existing.get(task_id)
-            if row is not None and row.method == AdjudicationMethod.PERSON.value:
-                summary.person += 1
-                if row.annotation_ids != ann_ids:
-                    summary.stale.append(task_id)
-                continue
-            d = decide(spec, [labels[k] for k in sorted(labels)], min_agree)
-            _count(summary, d)
-            if row is None:
-                row = Adjudication(id=adjudication_id(task_id), task_id=task_id, kind=spec.name, history=[])
-                summary.new += 1
-            elif (row.status, row.label, row.method, row.decided_by, row.annotation_ids, row.votes) == (
-                d.status, d.label, d.method, d.decided_by, ann_ids, votes
-            ):
-                continue
-            else:
-                summary.updated += 1
-                if row.status == AdjudicationStatus.RESOLVED.value:
-                    row.history = [*(row.history or []), _previous(row)]
-            row.status, row.label, row.method, row.decided_by = d.status, d.label, d.method, d.decided_by
-            row.votes, row.annotation_ids = votes, ann_ids
-            row.decided_at = utcnow() if d.status == AdjudicationStatus.RESOLVED.value else None
-            s.add(row)
-            _mark_task(s, tasks[task_id], d.status)
-            _settle_target(s, spec, tasks[task_id], row)
+            _adjudicate_one(s, spec, tasks[task_id], per_task[task_id], existing.get(task_id), min_agree, summary)
     return summary
+
+
+def adjudicate_task(s: Session, task_id: str, *, min_agree: int | None = None) -> KindSummary:
+    """:func:`adjudicate` on one task of an open session (the caller commits): what a review
+    calls after recording a label, so the question's status follows the rule over all of its
+    labels, never the last command."""
+    task = s.get(AnnotationTask, task_id)
+    if task is None:
+        raise AdjudicationError(f"no annotation task {task_id[:10]}", hint="record a label first")
+    spec = _adjudicated_spec(task.kind)
+    summary = KindSummary()
+    per_task, tasks = _read_entries(s, spec, NOT_OURS, summary.problems, task_id=task.id)
+    row = s.exec(select(Adjudication).where(Adjudication.task_id == task.id)).first()
+    if task.id in per_task:
+        _adjudicate_one(s, spec, tasks[task.id], per_task[task.id], row, min_agree, summary)
+    return summary
+
+
+def _adjudicate_one(
+    s: Session, spec: KindSpec, task: AnnotationTask, entries: dict[str, _Entry], row: Adjudication | None,
+    min_agree: int | None, summary: KindSummary,
+) -> None:
+    """The rules on one task's labels (module docs); counts what it did in ``summary``."""
+    entries = _people_first(entries)
+    labels = {who: e.value for who, e in entries.items()}
+    if len(labels) < 2:
+        summary.single += 1
+        return
+    ann_ids = sorted(e.annotation_id for e in entries.values())
+    votes = _votes(spec, labels)
+    if row is not None and row.method == AdjudicationMethod.PERSON.value:
+        summary.person += 1
+        if row.annotation_ids != ann_ids:
+            summary.stale.append(task.id)
+        return
+    d = decide(spec, [labels[k] for k in sorted(labels)], min_agree)
+    if spec.detail is not None and d.status == AdjudicationStatus.RESOLVED.value and d.label is not None:
+        # The compared value leaves a part out (a question's new wording): it must be agreed too.
+        final, detail_votes = spec.detail(task, {who: e.label for who, e in entries.items()}, d.label, min_agree)
+        if final is None:
+            d, votes = Decision(AdjudicationStatus.OPEN, None, None, None), detail_votes or votes
+        else:
+            d = Decision(d.status, final, d.method, d.decided_by)
+    _count(summary, d)
+    if row is None:
+        row = Adjudication(id=adjudication_id(task.id), task_id=task.id, kind=spec.name, history=[])
+        summary.new += 1
+    elif (row.status, row.label, row.method, row.decided_by, row.annotation_ids, row.votes) == (
+        d.status, d.label, d.method, d.decided_by, ann_ids, votes
+    ):
+        return
+    else:
+        summary.updated += 1
+        if row.status == AdjudicationStatus.RESOLVED.value:
+            row.history = [*(row.history or []), _previous(row)]
+    row.status, row.label, row.method, row.decided_by = d.status, d.label, d.method, d.decided_by
+    row.votes, row.annotation_ids = votes, ann_ids
+    row.decided_at = utcnow() if d.status == AdjudicationStatus.RESOLVED.value else None
+    s.add(row)
+    _mark_task(s, task, d.status)
+    _settle_target(s, spec, task, row)
 
 
 def _count(summary: KindSummary, d: Decision) -> None:
@@ -296,9 +356,12 @@ def _mark_task(s: Session, task: AnnotationTask, status: str) -> None:
 
 
 def _settle_target(s: Session, spec: KindSpec, task: AnnotationTask, row: Adjudication) -> None:
-    """Carry a resolved final label over to its target, as its kind says (see the module docs)."""
+    """Carry a resolved final label over to its target, as its kind says (see the module docs);
+    an open one leaves the target undecided where its kind says how (``KindSpec.unsettle``)."""
     if spec.settle is not None and row.status == AdjudicationStatus.RESOLVED.value:
         spec.settle(s, task.target_id, row.label or {})
+    elif spec.unsettle is not None and row.status == AdjudicationStatus.OPEN.value:
+        spec.unsettle(s, task.target_id)
 
 
 def adjudication_queue(
@@ -326,8 +389,11 @@ def adjudication_queue(
             .offset(offset)
             .limit(limit)
         )
+        names = people_names(s)  # votes name raters by person id: shown by name
         items = [
-            QueueItem(a.task_id, a.kind, t.target_type, t.target_id, list(a.votes or []), a.created_at)
+            QueueItem(a.task_id, a.kind, t.target_type, t.target_id,
+                      [{**v, "annotators": [names.get(w, w) for w in v.get("annotators", [])]} for v in a.votes or []],
+                      a.created_at)
             for a, t in s.exec(q).all()
         ]
     return Page(items, int(total), offset, limit)
@@ -354,11 +420,16 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         except LabelError as exc:
             raise AdjudicationError(f"task {task.id[:10]} ({task.kind}): {exc}", hint=_label_hint(spec)) from None
         row = s.exec(select(Adjudication).where(Adjudication.task_id == task.id)).first()
-        labels = {
-            ann.annotator: (spec.read(ann.label), ann.id)
+        entries = _people_first({
+            rater(ann): _Entry(spec.read(ann.label), ann.id, ann.label, ann.annotator_id is not None)
             for _, ann in latest_annotations(s, task.kind, task_id=task.id)
             if _readable(spec, ann.label)
-        }
+        })
+        labels = {who: (e.value, e.annotation_id) for who, e in entries.items()}
+        final = spec.final_label(value)
+        if spec.detail is not None and isinstance(label, dict):
+            # A person's choice of the part the value leaves out (the wording of an edit).
+            final = spec.detail(task, {"": label}, final, 1)[0] or final
         if row is None:
             row = Adjudication(id=adjudication_id(task.id), task_id=task.id, kind=task.kind, history=[])
         elif row.status == AdjudicationStatus.RESOLVED.value:
@@ -366,7 +437,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         row.votes = _votes(spec, {k: v for k, (v, _) in labels.items()})
         row.annotation_ids = sorted(aid for _, aid in labels.values())
         row.status = AdjudicationStatus.RESOLVED
-        row.label = spec.final_label(value)
+        row.label = final
         row.method = AdjudicationMethod.PERSON
         row.decided_by = by
         row.note = note

@@ -60,10 +60,10 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 
 from sqlmodel import Session, select
 
-from tqaforge.annotation.review import REVIEW_KIND, settle_question
+from tqaforge.annotation.review import REVIEW_KIND, review_wording, settle_question, unsettle_question
 from tqaforge.annotation.verification import settle_answer, settle_question_type, settle_relevant_cells, settle_value_modification
 from tqaforge.errors import AgreementError
-from tqaforge.schemas.records import Answer, Question, TableRecord, Variant
+from tqaforge.schemas.records import AnnotationTask, Answer, Question, TableRecord, Variant
 from tqaforge.tables.edits import EDIT_MODES, CellEdit, EditRejected, check_value_edit
 from tqaforge.tables.table import Table
 
@@ -72,6 +72,13 @@ from tqaforge.tables.table import Table
 Shape = Literal["category", "set", "answer", "edit"]
 #: ``settle(session, target_id, final_label)``: carry a resolved final label over to its target.
 Settle = Callable[[Session, str, Mapping[str, Any]], None]
+#: ``unsettle(session, target_id)``: the target of a task whose annotators disagree waits undecided.
+Unsettle = Callable[[Session, str], None]
+#: ``detail(task, {rater: raw label}, final_label, min_agree)``: the part of a label that the compared
+#: value leaves out (a question's new wording), settled by the same rule: (the final label with it,
+#: None) when the annotators agree on it, else (None, votes for the queue, each with its text).
+Detail = Callable[[AnnotationTask, Mapping[str, Any], Mapping[str, Any], "int | None"],
+                  "tuple[dict[str, Any] | None, list[dict[str, Any]] | None]"]
 
 
 class LabelError(ValueError):
@@ -90,6 +97,10 @@ class KindSpec:
     aliases: Mapping[Any, str] = field(default_factory=dict)
     #: What a resolved final label does to the task's target (in the adjudication's session).
     settle: Settle | None = None
+    #: What an open adjudication does to the target (a question under review waits as proposed).
+    unsettle: Unsettle | None = None
+    #: The part of a label the compared value leaves out, settled alongside it (see :data:`Detail`).
+    detail: Detail | None = None
 
     @property
     def adjudicated(self) -> bool:
@@ -187,6 +198,7 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             REVIEW_KIND, "category", "decision", "keep or reject a proposed question",
             ("accept", "reject"), {"edit": "accept", "promote": "accept"}, settle=settle_question,
+            unsettle=unsettle_question, detail=review_wording,
         ),
         KindSpec(
             "answer_verification", "category", "decision", "is the candidate gold answer correct",

@@ -12,9 +12,17 @@ Every decision does two things in one transaction:
    subtype, see :mod:`tqaforge.generation.corpus`).
 
 A person may change their mind: each new decision is a new annotation (``source_ref``
-``cli:1``, ``cli:2``...) and the question takes the latest decision's status; repeating one's
-latest decision is a no-op. An edit keeps the question's id and records the old text in
-``Question.lineage["edits"]``.
+``cli:1``, ``cli:2``...); repeating one's latest decision is a no-op. A CLI or app review is a
+label like any other: while one person has reviewed the question it takes their latest
+decision; once two or more have, its status follows the adjudication rule over all of their
+labels (:func:`tqaforge.annotation.adjudication.adjudicate_task`), never the last command:
+accept by ana then reject by ben puts the question in the adjudication queue (``proposed``).
+People's labels outrank the verification agent's (:class:`tqaforge.labels.Authority`).
+
+An edit keeps the question's id and records the old text in ``Question.lineage["edits"]``. Its
+text is part of the decision (:func:`review_wording`): an edit and a plain accept are not a
+keep of the old wording, two different edits wait in the queue with both texts, and the
+wording that wins (by the same rule, or a person's ``agreement resolve``) becomes the question.
 
 >>> review_question(ws, "3fa2c1", "reject", annotator="ana", reason="needs the caption")  # doctest: +SKIP
 """
@@ -31,9 +39,10 @@ from tqaforge.errors import TqaforgeError
 from tqaforge.generation.dedup import clean_question, tokens
 from tqaforge.ids import annotation_task_id
 from tqaforge.labels import QUESTION_REVIEW, record_question_review
+from tqaforge.people import resolve_annotator
 from tqaforge.queries import Page, check_window, get_by_prefix
 from tqaforge.schemas.enums import QuestionStatus
-from tqaforge.schemas.records import Annotation, Question, utcnow
+from tqaforge.schemas.records import Annotation, AnnotationTask, Question, utcnow
 from tqaforge.store import Workspace
 
 REVIEW_KIND = QUESTION_REVIEW
@@ -59,11 +68,20 @@ class ReviewResult:
     annotation: Annotation
     recorded: bool
     previous_status: str
+    #: How the status was decided once several people reviewed: None (one reviewer), or what
+    #: adjudication made of it ("open": waiting in the queue, "resolved", "person": a person's
+    #: final decision stands).
+    adjudication: str | None = None
 
     def lines(self) -> list[str]:
-        """What the CLI prints: the question's status before and after."""
+        """What the CLI prints: the question's status before and after, and how it was decided."""
         note = "" if self.recorded else " (same as your last decision; nothing new recorded)"
-        return [f"{self.question.id[:10]}: {self.previous_status} -> {self.question.status}{note}"]
+        how = {
+            "open": " (the reviewers disagree: it waits in the adjudication queue, `tqaforge agreement queue`)",
+            "resolved": " (decided by the adjudication rule over every reviewer's label)",
+            "person": " (a person's final decision stands; `tqaforge agreement resolve` to change it)",
+        }.get(self.adjudication or "", "")
+        return [f"{self.question.id[:10]}: {self.previous_status} -> {self.question.status}{note}{how}"]
 
 
 def review_task_id(question_id: str) -> str:
@@ -81,16 +99,20 @@ def review_question(
     text: str | None = None,
     source: str = "cli",
     lead_time: float | None = None,
+    new: bool = False,
 ) -> ReviewResult:
     """Apply one person's decision on a question (id or unique prefix); see the module docs.
 
-    ``reason`` is required for ``reject``; ``text`` (the new wording) for ``edit``.
+    ``reason`` is required for ``reject``; ``text`` (the new wording) for ``edit``. ``annotator``
+    must name a known person (:func:`tqaforge.people.resolve_annotator`: an unknown name is
+    refused with the known ones) unless ``new`` registers it.
     """
     with ws.session() as s:
         question = get_by_prefix(s, Question, question_id)
+        person = resolve_annotator(s, annotator, new=new)
         return apply_decision(
-            s, question, decision, annotator=annotator, reason=reason, text=text,
-            source=source, lead_time=lead_time,
+            s, question, decision, annotator=annotator.strip(), reason=reason, text=text,
+            source=source, lead_time=lead_time, annotator_id=person.id,
         )
 
 
@@ -104,8 +126,12 @@ def apply_decision(
     text: str | None = None,
     source: str = "cli",
     lead_time: float | None = None,
+    annotator_id: str | None = None,
 ) -> ReviewResult:
-    """:func:`review_question` on a question of an open session (the caller commits)."""
+    """:func:`review_question` on a question of an open session (the caller commits).
+
+    ``annotator_id``: the person (:func:`tqaforge.people.resolve_annotator`); else looked up
+    from ``annotator``."""
     if decision not in DECISIONS:
         raise ReviewError(f"unknown decision {decision!r}", hint="one of " + ", ".join(DECISIONS))
     annotator = annotator.strip()
@@ -127,9 +153,24 @@ def apply_decision(
         label["text"] = new_text
         label["previous_text"] = question.text
 
+    elif decision in ("accept", "promote"):
+        original = _original_text(s, question)
+        if tokens(question.text) != tokens(original):
+            label["text"] = question.text  # accepted as worded now (an earlier edit), not as first shown
+
     previous_status = question.status
-    done = record_question_review(s, question, label, annotator=annotator, source=source, lead_time=lead_time)
+    done = record_question_review(s, question, label, annotator=annotator, source=source, lead_time=lead_time,
+                                  annotator_id=annotator_id)
     recorded = done.recorded
+    # The status follows the rule over every reviewer's label; with one reviewer, their decision.
+    from tqaforge.annotation.adjudication import adjudicate_task  # it imports this module (kinds' settle)
+
+    summary = adjudicate_task(s, done.task.id)
+    if not summary.single:
+        how = "person" if summary.person else ("open" if summary.open else "resolved")
+        s.flush()
+        return ReviewResult(question=question, annotation=done.annotation, recorded=recorded,
+                            previous_status=previous_status, adjudication=how)
     if decision == "edit":
         lineage = dict(question.lineage or {})
         lineage["edits"] = [
@@ -151,47 +192,112 @@ def settle_question(s: Session, question_id: str, final_label: Mapping[str, Any]
 
     ``reject`` makes it rejected, a promoted seed included (so it stops steering generation);
     ``accept`` makes a proposed or rejected question accepted and leaves an accepted one or a
-    seed as it is. No annotation is written: the adjudication record says who decided.
+    seed as it is; its ``text``, when the final label has one (an agreed or chosen edit),
+    becomes the question's wording, the old one kept in its lineage. No annotation is written:
+    the adjudication record says who decided.
     """
     decision = final_label.get("decision", "")
     question = s.get(Question, question_id)
-    if question is None:
+    if question is None or decision not in ("accept", "reject"):
         return
     kept = (QuestionStatus.ACCEPTED.value, QuestionStatus.SEED.value)
-    if decision not in ("accept", "reject") or (decision == "accept" and question.status in kept):
-        return
     status = DECISIONS[decision]
-    if question.status != status:
+    if question.status != status and not (decision == "accept" and question.status in kept):
         question.status = status
         question.updated_at = utcnow()
         s.add(question)
-    if decision == "accept":
-        _settle_edit(s, question)
+    text = final_label.get("text")
+    if decision == "accept" and isinstance(text, str) and clean_question(text):
+        _take_wording(s, question, clean_question(text))
 
 
-def _settle_edit(s: Session, question: Question) -> None:
-    """An accepted question whose annotators all chose *edit* with the same wording (Label Studio
-    reviews: the final label only says "accept") takes that wording, recorded in its lineage as
-    a CLI edit is. Different wordings, or an edit among plain accepts, leave the text as it is."""
-    task_id = annotation_task_id(QUESTION_REVIEW, "question", question.id)
-    latest: dict[str, Any] = {}
-    for row in s.exec(select(Annotation).where(Annotation.task_id == task_id).order_by(col(Annotation.created_at), col(Annotation.id))):
-        latest[row.annotator] = row.label
-    texts = [clean_question(label.get("text") or "") if isinstance(label, dict) and label.get("decision") == "edit" else ""
-             for label in latest.values()]
-    if not texts or not all(texts) or len({tuple(tokens(t)) for t in texts}) != 1 or tokens(texts[0]) == tokens(question.text):
+def unsettle_question(s: Session, question_id: str) -> None:
+    """The reviewers disagree and no rule decides: the question waits as ``proposed`` (the
+    adjudication queue holds it) whatever the last reviewer said."""
+    question = s.get(Question, question_id)
+    if question is not None and question.status != QuestionStatus.PROPOSED.value:
+        question.status = QuestionStatus.PROPOSED
+        question.updated_at = utcnow()
+        s.add(question)
+
+
+def _take_wording(s: Session, question: Question, text: str) -> None:
+    """``text`` becomes the question (lineage kept); a wording that repeats another question of
+    the same table and subtype leaves the text as it is (the edits stay in the annotations)."""
+    if tokens(text) == tokens(question.text):
         return
     try:
-        _check_not_duplicate(s, question, texts[0])
+        _check_not_duplicate(s, question, text)
     except ReviewError:
-        return  # it would repeat another question: the text stays, the edits stay in the annotations
+        return
     lineage = dict(question.lineage or {})
     lineage["edits"] = [*lineage.get("edits", []), {"previous_text": question.text, "annotator": "adjudication",
                                                     "source": "adjudication", "at": utcnow().isoformat(timespec="seconds")}]
     question.lineage = lineage
-    question.text = texts[0]
+    question.text = text
     question.updated_at = utcnow()
     s.add(question)
+
+
+def _original_text(s: Session, question: Question) -> str:
+    """The wording the question's review task was made with (what a plain accept keeps)."""
+    task = s.get(AnnotationTask, review_task_id(question.id))
+    shown = (task.payload or {}).get("text") if task is not None else None
+    return shown if isinstance(shown, str) and shown.strip() else question.text
+
+
+def _wording(label: Any, original: str) -> str | None:
+    """The wording a review label keeps (None for a rejection or an unreadable label)."""
+    if not isinstance(label, Mapping):
+        return None
+    decision = label.get("decision")
+    text = label.get("text")
+    if decision == "edit":
+        return clean_question(text) if isinstance(text, str) and clean_question(text) else None
+    if decision in ("accept", "promote"):
+        return clean_question(text) if isinstance(text, str) and clean_question(text) else original
+    return None
+
+
+def review_wording(
+    task: AnnotationTask, labels: Mapping[str, Any], final_label: Mapping[str, Any], min_agree: int | None,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The wording of a kept question, decided by the rule that decided to keep it
+    (:data:`tqaforge.annotation.kinds.Detail`).
+
+    Each keeping label gives a wording: an edit its text, an accept the wording it accepted (the
+    task's text unless it says otherwise). One wording among them, or one held by at least
+    ``min_agree`` (default: a strict majority) of the keepers, wins: the final label carries it
+    as ``text`` when it is not the task's. Otherwise (None, votes): the queue shows each wording
+    and who chose it.
+    """
+    if final_label.get("decision") != "accept":
+        return dict(final_label), None
+    original = clean_question(str((task.payload or {}).get("text") or ""))
+    groups: dict[tuple[str, ...], tuple[str, list[str]]] = {}
+    rejecters: list[str] = []
+    for who, label in sorted(labels.items()):
+        wording = _wording(label, original)
+        if wording is None:
+            rejecters.append(who)
+            continue
+        groups.setdefault(tuple(tokens(wording)), (wording, []))[1].append(who)
+    keepers = sum(len(names) for _, names in groups.values())
+    need = min_agree if min_agree is not None else keepers // 2 + 1
+    winners = [text for text, names in groups.values() if len(groups) == 1 or len(names) >= need]
+    if len(winners) == 1:
+        final = {"decision": "accept"}
+        if tokens(winners[0]) != tokens(original):
+            final["text"] = winners[0]
+        return final, None
+    votes: list[dict[str, Any]] = [
+        {"label": {"decision": "edit", "text": text} if tokens(text) != tokens(original) else {"decision": "accept"},
+         "annotators": names}
+        for text, names in sorted(groups.values(), key=lambda g: (-len(g[1]), g[0]))
+    ]
+    if rejecters:
+        votes.append({"label": {"decision": "reject"}, "annotators": rejecters})
+    return None, votes
 
 
 def review_queue(

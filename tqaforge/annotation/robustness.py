@@ -24,20 +24,21 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import LabelError, kind_spec
 from tqaforge.annotation.workflows import latest_annotations
 from tqaforge.errors import AgreementError
 from tqaforge.ids import adjudication_id
-from tqaforge.labels import NOT_OURS, task_for
+from tqaforge.labels import NOT_OURS, VALUE_MODIFICATION_REVIEW, Authority, left_alone, rater, task_for
+from tqaforge.people import find_annotator
 from tqaforge.schemas.enums import AdjudicationStatus, Origin, VariantStatus
 from tqaforge.schemas.records import Adjudication, Variant
 from tqaforge.store import Workspace
 from tqaforge.tables.edits import EDIT_MODES
 from tqaforge.variants.human import VALUE_PERTURBATIONS, judge_reanswers, store_value_modification
 
-MODIFICATION_REVIEW = "value_modification_review"
+MODIFICATION_REVIEW = VALUE_MODIFICATION_REVIEW
 
 
 @dataclass
@@ -50,6 +51,7 @@ class HumanVariantsSummary:
     validated: int = 0  # re-answers all equal the author's gold
     to_adjudicate: int = 0  # re-answers disagree: sent to a person
     waiting: int = 0  # fewer re-answers than needed so far
+    left_to_people: int = 0  # decided by a person (value_modification_review): left alone
     problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -58,6 +60,8 @@ class HumanVariantsSummary:
             f"blind re-answers: {self.validated} variants validated, {self.to_adjudicate} sent to adjudication "
             f"(`tqaforge agreement queue --kind {MODIFICATION_REVIEW}`), {self.waiting} waiting for re-answers",
         ]
+        if self.left_to_people:
+            lines.append(f"{self.left_to_people} variants a person decided: left alone")
         return lines + [f"skipped: {p}" for p in self.problems]
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,22 +96,22 @@ def _collect(ws: Workspace, summary: HumanVariantsSummary) -> None:
 
 def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> None:
     with ws.session() as s:
-        waiting = {
-            v.id: v for v in s.exec(
-                select(Variant).where(
-                    col(Variant.perturbation).in_(VALUE_PERTURBATIONS), Variant.status == VariantStatus.PENDING_REVIEW.value,
-                    Variant.origin == Origin.HUMAN.value,
-                )
-            ).all()
-        }
+        human = s.exec(select(Variant).where(
+            col(Variant.perturbation).in_(VALUE_PERTURBATIONS), Variant.origin == Origin.HUMAN.value)).all()
+        # People outrank the re-answer rule (tqaforge.labels.Authority): a variant a person
+        # decided keeps their decision, whatever re-answers arrive later.
+        held = left_alone(s, MODIFICATION_REVIEW, "variant", [v.id for v in human], by=Authority.RULE)
+        summary.left_to_people = len(held)
+        waiting = {v.id: v for v in human if v.status == VariantStatus.PENDING_REVIEW.value and v.id not in held}
         reanswers: dict[str, dict[str, list[str]]] = defaultdict(dict)
+        authors: dict[str, set[str]] = {}
         reader = kind_spec("blind_reanswer")
         for task, ann in latest_annotations(s, "blind_reanswer", exclude_sources=NOT_OURS):
             variant = waiting.get(task.target_id)
-            if task.target_type != "variant" or variant is None or ann.annotator == variant.created_by:
-                continue  # the author's own answer is the gold, not a re-answer
+            if task.target_type != "variant" or variant is None or rater(ann) in _author(s, variant, authors):
+                continue  # the author's own answer (whatever surface they gave it on) is the gold, not a re-answer
             try:
-                reanswers[variant.id][ann.annotator] = list(reader.read(ann.label))
+                reanswers[variant.id][rater(ann)] = list(reader.read(ann.label))
             except LabelError as exc:
                 summary.problems.append(f"blind_reanswer by {ann.annotator} on {variant.id[:10]}: {exc}")
         opened = {row.task_id: row for row in s.exec(select(Adjudication).where(Adjudication.kind == MODIFICATION_REVIEW)).all()}
@@ -132,6 +136,14 @@ def _judge(ws: Workspace, summary: HumanVariantsSummary, min_reanswers: int) -> 
                 votes=[{"value": list(a), "annotators": [who]} for who, a in sorted(given.items())],
                 note=f"re-answers disagree with the author's gold {', '.join(variant.answers or [])!r}: {shown}",
             ))
+
+
+def _author(s: Session, variant: Variant, cache: dict[str, set[str]]) -> set[str]:
+    """Who authored a value modification: its author string and the person behind it."""
+    if variant.created_by not in cache:
+        person = find_annotator(s, variant.created_by)
+        cache[variant.created_by] = {variant.created_by, *([person.id] if person is not None else [])}
+    return cache[variant.created_by]
 
 
 def settle_human_variants(ws: Workspace, *, min_reanswers: int = 2) -> HumanVariantsSummary:

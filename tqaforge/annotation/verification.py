@@ -26,6 +26,7 @@ from sqlmodel import Session, col, select
 
 from tqaforge.answers.parse import split_answer
 from tqaforge.ids import annotation_task_id
+from tqaforge.labels import TYPED_BY_PEOPLE, rater
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionType, VariantStatus
 from tqaforge.schemas.records import Annotation, Answer, Question, Variant, utcnow
 from tqaforge.tables.matching import answer_rule, same_answer
@@ -43,7 +44,7 @@ def _corrections(s: Session, answer_id: str) -> list[tuple[str, ...]]:
     latest: dict[str, Any] = {}
     rows = s.exec(select(Annotation).where(Annotation.task_id == task_id).order_by(col(Annotation.created_at), col(Annotation.id)))
     for row in rows:
-        latest[row.annotator] = row.label
+        latest[rater(row)] = row.label
     typed = []
     for label in latest.values():
         if isinstance(label, dict) and isinstance(label.get("answer"), str) and label.get("decision") != "correct":
@@ -89,7 +90,13 @@ def settle_question_type(s: Session, question_id: str, final_label: Mapping[str,
     kind = final_label.get("type")
     if question is None or kind not in (QuestionType.EXTRACTION.value, QuestionType.REASONING.value):
         return
-    if question.question_type != kind:
+    # The record says who typed it; what keeps rules and models off it is the adjudication itself
+    # (tqaforge.labels.settled_by_people), not this note.
+    meta = dict(question.meta or {})
+    typing = {"method": TYPED_BY_PEOPLE, "type": kind, "decision": "people's labels, adjudicated"}
+    if question.question_type != kind or meta.get("typing") != typing:
+        meta["typing"] = typing
+        question.meta = meta
         question.question_type = QuestionType(kind)
         question.updated_at = utcnow()
         s.add(question)

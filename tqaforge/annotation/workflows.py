@@ -51,6 +51,8 @@ from tqaforge.errors import AgreementError
 from tqaforge.files import atomic_write_text
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS, label_order
+from tqaforge.labels import rater as person_of
+from tqaforge.people import people_names
 from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
@@ -126,13 +128,14 @@ class RaterData:
 #: What a read-only reader of labels needs of a task and an annotation (the task's payload, often
 #: large, is left out).
 _TASK_COLUMNS = ("id", "kind", "target_type", "target_id", "status")
-_ANNOTATION_COLUMNS = ("id", "task_id", "annotator", "kind", "label", "source", "source_ref", "lead_time", "created_at")
+_ANNOTATION_COLUMNS = ("id", "task_id", "annotator", "kind", "label", "source", "source_ref", "lead_time", "created_at", "annotator_id")
 
 
 def latest_annotations(
     s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None, read_only: bool = False,
 ) -> list[tuple[AnnotationTask, Annotation]]:
-    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given).
+    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given); an
+    annotator is a person (:func:`tqaforge.labels.rater`), whatever surfaces their labels came from.
 
     ``read_only``: the records are detached copies built from the columns a statistic needs (no
     task payload), several times faster on tens of thousands of labels; never change or add them."""
@@ -164,7 +167,7 @@ def latest_annotations(
     for task, ann in rows:
         if ann.source in excluded:
             continue
-        key = (task.id, ann.annotator)
+        key = (task.id, person_of(ann))  # one person is one rater, whatever the surface
         held = latest.get(key)
         if held is None or label_order(ann) > label_order(held[1]):
             latest[key] = (task, ann)
@@ -215,6 +218,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         targets = {(t.target_type, t.target_id) for t, _ in pairs}
         subtype_of = _subtypes(s, targets)
         table_of = _cell_tables(s, targets) if spec.shape == "set" else {}
+        names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
     tasks: dict[str, AnnotationTask] = {}
@@ -224,7 +228,8 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         except LabelError as exc:
             problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
             continue
-        values[task.id][ann.annotator] = (value, ann.id)
+        who = person_of(ann)
+        values[task.id][names.get(who, who)] = (value, ann.id)
         tasks[task.id] = task
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))

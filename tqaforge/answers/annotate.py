@@ -44,6 +44,7 @@ from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, NotFound, TqaforgeError
 from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
 from tqaforge.ids import candidate_id, content_hash
+from tqaforge.labels import ANSWER_VERIFICATION, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
 from tqaforge.progress import Progress
@@ -144,6 +145,7 @@ class AnswerSummary:
     routed_manual: int = 0
     set_aside: int = 0
     kept_gold: int = 0
+    left_to_people: int = 0  # questions whose answer people settled: their decision left alone
     isolation_missing: list[str] = field(default_factory=list)
     cost: float = 0.0
     paid_calls: int = 0
@@ -170,6 +172,8 @@ class AnswerSummary:
             f"{self.inconsistent} (manual annotation: {self.routed_manual}, set aside: {self.set_aside}); "
             f"gold kept: {self.kept_gold}",
         ]
+        if self.left_to_people:
+            lines.append(f"{self.left_to_people} questions whose answer people settled: left alone (their gold kept)")
         if self.isolation_missing:
             lines.append("sandbox isolation not available here: " + ", ".join(self.isolation_missing))
         lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
@@ -322,10 +326,11 @@ class _Annotator:
         result = vote([Ballot(key, c.method.value, c.values if c.ok else None) for key, c in keyed],
                       answer_rule(item.subtype), options.vote)  # type: ignore[arg-type]
         with self.ws.session() as s:
-            has_gold = s.exec(
-                select(Answer.id).where(Answer.question_id == item.question_id,
-                                        col(Answer.status).in_([st.value for st in GOLD_STATUSES])).limit(1)
-            ).first() is not None
+            answers = s.exec(select(Answer.id, Answer.status).where(Answer.question_id == item.question_id)).all()
+            # People outrank the vote (tqaforge.labels.Authority): an answer whose verification
+            # they settled stays as they left it, and so does the question's gold.
+            by_people = left_alone(s, ANSWER_VERIFICATION, "answer", [a for a, _ in answers], by=Authority.RULE)
+            has_gold = bool(by_people) or any(st in [g.value for g in GOLD_STATUSES] for _, st in answers)
             for key, c in keyed:
                 row = s.get(AnswerCandidate, key) or AnswerCandidate(id=key, question_id=item.question_id, method=c.method)
                 row.sample, row.raw, row.code, row.status, row.error = c.sample, c.raw, c.code, c.status, c.error
@@ -355,13 +360,17 @@ class _Annotator:
                 winner = dict(keyed)[result.winner or ""]
                 value = chart_answer_text(winner.chart_y or [])
                 values = [value]
-            s.add(Answer(
-                id=Answer.make_id(item.question_id, Origin.RULE, values if result.consistent else []),
-                question_id=item.question_id, value=value, values=values,
-                status=AnswerStatus.CONSISTENT if result.consistent else AnswerStatus.INCONSISTENT,
-                origin=Origin.RULE, method=VOTE_METHOD, votes=dict(votes), route=route, created_by=f"vote:{model}",
-            ))
+            vote_id = Answer.make_id(item.question_id, Origin.RULE, values if result.consistent else [])
+            held = s.get(Answer, vote_id)  # voted meanwhile by another run: a rule rewrites a rule's row only
+            if held is None or vote_id not in by_people:
+                answer = held or Answer(id=vote_id, question_id=item.question_id, value=value, values=values)
+                answer.value, answer.values = value, values
+                answer.status = AnswerStatus.CONSISTENT if result.consistent else AnswerStatus.INCONSISTENT
+                answer.origin, answer.method, answer.votes, answer.route, answer.created_by = (
+                    Origin.RULE, VOTE_METHOD, dict(votes), route, f"vote:{model}")
+                s.add(answer)
         summary = self.summary
+        summary.left_to_people += bool(by_people)
         summary.questions_done += 1
         summary.candidates += len(candidates)
         summary.unparsed += sum(c.status == CandidateStatus.UNPARSED for c in candidates)

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from tqaforge.cli import annotators as _annotators  # noqa: F401  registers `annotators people|new|merge`
 from tqaforge.cli import evaluate as _evaluate
 from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace

@@ -113,15 +113,18 @@ def questions_review(
     reason: Optional[str] = typer.Option(None, "--reason", help="Why (required with --reject)."),
     edit: Optional[str] = typer.Option(None, "--edit", help="Accept it with this new text."),
     promote: bool = typer.Option(False, "--promote", help="Make it a seed of its subtype (counts as accepted)."),
-    annotator: str = typer.Option(..., "--annotator", envvar="TQAFORGE_ANNOTATOR", help="Your name, recorded with the decision."),
+    annotator: str = typer.Option(..., "--annotator", envvar="TQAFORGE_ANNOTATOR",
+                                  help="Your name (a known annotator; see `tqaforge annotators people`)."),
+    new: bool = typer.Option(False, "--new", help="Register --annotator as a new person if no annotator has that name."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Record a review decision on a question (an annotation) and set its status."""
+    """Record a review decision on a question (an annotation); its status follows the adjudication
+    rule over every reviewer's label (one reviewer: their decision)."""
     chosen = [name for name, on in (("accept", accept), ("reject", reject), ("edit", edit is not None), ("promote", promote)) if on]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --accept, --reject, --edit TEXT, --promote")
     from tqaforge.annotation.review import review_question
 
-    r = review_question(open_ws(ctx, workspace), question_id, chosen[0], annotator=annotator, reason=reason, text=edit)
+    r = review_question(open_ws(ctx, workspace), question_id, chosen[0], annotator=annotator, reason=reason, text=edit, new=new)
     for line in r.lines():
         out.print(line)

@@ -25,8 +25,9 @@ removes them before perturbing table structure. Its words are the paper's list (
 plus the names of table parts, ``row`` and ``column``.
 
 :func:`classify_questions` (what to type: :class:`ClassifyOptions`) types stored questions and writes ``Question.question_type`` and the
-evidence to ``Question.meta["typing"]``; a label a person gave (``method`` ``"human"``) is never
-overwritten. :func:`score_typing` measures a method against labels.
+evidence to ``Question.meta["typing"]``; a type people settled (their ``question_typing``
+labels, adjudicated: :func:`tqaforge.labels.settled_by_people`) is never overwritten, and the
+summary says how many were left alone. :func:`score_typing` measures a method against labels.
 
 >>> from tqaforge.tables.table import Table
 >>> t = Table.build(["city", "pop"], [["Oslo", "709,000"], ["Bergen", "285,900"]])
@@ -53,6 +54,7 @@ from sqlmodel import select
 
 from tqaforge.errors import ConfigError, InvalidReply
 from tqaforge.generation._costs import cost_line, cost_note
+from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, RunProgress, run_ordered
 from tqaforge.progress import Progress
@@ -105,7 +107,7 @@ METHODS: tuple[Method, ...] = ("lexical", "llm", "combined")
 TaggerChoice = Literal["auto", "nltk", "wordlist"]
 EQ, RQ = QuestionType.EXTRACTION, QuestionType.REASONING
 PURPOSE = "classify_question"
-HUMAN = "human"  # meta["typing"]["method"] of a person's label: never overwritten here
+HUMAN = TYPED_BY_PEOPLE  # meta["typing"]["method"] that people's settled type writes (for the record)
 
 # ---------------------------------------------------------------------------------------------
 # Comparative and superlative words
@@ -493,7 +495,7 @@ class ClassifySummary:
     no_answer: int = 0
     invalid: int = 0  # model replies still invalid after the repair (left as they were)
     structural: int = 0
-    human: int = 0  # typed by a person: left alone
+    human: int = 0  # typed by people (adjudicated labels): left alone
     paid_calls: int = 0
     cached_calls: int = 0
     cost: float = 0.0
@@ -528,7 +530,7 @@ class ClassifySummary:
         if self.invalid:
             lines.append(f"{self.invalid} with an invalid model reply after the repair: left as they were")
         if self.human:
-            lines.append(f"{self.human} typed by a person: left alone")
+            lines.append(f"{self.human} typed by people (their settled label): left alone")
         if self.model:
             lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
         return lines
@@ -569,8 +571,11 @@ def _load(ws: Workspace, subtype: str | None, status: str | None, limit: int | N
         q = q.order_by(Question.created_at, Question.id)  # type: ignore[arg-type]
         human = 0
         questions = []
-        for question in s.exec(q).all():
-            if ((question.meta or {}).get("typing") or {}).get("method") == HUMAN:
+        candidates = s.exec(q).all()
+        # People outrank rules and models (tqaforge.labels.Authority): what they typed stays.
+        held = left_alone(s, QUESTION_TYPING, "question", [x.id for x in candidates], by=Authority.RULE)
+        for question in candidates:
+            if question.id in held:
                 human += 1
                 continue
             questions.append(question)
@@ -604,12 +609,15 @@ def _typing_record(
 
 
 def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str, Any]]]) -> int:
-    """Store types and evidence; returns how many rows changed (unchanged rows are not touched)."""
+    """Store types and evidence; returns how many rows changed (unchanged rows are not touched).
+    A type people settled while the model was asked is left alone (checked again here, in the
+    writing transaction)."""
     changed = 0
     with ws.session() as s:
+        held = left_alone(s, QUESTION_TYPING, "question", [r[0] for r in results], by=Authority.RULE)
         for question_id, kind, record in results:
             question = s.get(Question, question_id)
-            if question is None:  # deleted meanwhile
+            if question is None or question_id in held:  # deleted, or settled by people meanwhile
                 continue
             meta = dict(question.meta or {})
             if question.question_type == kind and meta.get("typing") == record:
@@ -638,7 +646,7 @@ def classify_questions(
             print(line)
 
     Questions are selected by ``options`` (:class:`ClassifyOptions`; default: every question
-    but the rejected, lexically); questions a person typed are skipped. Each gets
+    but the rejected, lexically); questions whose type people settled are skipped and counted. Each gets
     ``question_type`` (None when undecided) and ``meta["typing"]``: the method, the type, the
     decision in words, the answers used, the lexical and model evidence and the structural words
     found. ``llm`` and ``combined`` need ``llm`` settings; model replies are LLMCall records, so a

@@ -55,14 +55,14 @@ from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_a
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
-from tqaforge.labels import record_question_review
+from tqaforge.labels import agent_review
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered, settle
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import Origin, QuestionStatus, StepStatus
-from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord, utcnow
+from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord
 from tqaforge.store import Workspace
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.tables.table import Table
@@ -149,6 +149,7 @@ class GenerationSummary:
     verified_accepted: int = 0
     verified_rejected: int = 0
     verification_failed: int = 0
+    left_to_people: int = 0  # verdicts on questions people had reviewed: left alone
     cost: float = 0.0
     paid_calls: int = 0
     cached_calls: int = 0
@@ -192,6 +193,8 @@ class GenerationSummary:
                 f"({self.verified_accepted} accepted, {self.verified_rejected} rejected, "
                 f"{self.verification_failed} unjudged)"
             )
+        if self.left_to_people:
+            lines.append(f"{self.left_to_people} verdicts on questions people had reviewed: left alone")
         lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
         return lines
 
@@ -583,9 +586,25 @@ class _Generator:
             "max_tokens": self.options.max_tokens, "rouge_threshold": self.options.rouge_threshold,
             "dedup_scope": self.options.dedup_scope, "human_share": self.options.human_share,
         }
-        counts = {"agent": 0, "human": 0, "accepted": 0, "rejected": 0, "failed": 0}
+        counts = {"agent": 0, "human": 0, "accepted": 0, "rejected": 0, "failed": 0, "left_alone": 0, "present": 0}
         with self.ws.session() as s:
             for qid, text, extra in prepared.new:
+                held = s.get(Question, qid)
+                if held is not None:
+                    # Stored meanwhile (another run on the same store): never rewritten here. The
+                    # agent's verdict goes through the one rule: a question people reviewed keeps
+                    # their decision (counted), any other takes the verdict as a model's review.
+                    counts["present"] += 1
+                    verdict_info = verdicts.get(qid)
+                    if verdict_info is not None and verdict_info[0] is not None:
+                        v0 = verdict_info[0]
+                        label0: dict[str, Any] = {"decision": "accept" if v0.accepted else "reject",
+                                                  "status": "accepted" if v0.accepted else "rejected"}
+                        if not v0.accepted:
+                            label0["reason"] = _reason_text(v0.reasons).strip()
+                        if not agent_review(s, held, label0, model=model):
+                            counts["left_alone"] += 1
+                    continue
                 lineage: dict[str, Any] = {
                     "round": pair.round.round, "step": pair.step_id, "seeds_shown": generated.seeds_shown,
                     "model": model, "llm_call_ids": generated.call_ids,
@@ -628,9 +647,7 @@ class _Generator:
                     if not accepted:
                         label["reason"] = _reason_text(v["reasons"]).strip()
                     label.update({k: v[k] for k in ("answerable", "matches_subtype", "unambiguous", "reasons", "call_id")})
-                    record_question_review(s, question, label, annotator=f"agent:{model}", source="agent")
-                    question.status = v["verdict"]
-                    question.updated_at = utcnow()
+                    agent_review(s, question, label, model=model)
                     counts["accepted" if accepted else "rejected"] += 1
             step = s.get(GenerationStep, pair.step_id) or GenerationStep(
                 id=pair.step_id, round_id=pair.round.id, table_id=pair.table_id, subtype=pair.subtype,
@@ -649,7 +666,8 @@ class _Generator:
         summary = self.summary
         summary.steps_done += 1
         summary.steps_failed += bool(generated.error)
-        summary.questions_new += len(prepared.new)
+        summary.questions_new += len(prepared.new) - counts["present"]
+        summary.left_to_people += counts["left_alone"]
         summary.duplicates_exact += sum(d["kind"] == "exact" for d in prepared.duplicates)
         summary.duplicates_rouge += sum(d["kind"] == "rouge" for d in prepared.duplicates)
         summary.routed_human += counts["human"] - counts["failed"]

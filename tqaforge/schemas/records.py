@@ -214,6 +214,28 @@ class Annotation(SQLModel, table=True):
     source_ref: str = ""  # e.g. the Label Studio annotation id
     lead_time: Optional[float] = None
     created_at: datetime = Field(default_factory=utcnow)
+    # The person (an Annotator's id) behind ``annotator``, the author string kept as written for
+    # audit; None for agents and imported labels. Agreement and adjudication count these.
+    annotator_id: Optional[str] = Field(default=None, index=True, max_length=64)
+
+
+class Annotator(SQLModel, table=True):
+    """One person who labels, whatever the surface: the CLI's ``--annotator``, the app's name
+    field and Label Studio accounts resolve here (:mod:`tqaforge.people`).
+
+    ``aliases`` are every author string that means this person (their names, ``ls:<hash>`` of
+    their Label Studio login); ``email`` is for contacting them and never leaves the store. A
+    merged identity stays, pointing at the one it joined (``merged_into``), for audit.
+    """
+
+    __tablename__ = "annotators"
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str
+    email: Optional[str] = None
+    aliases: list[str] = Field(default_factory=list, sa_column=Column(JSON(none_as_null=True), nullable=False))
+    merged_into: Optional[str] = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class LabelStudioTaskCopy(SQLModel, table=True):
@@ -380,6 +402,7 @@ ALL_RECORDS = (
     Variant,
     AnnotationTask,
     Annotation,
+    Annotator,
     LabelStudioTaskCopy,
     LabelStudioPull,
     Adjudication,

@@ -91,6 +91,7 @@ from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind
 from tqaforge.annotation.labelstudio.server import LabelStudioError
 from tqaforge.ids import annotation_task_id, content_hash, labelstudio_annotator, labelstudio_copy_id
 from tqaforge.labels import mark_task_synced, record_annotation, task_for
+from tqaforge.people import resolve_account
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, LabelStudioPull, LabelStudioTaskCopy, Question, Variant
 from tqaforge.store import Workspace
 
@@ -1049,6 +1050,7 @@ def _pull_annotation(
         s, kind=spec.kind, target_type=task.target_type, target_id=task.target_id, annotator=annotator, label=label,
         source=SOURCE, source_ref=source_ref, created_at=_when(updated),
         lead_time=float(lead_time) if isinstance(lead_time, (int, float)) and not isinstance(lead_time, bool) else None,
+        annotator_id=resolve_account(s, login).id,  # the person behind the account (tqaforge.people)
     )
     if done.recorded:
         summary.recorded += 1

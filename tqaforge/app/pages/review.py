@@ -12,15 +12,17 @@ st.title("Review")
 ws = workspace_or_stop()
 
 
-def decide(question_id: str, decision: str, reviewer: str, reason: str, text: str) -> None:
+def decide(question_id: str, decision: str, reviewer: str, reason: str, text: str, new: bool) -> None:
     result = attempt(lambda: review_question(ws, question_id, decision, annotator=reviewer, reason=reason or None,
-                                             text=text or None, source="app"))
+                                             text=text or None, source="app", new=new))
     if result is not None:
         show_summary(result)
         st.rerun()
 
 
 reviewer = st.text_input("your name (recorded with each decision)", value="researcher")
+# One person is one annotator: the name must be a known one, or registered here on purpose.
+new_reviewer = st.checkbox("this is a new annotator: register the name", value=False)
 subtype = st.selectbox("subtype", ["(all)", *ws.config.taxonomy().subtypes])
 queue = review_queue(ws, subtype=None if subtype == "(all)" else subtype, limit=20)
 st.caption(queue.describe("proposed questions"))
@@ -33,4 +35,4 @@ for q in queue:
         cols = st.columns(4)
         for col, decision in zip(cols, ("accept", "edit", "reject", "promote")):
             if col.button(decision, key=f"do-{decision}-{q.id}"):
-                decide(q.id, decision, reviewer, reason, new_text)
+                decide(q.id, decision, reviewer, reason, new_text, new_reviewer)
