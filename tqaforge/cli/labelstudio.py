@@ -44,7 +44,7 @@ def _per_annotator(root: Path, annotators: Optional[list[str]]) -> bool:
 
 
 def _start_annotators(root: Path, annotators: Optional[list[str]], timeout: float) -> None:
-    from tqaforge.annotation.labelstudio.annotator_servers import select_servers, start_servers
+    from tqaforge.annotation.labelstudio.annotator_servers import login_lines, select_servers, start_servers
     from tqaforge.annotation.labelstudio.server import STARTUP_ESTIMATE
     from tqaforge.printable import escape_controls
 
@@ -64,18 +64,6 @@ def _start_annotators(root: Path, annotators: Optional[list[str]], timeout: floa
     if failed:
         err.print(escape_controls(f"not started: {', '.join(failed)} (see above); the others run"), soft_wrap=True, markup=False)
         raise typer.Exit(1)
-
-
-def login_lines(results: list[Started]) -> list[str]:
-    """Each annotator's URL and login, for the person who runs the project to pass on (the
-    password itself only with `status --show-secrets`)."""
-    lines = ["each annotator logs in to their own server (nobody else's account exists there):"]
-    for done in results:
-        if done.error is None:
-            named = f" ({done.name})" if done.name else ""
-            lines.append(f"  {done.annotator}{named}:  {done.url}/user/login/   login {done.annotator}")
-    lines.append("  passwords: `tqaforge labelstudio status --show-secrets`; stop them with `tqaforge labelstudio stop`")
-    return lines
 
 
 @labelstudio_app.command("start")

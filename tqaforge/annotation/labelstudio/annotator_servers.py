@@ -64,7 +64,7 @@ from tqaforge.store import Workspace
 
 __all__ = [
     "Migration", "NewAnnotatorServer", "Started", "add_annotator_server", "annotator_servers", "migrate", "own_accounts",
-    "routes", "select_servers", "server_states", "start_servers", "stop_servers",
+    "login_lines", "routes", "select_servers", "server_states", "start_servers", "stop_servers",
 ]
 
 #: The first annotator listens on 127.0.0.2 (127.0.0.1 stays the workspace's own tools'), the
@@ -222,6 +222,7 @@ class Started:
     error: str | None = None
     rss_mb: float | None = None
     name: str = ""
+    server: AnnotatorServer | None = None
 
     def line(self) -> str:
         if self.error is not None:
@@ -247,16 +248,29 @@ def start_servers(ws: Workspace | Path, annotators: Sequence[str] | None = None,
         try:
             result = start(server, wait_s=wait_s, on_note=on_note)
         except LabelStudioError as exc:
-            done = Started(credentials.username, credentials.url, time.monotonic() - began, error=str(exc), name=credentials.name)
+            done = Started(credentials.username, credentials.url, time.monotonic() - began, error=str(exc),
+                           name=credentials.name, server=server)
         else:
             done = Started(credentials.username, credentials.url, time.monotonic() - began, result=result,
-                           rss_mb=status(server).rss_mb, name=credentials.name)
+                           rss_mb=status(server).rss_mb, name=credentials.name, server=server)
         if on_ready is not None:
             on_ready(done)
         return done
 
     with ThreadPoolExecutor(max(len(servers), 1), thread_name_prefix="labelstudio-start") as pool:
         return list(pool.map(one, servers))
+
+
+def login_lines(results: list[Started]) -> list[str]:
+    """Each annotator's URL and login, for the person who runs the project to pass on (the
+    password itself only with `status --show-secrets`)."""
+    lines = ["each annotator logs in to their own server (nobody else's account exists there):"]
+    for done in results:
+        if done.error is None:
+            named = f" ({done.name})" if done.name else ""
+            lines.append(f"  {done.annotator}{named}:  {done.url}/user/login/   login {done.annotator}")
+    lines.append("  passwords: `tqaforge labelstudio status --show-secrets`; stop them with `tqaforge labelstudio stop`")
+    return lines
 
 
 def stop_servers(ws: Workspace | Path, annotators: Sequence[str] | None = None, *, timeout: float = 20.0) -> list[StopResult]:

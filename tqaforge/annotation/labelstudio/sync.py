@@ -233,14 +233,17 @@ class _Clients:
             client = self.open[route.settings] = LabelStudioClient(route.settings)
             if route.own:
                 try:
-                    client.request("GET", "/api/current-user/whoami", what=f"reach {route.server}", attempts=1)
+                    client.request("GET", "/api/current-user/whoami", what="reach it", attempts=1)
                 except LabelStudioRequestError as exc:
                     if exc.status not in (401, 403):
                         raise
                     self.down[who] = (
-                        f"{route.server} refuses the API token tqaforge keeps for {who} (HTTP {exc.status}: reset in "
+                        f"{who}: {route.server} refuses the API token tqaforge keeps for {who} (HTTP {exc.status}: reset in "
                         "Account & Settings?); nothing synced with it. Fix: log in there as them, copy the token from "
                         "Account & Settings into \"token\" of their credentials.json under label-studio/annotators/")
+                    raise _Down(self.down[who]) from None
+                except LabelStudioError as exc:
+                    self.down[who] = f"{who}: {route.server} does not answer: {exc.args[0]}. {_restart(who)}"
                     raise _Down(self.down[who]) from None
         return client
 
@@ -251,9 +254,9 @@ class _Clients:
             route = self.route(who)
             if not route.own:
                 raise exc
-            self.down.setdefault(who, f"{route.server}: {exc}")
+            self.down.setdefault(who, f"{who}: {route.server} failed: {exc.args[0]}. {_restart(who)}")
         else:
-            self.down.setdefault(who, str(exc))
+            self.down.setdefault(who, str(exc) if str(exc).startswith(f"{who}: ") else f"{who}: {exc}")
         return self.down[who]
 
     def close(self) -> None:
@@ -261,8 +264,14 @@ class _Clients:
             client.close()
 
 
-def _down_line(who: str, problem: str) -> str:
-    return escape_controls(f"{who}: not synced: {problem}")
+def _restart(who: str) -> str:
+    return (f"What it holds waits there: start it again (`tqaforge labelstudio start -a {who}`; its log is named by "
+            f"`tqaforge labelstudio status -a {who}`), then run the same command: nothing is done twice")
+
+
+def _down_line(line: str) -> str:
+    """A line of :attr:`PushSummary.down` / :attr:`PullSummary.down` as the summary prints it."""
+    return escape_controls(f"down: {line}")
 
 
 # --- pull watermarks, per server ---
@@ -673,7 +682,7 @@ class PushSummary:
         lines += [f"  {who}: project {pid}" for who, pid in sorted(self.projects.items())]
         lines += [f"recreated: {line}" for line in self.resent]
         lines += [f"missing: {line}" for line in self.missing]
-        lines += [_down_line("down", line) for line in self.down]
+        lines += [_down_line(line) for line in self.down]
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} duplicate tasks in Label Studio (the lowest id is used): " + "; ".join(self.duplicates[:5]))
         lines += [f"skipped: {p}" for p in self.problems[:10]]
@@ -1144,7 +1153,7 @@ class PullSummary:
         lines += [f"missing: {p}" for p in self.missing_projects]
         lines += [f"gone: {p}" for p in self.gone_done]
         lines += [f"not read: {p}" for p in self.unreadable]
-        lines += [_down_line("down", p) for p in self.down]
+        lines += [_down_line(p) for p in self.down]
         return lines
 
     @property
@@ -1159,7 +1168,7 @@ class PullSummary:
         if self.unreadable:
             parts.append(f"{len(self.unreadable)} task(s) Label Studio fails to send")
         if self.down:
-            parts.append(f"{len(self.down)} annotator server(s) not reached: {', '.join(line.split(':')[0] for line in self.down)}")
+            parts.append(f"{len(self.down)} annotator server(s) not reached: {', '.join(line.split(': ', 1)[0] for line in self.down)}")
         return "; ".join(parts) or None
 
     def as_dict(self) -> dict[str, Any]:
