@@ -143,6 +143,9 @@ def test_a_servers_directory_removed_by_hand(annotator_servers) -> None:
     still syncs, his labels pulled before stay; given a server again, his waiting task goes there."""
     root, ana, ben = annotator_servers.root, annotator_servers.ana, annotator_servers.ben
     ws = _ready(root)
+    _flip(root, ben)  # every task he has so far carries his label, pulled below
+    code, output = _run(root, "labelstudio", "pull")
+    assert code == 0, output
     waiting = add_proposed_question(ws, "Which row has the largest value? (hostile: directory removed)")
     code, output = _run(root, "labelstudio", "push", "question_review")
     assert code == 0, output

@@ -951,7 +951,12 @@ def push(
     elif isinstance(settings, ClientSettings):
         names = _annotators([a.email for a in list_accounts(settings, client=client)])
     else:
-        names = _annotators(list(settings))
+        # Everyone with a server, and whoever holds copies of the kind without one any more (their
+        # server's directory removed by hand): named as down, never silently left out.
+        with ws.session() as s:
+            holders = set(s.exec(select(LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)).all())
+        known = {name.lower() for name in settings}
+        names = _annotators([*settings, *sorted(who for who in holders if who.lower() not in known)])
     overlap = options.overlap or configured_overlap(ws.root, kind) or spec.overlap
     if overlap > len(names):
         raise LabelStudioError(
