@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> int:
     """Start every annotator's server in parallel, print each URL and login, run the app; stop the
     servers this launcher started when the app ends."""
-    from tqaforge.annotation.labelstudio.annotator_servers import login_lines, start_servers
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers, login_lines, start_servers
 
     try:
         check_host_allowed(args.host, allow_remote=args.allow_remote, server_name="the app", flag=ALLOW_FLAG)
@@ -198,8 +198,18 @@ def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> in
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"starting the annotators' Label Studio servers in parallel ({STARTUP_ESTIMATE} each)", flush=True)
-    started = start_servers(workspace, on_ready=lambda done: print(f"  {done.line()}", flush=True),
-                            on_note=lambda text: print(f"note: {text}", file=sys.stderr, flush=True))
+    servers = annotator_servers(workspace)
+    running_before = {server for server in servers if manage.status(server).running}
+    try:
+        started = start_servers(workspace, on_ready=lambda done: print(f"  {done.line()}", flush=True),
+                                on_note=lambda text: print(f"note: {text}", file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        # Interrupted while they started: the starts in flight finish, then those this launcher
+        # started are stopped again, so none is left holding its port.
+        for server in servers:
+            if server not in running_before:
+                manage.stop(server)
+        return 130
     ours = [done for done in started if done.result is not None and done.result.server is not None]
     print("")
     print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")

@@ -34,17 +34,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from sqlmodel import select
 
-from tqaforge.annotation.labelstudio.annotators import AnnotatorAccount
+from tqaforge.annotation.labelstudio.annotators import AnnotatorAccount, check_email
 from tqaforge.annotation.labelstudio.client import ClientSettings
 from tqaforge.annotation.labelstudio.manage import (
     ANNOTATORS_DIR,
     AnnotatorServer,
     Credentials,
-    ServerStatus,
     StartResult,
     StopResult,
     configured_port,
@@ -62,9 +61,12 @@ from tqaforge.ids import content_hash, labelstudio_annotator
 from tqaforge.schemas.records import Annotation, AnnotationTask, LabelStudioPull, LabelStudioTaskCopy
 from tqaforge.store import Workspace
 
+if TYPE_CHECKING:
+    from tqaforge.annotation.labelstudio.sync import Route
+
 __all__ = [
     "Migration", "NewAnnotatorServer", "Started", "add_annotator_server", "annotator_servers", "migrate", "own_accounts",
-    "login_lines", "routes", "select_servers", "server_states", "start_servers", "stop_servers",
+    "login_lines", "routes", "select_servers", "start_servers", "stop_servers",
 ]
 
 #: The first annotator listens on 127.0.0.2 (127.0.0.1 stays the workspace's own tools'), the
@@ -74,7 +76,6 @@ LAST_HOST = 254
 #: Written once the sync goes to the annotators' servers: at the first ``annotators add`` of a
 #: workspace with nothing pushed yet, or by :func:`migrate`.
 LAYOUT_NAME = "layout.json"
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _MIGRATE = "tqaforge labelstudio migrate"
 
 
@@ -173,9 +174,7 @@ def add_annotator_server(ws: Workspace, email: str, *, name: str | None = None, 
     a random password and API token, written to its ``credentials.json`` (the server's database
     is made at its first start, with this login as its only user). An e-mail that has a server
     already is refused."""
-    email = email.strip()
-    if not _EMAIL.match(email):
-        raise LabelStudioError(f"{email!r} is not an e-mail address", hint="Label Studio logins are e-mails, e.g. ana@lab.org")
+    email = check_email(email)
     servers = annotator_servers(ws)
     taken = {_host_index(_login(server)) for server in servers}
     if any(_login(server).username.lower() == email.lower() for server in servers):
@@ -280,11 +279,6 @@ def stop_servers(ws: Workspace | Path, annotators: Sequence[str] | None = None, 
         return list(pool.map(lambda server: stop(server, timeout=timeout), servers))
 
 
-def server_states(ws: Workspace | Path, annotators: Sequence[str] | None = None) -> list[ServerStatus]:
-    """How each annotator's server is (running, answering, memory), without its secrets."""
-    return [status(server) for server in select_servers(ws, annotators)]
-
-
 def own_accounts(ws: Workspace | Path) -> list[AnnotatorAccount]:
     """Every annotator with a server of their own, as ``annotators list`` shows accounts."""
     accounts = []
@@ -298,7 +292,7 @@ def own_accounts(ws: Workspace | Path) -> list[AnnotatorAccount]:
 # --- where the sync goes ---
 
 
-def routes(ws: Workspace, **options: Any) -> dict[str, Any]:
+def routes(ws: Workspace, **options: Any) -> dict[str, Route]:
     """{annotator login: :class:`~.sync.Route`} to every annotator's own server (running or not:
     a server that is down is reported by name when the sync gets to it). Refused while the
     workspace still has labels on its one-server layout (:func:`migrate` first)."""

@@ -65,6 +65,7 @@ from tqaforge.redact import redact_url
 from tqaforge.tables.readers.jsonio import read_json_file
 
 if TYPE_CHECKING:
+    from tqaforge.annotation.labelstudio.sync import Servers
     from tqaforge.store import Workspace
 
 CREDENTIALS_NAME = "credentials.json"
@@ -276,7 +277,7 @@ def connection(ws: Workspace | Path | AnnotatorServer, url: str | None = None, *
     return ClientSettings(url=url, token=token, **options)
 
 
-def connections(ws: Workspace, url: str | None = None, **options: Any) -> Any:
+def connections(ws: Workspace, url: str | None = None, **options: Any) -> Servers:
     """Where push and pull go (a :data:`~.sync.Servers`): with ``url``, that one server for
     everyone (:func:`connection`); in a workspace whose annotators have servers of their own,
     {login: route to it} (:func:`~.annotator_servers.routes`); else the workspace's one server."""

@@ -954,9 +954,9 @@ def push(
         # Everyone with a server, and whoever holds copies of the kind without one any more (their
         # server's directory removed by hand): named as down, never silently left out.
         with ws.session() as s:
-            holders = set(s.exec(select(LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)).all())
+            with_copies = set(s.exec(select(LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)).all())
         known = {name.lower() for name in settings}
-        names = _annotators([*settings, *sorted(who for who in holders if who.lower() not in known)])
+        names = _annotators([*settings, *sorted(who for who in with_copies if who.lower() not in known)])
     overlap = options.overlap or configured_overlap(ws.root, kind) or spec.overlap
     if overlap > len(names):
         raise LabelStudioError(
