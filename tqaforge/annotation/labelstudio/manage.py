@@ -1,5 +1,10 @@
 """Label Studio for one workspace: ``tqaforge labelstudio start|stop|status``, and how to reach it.
 
+Each function acts on a server directory: the workspace's one server (``label-studio/``, the
+earlier layout, and what a workspace without annotators starts), or, given an
+:class:`AnnotatorServer`, one annotator's own server (``label-studio/annotators/SLUG/``, laid out
+the same way; :mod:`.annotator_servers` adds, starts and routes to them).
+
 Everything lives in the workspace's ``label-studio/`` directory (:attr:`WorkspacePaths.label_studio`,
 0700, every file in it 0600):
 
