@@ -178,6 +178,11 @@ def test_push_and_pull_go_to_each_annotators_server(annotator_servers) -> None:
     with ws.session() as s:
         people = set(s.exec(select(Annotation.annotator).where(Annotation.source == "labelstudio")).all())
     assert people == {labelstudio_annotator(ana), labelstudio_annotator(ben)}
+    code, output = _run(root, "annotators", "list", "--json")  # progress read from each one's server
+    assert code == 0, output
+    rows = {(r["email"], r["kind"]): r for r in json.loads(output)["rows"]}
+    assert {who: rows[(who, "question_review")]["assigned"] for who in (ana, ben)} == {ana: 3, ben: 3}
+    assert rows[(ana, "question_review")]["labelled"] == 3 and rows[(ana, "question_review")]["name"] == "Ana Lopez"
 
 
 def _labels(ws: Workspace) -> int:
