@@ -150,6 +150,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
 
+    if any("annotator_servers" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_annotator_servers()
     if not any("label_studio" in getattr(item, "fixturenames", ()) for item in session.items):
         return
     try:
@@ -168,9 +170,80 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                            stdout=log, stderr=subprocess.STDOUT)
 
 
+# --- one Label Studio per annotator: ana's and ben's, started together ------------------------
+#
+# Two annotators (the fewest that can see a leak), each with their own server on 127.0.0.2 and
+# 127.0.0.3, for a workspace of their own, with the commands a user runs (`annotators add`,
+# `labelstudio start`, which starts both in parallel), as soon as collection shows a test needs
+# them; they come up while other tests run.
+
+_ANNOTATOR_LS: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class AnnotatorServers:
+    """The run's two annotator servers: the workspace (``root``), the logins, and what start printed."""
+
+    root: Path
+    ana: str
+    ben: str
+    start_output: str
+
+
+def _start_annotator_servers() -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
+
+    try:
+        executable()
+    except LabelStudioError as exc:
+        _ANNOTATOR_LS["missing"] = str(exc)
+        return
+    root = Path(tempfile.mkdtemp(prefix="tqaforge-ls-annotators-")) / "ws"
+    init_workspace(root)
+    config = root / "tqaforge.toml"
+    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
+    ana, ben = (f"{who}-{uuid.uuid4().hex[:8]}@example.org" for who in ("ana", "ben"))
+    cli = [sys.executable, "-m", "tqaforge", "-w", str(root)]
+    for email, name in ((ana, "Ana Lopez"), (ben, "Ben Okafor")):
+        subprocess.run([*cli, "annotators", "add", email, "--name", name], check=True, capture_output=True)
+    _ANNOTATOR_LS.update(root=root, ana=ana, ben=ben, out=root.parent / "start.out")
+    _ANNOTATOR_LS["start"] = subprocess.Popen([*cli, "labelstudio", "start"], stdout=(root.parent / "start.out").open("wb"),
+                                              stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="session")
+def annotator_servers() -> AnnotatorServers:
+    """ana's and ben's own Label Studio servers, started by `tqaforge labelstudio start` (conftest)."""
+    if "missing" in _ANNOTATOR_LS:
+        pytest.skip(str(_ANNOTATOR_LS["missing"]))
+    start, root, out = _ANNOTATOR_LS.get("start"), _ANNOTATOR_LS.get("root"), _ANNOTATOR_LS.get("out")
+    assert start is not None and isinstance(root, Path) and isinstance(out, Path), "collection did not start them"
+    if start.wait(400) != 0:  # type: ignore[attr-defined]
+        raise RuntimeError("tqaforge labelstudio start failed:\n" + out.read_text(errors="replace"))
+    return AnnotatorServers(root=root, ana=str(_ANNOTATOR_LS["ana"]), ben=str(_ANNOTATOR_LS["ben"]),
+                            start_output=out.read_text(errors="replace"))
+
+
+def _stop_annotator_servers() -> None:
+    import subprocess
+    import sys
+
+    start, root = _ANNOTATOR_LS.get("start"), _ANNOTATOR_LS.get("root")
+    if start is None or not isinstance(root, Path):
+        return
+    start.wait(400)  # type: ignore[attr-defined]
+    subprocess.run([sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "stop"], capture_output=True)
+    shutil.rmtree(root.parent, ignore_errors=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import shutil
 
+    _stop_annotator_servers()
     start = _SHARED_LS.get("start")
     if start is None:
         return

@@ -104,3 +104,77 @@ def login(url: str, email: str, password: str) -> str:
                              headers={"Referer": f"{url}/user/login/"})
         assert reply.status_code == 302, f"login of {email} refused: {reply.status_code} {reply.text[:300]}"
         return str(browser.get("/api/current-user/token").raise_for_status().json()["token"])
+
+
+# --- annotators' own servers (tests/test_labelstudio_servers.py, tests/test_hostile_labelstudio_servers.py) ---
+
+
+def own_login(root: Path, email: str) -> Any:
+    """The login tqaforge keeps for ``email``'s own server (url, username, password, token)."""
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import select_servers
+
+    credentials = manage.read_credentials(select_servers(root, [email])[0])
+    assert credentials is not None
+    return credentials
+
+
+def browser_session(url: str, email: str, password: str) -> httpx.Client:
+    """A client logged in through the login form, as a browser is: it holds the session cookie."""
+    browser = httpx.Client(base_url=url, follow_redirects=False)
+    page = browser.get("/user/login/")
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    csrf = found.group(1) if found else browser.cookies.get("csrftoken")
+    reply = browser.post("/user/login/", data={"email": email, "password": password, "csrfmiddlewaretoken": csrf},
+                         headers={"Referer": f"{url}/user/login/"})
+    assert reply.status_code == 302, f"login of {email} refused: {reply.status_code}"
+    return browser
+
+
+def flip_all(url: str, token: str, project_id: int) -> int:
+    """Give every task of the project a label of the token's user, or change the one it has (accept
+    <-> reject): one new revision per task. Returns how many."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}) as user:
+        tasks = user.get("/api/tasks/", params={"project": project_id, "fields": "all", "page_size": 1000}).raise_for_status().json()
+        tasks = tasks["tasks"] if isinstance(tasks, dict) else tasks
+        for task in tasks:
+            annotations = task.get("annotations") or []
+            if not annotations:
+                annotate(url, token, task["id"], [choice("decision", "question", "accept"), choice("subtype_right", "category", "yes")])
+                continue
+            now = annotations[-1]["result"][0]["value"]["choices"][0]
+            flipped = "reject" if now == "accept" else "accept"
+            user.patch(f"/api/annotations/{annotations[-1]['id']}/", json={
+                "result": [choice("decision", "question", flipped), choice("subtype_right", "category", "yes")]}).raise_for_status()
+    return len(tasks)
+
+
+def project_of(url: str, token: str, title: str) -> int | None:
+    """The id of the project titled ``title`` on the server, as the token's user lists them."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}) as user:
+        projects = user.get("/api/projects/", params={"page_size": 100}).raise_for_status().json()
+    found = [p["id"] for p in projects.get("results", projects) if p.get("title") == title]
+    return min(found) if found else None
+
+
+def add_proposed_question(ws: Workspace, text_: str) -> str:
+    """One more proposed question on the first table (a new item waiting for review)."""
+    with ws.session() as s:
+        table = s.exec(select(TableRecord).order_by(TableRecord.id)).first()
+        assert table is not None
+        q = Question(id=Question.make_id(table.id, text_, "Aggregation"), table_id=table.id, text=text_,
+                     qtype="NumericalReasoning", subtype="Aggregation", status=QuestionStatus.PROPOSED, origin=Origin.LLM)
+        s.add(q)
+        return q.id
+
+
+def open_servers_workspace(root: Path) -> Workspace:
+    """The annotator servers' workspace, with the sample and 3 proposed questions (made once)."""
+    from tqaforge.store import open_workspace
+
+    ws = open_workspace(root)
+    with ws.session() as s:
+        empty = s.exec(select(Question)).first() is None
+    if empty:
+        build_workspace(ws, proposed=3)
+    return ws

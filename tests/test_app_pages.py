@@ -177,3 +177,18 @@ def test_generate_runs_a_question_round_against_an_endpoint(staged, page, monkey
     with ws.session() as s:
         assert len(s.exec(select(Question)).all()) > before
     assert any("questions" in c.value for c in at.code)  # the run's summary, as the CLI prints it
+
+
+def test_annotation_shows_each_annotators_own_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workspace whose annotators have servers of their own: the page names each one's state."""
+    from tqaforge.annotation.labelstudio.annotator_servers import add_annotator_server
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(tmp_path / "ws", name="servers")
+    for email in ("ana@lab.org", "ben@lab.org"):
+        add_annotator_server(ws, email)
+    at = page_runner(ws.root, monkeypatch)("annotation.py")
+    assert not at.exception, at.exception
+    text = _text(at).replace("\\", "")  # markdown escapes of @ and .
+    assert "ana@lab.org's Label Studio is not running" in text and "ben@lab.org's Label Studio" in text, text
+    assert "-a EMAIL" in text, text

@@ -113,7 +113,10 @@ def test_server_stopped_mid_push_then_the_next_push_completes_without_duplicates
     ws = open_workspace(root)
     build_workspace(ws, proposed=300)
     annotator = new_email("mid")
-    code, added = _run(root, "annotators", "add", annotator)
+    # An account on the workspace's one server (the earlier layout this test is about), not a
+    # server of their own: the push below goes to the one server.
+    code, added = _run(root, "annotators", "add", annotator, "--url", label_studio.url,
+                       env={manage.TOKEN_ENV: label_studio.token})
     assert code == 0, added
     push = [sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "push", "question_review", "-a", annotator,
             "--overlap", "1", "--batch-size", "10"]

@@ -1,4 +1,8 @@
-"""``make run``: Label Studio and the Streamlit app side by side on 127.0.0.1.
+"""``make run``: Label Studio and the Streamlit app side by side on loopback.
+
+In a workspace whose annotators have servers of their own (``tqaforge annotators add``), every
+annotator's server is started in parallel (each on its own address, 127.0.0.2, 127.0.0.3, ...)
+and each one's URL and login is printed; Ctrl-C stops those this launcher started. Otherwise:
 
 Starts the workspace's Label Studio with :func:`tqaforge.annotation.labelstudio.manage.start`, the
 function behind ``tqaforge labelstudio start`` (its own virtualenv, see ``[labelstudio] venv``; data
@@ -142,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     workspace = args.workspace.resolve()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop_like_ctrl_c)
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
+
+    if not args.no_label_studio and annotator_servers(workspace):
+        return _run_with_annotator_servers(args, workspace)
     try:
         settings = label_studio_settings(args, workspace)
         running = None if args.no_label_studio else manage.status(workspace)
@@ -175,6 +183,54 @@ def main(argv: list[str] | None = None) -> int:
             print(f"                  {line}")
     print("  stop both with Ctrl-C\n", flush=True)
     return _run_app(args, workspace, server, ls_url, settings.token)
+
+
+def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> int:
+    """Start every annotator's server in parallel, print each URL and login, run the app; stop the
+    servers this launcher started when the app ends."""
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers, login_lines, start_servers
+
+    try:
+        check_host_allowed(args.host, allow_remote=args.allow_remote, server_name="the app", flag=ALLOW_FLAG)
+        check_port_free(args.host, args.app_port, server_name="the tqaforge app",
+                        other_port_hint=f"choose another port: `make run APP_PORT={args.app_port + 1}` (or --app-port)")
+    except (ServerBindError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"starting the annotators' Label Studio servers in parallel ({STARTUP_ESTIMATE} each)", flush=True)
+    servers = annotator_servers(workspace)
+    running_before = {server for server in servers if manage.status(server).running}
+    try:
+        started = start_servers(workspace, on_ready=lambda done: print(f"  {done.line()}", flush=True),
+                                on_note=lambda text: print(f"note: {text}", file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        # Interrupted while they started: the starts in flight finish, then those this launcher
+        # started are stopped again, so none is left holding its port.
+        for server in servers:
+            if server not in running_before:
+                manage.stop(server)
+        return 130
+    ours = [done for done in started if done.result is not None and done.result.server is not None]
+    print("")
+    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")
+    for line in login_lines(started):
+        print(f"  {line}")
+    print("  stop with Ctrl-C\n", flush=True)
+    env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
+    try:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
+             "--server.port", str(args.app_port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            env=env)
+        try:
+            return app.wait()
+        except KeyboardInterrupt:
+            app.terminate()
+            return app.wait()
+    finally:
+        for done in ours:
+            assert done.server is not None and done.result is not None and done.result.server is not None
+            manage.stop_started(done.server, done.result.server)
 
 
 def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | None, ls_url: str | None,

@@ -1,5 +1,5 @@
-"""``tqaforge labelstudio start|stop|status|push|pull`` (the workspace's Label Studio server, in the
-background, and the sync) and ``tqaforge annotators add|list``."""
+"""``tqaforge labelstudio start|stop|status|push|pull|migrate`` (each annotator's Label Studio
+server, or the workspace's one server, in the background, and the sync) and ``tqaforge annotators add|list``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import typer
 from tqaforge.cli._common import WORKSPACE_OPTION, echo_json, err, friendly_errors, open_ws, out, print_summary
 
 if TYPE_CHECKING:
+    from tqaforge.annotation.labelstudio.annotator_servers import Started
     from tqaforge.annotation.labelstudio.manage import ServerStatus
 
 labelstudio_app = typer.Typer(
-    help="Run this workspace's Label Studio server in the background (its own login, data in WORKSPACE/label-studio).",
+    help="Run each annotator's own Label Studio server in the background (data in WORKSPACE/label-studio/annotators), "
+    "and push and pull tasks.",
     no_args_is_help=True, rich_markup_mode=None,
 )
 
@@ -29,6 +31,41 @@ def _root(ctx: typer.Context, workspace: Optional[Path]) -> Path:
     return find_workspace_root(workspace or root_obj.get("workspace"))
 
 
+ANNOTATOR_OPTION = typer.Option(None, "--annotator", "-a",
+                                help="Only this annotator's server (their e-mail; repeat; default: every annotator's).")
+
+
+def _per_annotator(root: Path, annotators: Optional[list[str]]) -> bool:
+    """True when the command acts on the annotators' own servers (the workspace has some, or one
+    is named), not on the workspace's one server of the earlier layout."""
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
+
+    return bool(annotators) or bool(annotator_servers(root))
+
+
+def _start_annotators(root: Path, annotators: Optional[list[str]], timeout: float) -> None:
+    from tqaforge.annotation.labelstudio.annotator_servers import login_lines, select_servers, start_servers
+    from tqaforge.annotation.labelstudio.server import STARTUP_ESTIMATE
+    from tqaforge.printable import escape_controls
+
+    servers = select_servers(root, annotators)
+    out.print(escape_controls(f"starting {len(servers)} Label Studio servers in parallel, one per annotator "
+                              f"({STARTUP_ESTIMATE} each)"), soft_wrap=True)
+
+    def ready(done: Started) -> None:
+        out.print(escape_controls(f"  {done.line()}"), soft_wrap=True, markup=False, highlight=False)
+
+    results = start_servers(root, annotators, wait_s=timeout, on_ready=ready,
+                            on_note=lambda text: err.print(f"note: {text}", soft_wrap=True, markup=False))
+    out.print("")
+    for line in login_lines(results):
+        out.print(escape_controls(line), soft_wrap=True, markup=False, highlight=False)
+    failed = [done.annotator for done in results if done.error is not None]
+    if failed:
+        err.print(escape_controls(f"not started: {', '.join(failed)} (see above); the others run"), soft_wrap=True, markup=False)
+        raise typer.Exit(1)
+
+
 @labelstudio_app.command("start")
 @friendly_errors
 def start(
@@ -38,17 +75,23 @@ def start(
     demo_login: bool = typer.Option(False, "--demo-login",
                                     help="On the first start, use the README's public demo login instead of a random one."),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds to wait for it to answer."),
+    annotators: Optional[list[str]] = ANNOTATOR_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Start Label Studio for this workspace in the background and wait until it answers.
+    """Start each annotator's Label Studio (or those given) in parallel, in the background, and wait
+    until they answer; print each one's URL and login. A workspace without annotators yet starts
+    its one server (every account on it sees every project: add annotators for blind labelling).
 
-    Already running for this workspace: says so and exits 0. A taken port fails at once, naming it."""
+    Already running: says so and exits 0. A taken port fails at once, naming it."""
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.server import STARTUP_ESTIMATE
     from tqaforge.launch import print_progress
     from tqaforge.printable import escape_controls
 
     root = _root(ctx, workspace)
+    if _per_annotator(root, annotators):
+        _start_annotators(root, annotators, timeout)
+        return
     settings = manage.workspace_settings(root, port=port, demo_login=demo_login)
     started: list[bool] = []
 
@@ -86,12 +129,22 @@ def start(
 def stop(
     ctx: typer.Context,
     timeout: float = typer.Option(20.0, "--timeout", min=0.0, help="Seconds after SIGTERM before SIGKILL."),
+    annotators: Optional[list[str]] = ANNOTATOR_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Stop this workspace's Label Studio (its whole process group); remove a stale pid file."""
+    """Stop each annotator's Label Studio (or those given), and the workspace's one server if it
+    runs: each whole process group; remove stale pid files."""
     from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import stop_servers
+    from tqaforge.printable import escape_controls
 
-    out.print(manage.stop(_root(ctx, workspace), timeout=timeout).message, soft_wrap=True)
+    root = _root(ctx, workspace)
+    if _per_annotator(root, annotators):
+        for result in stop_servers(root, annotators, timeout=timeout):
+            out.print(escape_controls(result.message), soft_wrap=True, markup=False, highlight=False)
+        if annotators or not manage.status(root).running:
+            return
+    out.print(manage.stop(root, timeout=timeout).message, soft_wrap=True)
 
 
 @labelstudio_app.command("status")
@@ -99,13 +152,33 @@ def stop(
 def status(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
-    show_secrets: bool = typer.Option(False, "--show-secrets", help="Also print the admin password and API token."),
+    show_secrets: bool = typer.Option(False, "--show-secrets", help="Also print the passwords and API tokens."),
+    annotators: Optional[list[str]] = ANNOTATOR_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """URL, whether it answers, pid, and where the login is. Exit 0 when it answers, 3 when not."""
+    """Per server (each annotator's, or the workspace's one): URL, whether it answers, pid, memory,
+    and where the login is. Exit 0 when all answer, 3 when one does not."""
     from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import select_servers
 
     root = _root(ctx, workspace)
+    if _per_annotator(root, annotators):
+        states, found = [], []
+        for server in select_servers(root, annotators):
+            state = manage.status(server)
+            credentials = manage.read_credentials(server)
+            shown = ({"password": credentials.password, "token": credentials.token}
+                     if show_secrets and credentials is not None else {})
+            states.append(state)
+            found.append({**state.to_dict(), **shown})
+            if not as_json:
+                for line in _status_lines(state, shown):
+                    out.print(line, soft_wrap=True)
+        if as_json:
+            echo_json({"servers": found})
+        if not all(state.running and state.answers for state in states):
+            raise typer.Exit(NOT_RUNNING_EXIT)
+        return
     state = manage.status(root)
     secrets: dict[str, str] = {}
     if show_secrets:
@@ -127,7 +200,12 @@ def _status_lines(state: ServerStatus, secrets: dict[str, str]) -> list[str]:
         running = f"running (pid {state.pid}), {health}"
     else:
         running = "not running (`tqaforge labelstudio start` starts it)"
-    lines = [f"Label Studio for {state.workspace}", f"  url:          {state.url}", f"  state:        {running}"]
+        if state.annotator:
+            running = f"not running (`tqaforge labelstudio start -a {state.annotator}` starts it)"
+    whose = f"{state.annotator}'s Label Studio" if state.annotator else f"Label Studio for {state.workspace}"
+    lines = [whose, f"  url:          {state.url}", f"  state:        {running}"]
+    if state.rss_mb is not None:
+        lines.append(f"  memory:       {state.rss_mb:.0f} MB (resident, the server's whole process tree)")
     if state.stale:
         lines.append(f"  pid file:     stale: {state.stale} (`tqaforge labelstudio stop` removes it)")
     if state.username is None:
@@ -173,7 +251,11 @@ def push(
 
     ws = open_ws(ctx, workspace)
     options = PushOptions(overlap=overlap, seed=seed, batch_size=batch_size or PushOptions().batch_size, limit=limit)
-    print_summary(push_kind(ws, kind, manage.connection(ws.root, url), annotators or None, options), as_json)
+    summary = push_kind(ws, kind, manage.connections(ws, url), annotators or None, options)
+    print_summary(summary, as_json)
+    if summary.down:
+        err.print(f"not sent to {len(summary.down)} annotator(s) whose server is down (see above); the others got theirs")
+        raise typer.Exit(1)
 
 
 @labelstudio_app.command("pull")
@@ -197,11 +279,31 @@ def pull(
     from tqaforge.cli._common import styled
 
     ws = open_ws(ctx, workspace)
-    summary = pull_labels(ws, manage.connection(ws.root, url), kinds=kinds or None, full=full)
+    summary = pull_labels(ws, manage.connections(ws, url), kinds=kinds or None, full=full)
     print_summary(summary, as_json)
     if summary.incomplete:
         err.print(styled(("incomplete: ", "bold red"), f"{summary.incomplete}; everything else is recorded (see above)"))
         raise typer.Exit(1)
+
+
+@labelstudio_app.command("migrate")
+@friendly_errors
+def migrate(
+    ctx: typer.Context,
+    url: Optional[str] = URL_OPTION,
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Move a workspace from its one Label Studio server to the annotators' own servers.
+
+    Pulls every label from the one server first (it must run, or give --url); only when that pull
+    read everything are the tasks still waiting for a label handed over: the next push sends them
+    to each annotator's own server. Every annotator with tasks needs a server first
+    (`tqaforge annotators add EMAIL`). Nothing is deleted: the one server's data stays where it was."""
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import migrate as migrate_workspace
+
+    ws = open_ws(ctx, workspace)
+    print_summary(migrate_workspace(ws, manage.connection(ws.root, url)), False)
 
 
 annotators_app = typer.Typer(help="The people who label in Label Studio: their accounts and progress.",
@@ -217,13 +319,19 @@ def annotators_add(
     url: Optional[str] = URL_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Make a Label Studio account (random password) and print how to log in. The store keeps only a
-    pseudonymous id (ls:...), never the e-mail, on the labels."""
+    """Give the annotator a Label Studio server of their own (its own loopback address, port and
+    database; they are its only user, with a random password) and print how to log in; with --url,
+    an account on that shared server instead. The store keeps only a pseudonymous id (ls:...),
+    never the e-mail, on the labels."""
     from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import add_annotator_server
     from tqaforge.annotation.labelstudio.annotators import add_annotator
 
-    account = add_annotator(manage.connection(_root(ctx, workspace), url), email, name=name)
-    for line in account.lines():
+    if url is None:
+        lines = add_annotator_server(open_ws(ctx, workspace), email, name=name).lines()
+    else:
+        lines = add_annotator(manage.connection(_root(ctx, workspace), url), email, name=name).lines()
+    for line in lines:
         out.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
@@ -237,9 +345,12 @@ def annotators_list(
 ) -> None:
     """Each annotator's progress per task kind: tasks pushed to them and tasks they labelled (pulled)."""
     from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import own_accounts
     from tqaforge.annotation.labelstudio.annotators import annotator_progress, list_accounts
+    from tqaforge.annotation.labelstudio.client import ClientSettings
     from tqaforge.annotation.labelstudio.sync import missing_projects
 
     ws = open_ws(ctx, workspace)
-    settings = manage.connection(ws.root, url)
-    print_summary(annotator_progress(ws, list_accounts(settings), gone=missing_projects(ws, settings)), as_json)
+    servers = manage.connections(ws, url)
+    accounts = list_accounts(servers) if isinstance(servers, ClientSettings) else own_accounts(ws)
+    print_summary(annotator_progress(ws, accounts, gone=missing_projects(ws, servers)), as_json)

@@ -60,7 +60,8 @@ class AnnotatorAccount:
         return lines
 
 
-def _check_email(email: str) -> str:
+def check_email(email: str) -> str:
+    """``email`` stripped; a clear error when it is no e-mail address (Label Studio logs in by e-mail)."""
     email = email.strip()
     if not _EMAIL.match(email):
         raise LabelStudioError(f"{email!r} is not an e-mail address", hint="Label Studio logins are e-mails, e.g. ana@lab.org")
@@ -115,7 +116,7 @@ def add_annotator(settings: ClientSettings, email: str, *, name: str | None = No
     with ``password`` or a random one, named ``name``; the account with the password set.
 
     An e-mail that already has an account is refused (its labels and password stay as they are)."""
-    email = _check_email(email)
+    email = check_email(email)
     own = client is None
     ls = client or LabelStudioClient(settings)
     try:

@@ -1,5 +1,10 @@
 """Label Studio for one workspace: ``tqaforge labelstudio start|stop|status``, and how to reach it.
 
+Each function acts on a server directory: the workspace's one server (``label-studio/``, the
+earlier layout, and what a workspace without annotators starts), or, given an
+:class:`AnnotatorServer`, one annotator's own server (``label-studio/annotators/SLUG/``, laid out
+the same way; :mod:`.annotator_servers` adds, starts and routes to them).
+
 Everything lives in the workspace's ``label-studio/`` directory (:attr:`WorkspacePaths.label_studio`,
 0700, every file in it 0600):
 
@@ -37,6 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from tqaforge.annotation.labelstudio.client import ClientSettings
 from tqaforge.annotation.labelstudio.server import (
@@ -64,6 +70,7 @@ from tqaforge.redact import redact_url
 from tqaforge.tables.readers.jsonio import read_json_file
 
 if TYPE_CHECKING:
+    from tqaforge.annotation.labelstudio.sync import Servers
     from tqaforge.store import Workspace
 
 CREDENTIALS_NAME = "credentials.json"
@@ -73,6 +80,8 @@ DATABASE_NAME = "label_studio.sqlite3"
 DEFAULT_PORT = 8080
 START_COMMAND = "tqaforge labelstudio start"
 _LOCK_NAME = ".start.lock"
+#: Annotators' own servers live in ``label-studio/annotators/SLUG``.
+ANNOTATORS_DIR = "annotators"
 #: The API token of a Label Studio given with ``--url`` (not this workspace's own server).
 TOKEN_ENV = "TQAFORGE_LABEL_STUDIO_TOKEN"
 
@@ -80,28 +89,55 @@ TOKEN_ENV = "TQAFORGE_LABEL_STUDIO_TOKEN"
 # --- where things are ---
 
 
-def _root(ws: Workspace | Path) -> Path:
-    """The workspace root of a :class:`~tqaforge.store.Workspace` or a path, resolved."""
+@dataclass(frozen=True)
+class AnnotatorServer:
+    """One annotator's own Label Studio (:mod:`.annotator_servers`): a server directory laid out
+    like the workspace's one-server ``label-studio/`` (credentials, pid file, log, database), at
+    ``WORKSPACE/label-studio/annotators/SLUG``. Every function here that takes a workspace also
+    takes one of these, and then acts on that server."""
+
+    workspace: Path
+    slug: str
+
+    @property
+    def directory(self) -> Path:
+        return WorkspacePaths(self.workspace).label_studio / ANNOTATORS_DIR / self.slug
+
+
+def _root(ws: Workspace | Path | AnnotatorServer) -> Path:
+    """The workspace root of a :class:`~tqaforge.store.Workspace`, a path or an annotator's server, resolved."""
+    if isinstance(ws, AnnotatorServer):
+        return ws.workspace.resolve()
     root = ws if isinstance(ws, Path) else ws.root
     return root.resolve()
 
 
-def data_dir(ws: Workspace | Path) -> Path:
-    """The server's data directory: ``WORKSPACE/label-studio``."""
+def data_dir(ws: Workspace | Path | AnnotatorServer) -> Path:
+    """The server's data directory: ``WORKSPACE/label-studio``, or an annotator's own."""
+    if isinstance(ws, AnnotatorServer):
+        return AnnotatorServer(_root(ws), ws.slug).directory
     return WorkspacePaths(_root(ws)).label_studio
 
 
-def credentials_path(ws: Workspace | Path) -> Path:
+def server_name(ws: Workspace | Path | AnnotatorServer) -> str:
+    """How messages name the server: "Label Studio", or "ana@lab.org's Label Studio"."""
+    if isinstance(ws, AnnotatorServer):
+        credentials = read_credentials(ws)
+        return f"{credentials.username if credentials else ws.slug}'s Label Studio"
+    return "Label Studio"
+
+
+def credentials_path(ws: Workspace | Path | AnnotatorServer) -> Path:
     """``WORKSPACE/label-studio/credentials.json`` (0600)."""
     return data_dir(ws) / CREDENTIALS_NAME
 
 
-def pid_path(ws: Workspace | Path) -> Path:
+def pid_path(ws: Workspace | Path | AnnotatorServer) -> Path:
     """``WORKSPACE/label-studio/label-studio.pid``, present while the server runs."""
     return data_dir(ws) / PID_NAME
 
 
-def log_path(ws: Workspace | Path) -> Path:
+def log_path(ws: Workspace | Path | AnnotatorServer) -> Path:
     """``WORKSPACE/label-studio/label-studio.log``."""
     return data_dir(ws) / LOG_NAME
 
@@ -118,17 +154,21 @@ class Credentials:
     password: str = field(repr=False)
     token: str = field(repr=False)
     demo: bool = False  # the public demo login of the README (``make run``'s demo workspace)
+    name: str = ""  # an annotator's server: the person's name, shown with their login
 
     def to_json(self) -> str:
-        return json.dumps({"url": self.url, "username": self.username, "password": self.password,
-                           "token": self.token, "demo": self.demo}, indent=2) + "\n"
+        data: dict[str, Any] = {"url": self.url, "username": self.username, "password": self.password,
+                                "token": self.token, "demo": self.demo}
+        if self.name:
+            data["name"] = self.name
+        return json.dumps(data, indent=2) + "\n"
 
 
 #: credentials.json holds a URL, a name, a password and a token: far less than this.
 MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
-def read_credentials(ws: Workspace | Path) -> Credentials | None:
+def read_credentials(ws: Workspace | Path | AnnotatorServer) -> Credentials | None:
     """The workspace's credentials, None before the first start; a clear error when the file is damaged."""
     path = credentials_path(ws)
     if not os.path.lexists(path):
@@ -144,14 +184,14 @@ def read_credentials(ws: Workspace | Path) -> Credentials | None:
         raise LabelStudioError(f"{path}: Label Studio's credentials must be a JSON object with {', '.join(strings)}",
                                hint=_DAMAGED_HINT)
     return Credentials(url=raw["url"], username=raw["username"], password=raw["password"], token=raw["token"],
-                       demo=raw.get("demo") is True)
+                       demo=raw.get("demo") is True, name=str(raw.get("name") or ""))
 
 
 _DAMAGED_HINT = ("restore it from a backup (it must match Label Studio's database next to it), or move the "
                  "label-studio/ directory aside to start afresh with a new login (annotations stay in the old one)")
 
 
-def write_credentials(ws: Workspace | Path, credentials: Credentials) -> Path:
+def write_credentials(ws: Workspace | Path | AnnotatorServer, credentials: Credentials) -> Path:
     """Write ``credentials.json`` atomically, 0600, in a 0700 directory; returns its path."""
     directory = data_dir(ws)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -161,8 +201,10 @@ def write_credentials(ws: Workspace | Path, credentials: Credentials) -> Path:
     return path
 
 
-def _legacy_database(ws: Workspace | Path) -> bool:
+def _legacy_database(ws: Workspace | Path | AnnotatorServer) -> bool:
     """A Label Studio database without credentials.json: made by a tqaforge that always used the demo login."""
+    if isinstance(ws, AnnotatorServer):
+        return False
     return (data_dir(ws) / DATABASE_NAME).exists() and not credentials_path(ws).exists()
 
 
@@ -176,12 +218,12 @@ def _section(root: Path) -> LabelStudioSection:
     return load_config(config).labelstudio if config.is_file() else LabelStudioSection()
 
 
-def configured_port(ws: Workspace | Path) -> int:
+def configured_port(ws: Workspace | Path | AnnotatorServer) -> int:
     """``[labelstudio] port`` of the workspace, else 8080."""
     return _section(_root(ws)).port or DEFAULT_PORT
 
 
-def workspace_settings(ws: Workspace | Path, *, port: int | None = None, host: str = "127.0.0.1",
+def workspace_settings(ws: Workspace | Path | AnnotatorServer, *, port: int | None = None, host: str = "127.0.0.1",
                        allow_remote: bool = False, demo_login: bool = False) -> LabelStudioSettings:
     """The settings of this workspace's server: its data directory, its virtualenv, ``port`` (else
     ``[labelstudio] port``, else 8080), and its login from ``credentials.json``. Writes nothing.
@@ -190,7 +232,16 @@ def workspace_settings(ws: Workspace | Path, *, port: int | None = None, host: s
     (or when a database made by an older tqaforge, which always used the demo login, is there)."""
     root = _root(ws)
     section = _section(root)
-    credentials = read_credentials(root)
+    credentials = read_credentials(ws)
+    if isinstance(ws, AnnotatorServer):
+        if credentials is None:
+            raise LabelStudioError(f"{credentials_path(ws)} is missing: this annotator's server has no login",
+                                   hint=_DAMAGED_HINT)
+        address = urlsplit(credentials.url)
+        return LabelStudioSettings(data_dir=data_dir(ws), host=address.hostname or "127.0.0.1",
+                                   port=address.port or DEFAULT_PORT, username=credentials.username,
+                                   password=credentials.password, token=credentials.token,
+                                   venv=resolve_venv(section.venv_path(root)))
     if credentials is not None:
         username, password, token = credentials.username, credentials.password, credentials.token
     elif demo_login or _legacy_database(root):
@@ -202,7 +253,7 @@ def workspace_settings(ws: Workspace | Path, *, port: int | None = None, host: s
                                token=token, venv=resolve_venv(section.venv_path(root)), allow_remote=allow_remote)
 
 
-def configured_overlap(ws: Workspace | Path, kind: str) -> int | None:
+def configured_overlap(ws: Workspace | Path | AnnotatorServer, kind: str) -> int | None:
     """``[labelstudio] overlap`` for ``kind``: how many annotators label each of its tasks (None:
     the kind's default). A kind that does not exist or a count below 1 is a clear error."""
     from tqaforge.annotation.kinds import KINDS
@@ -218,7 +269,7 @@ def configured_overlap(ws: Workspace | Path, kind: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def connection(ws: Workspace | Path, url: str | None = None, **options: Any) -> ClientSettings:
+def connection(ws: Workspace | Path | AnnotatorServer, url: str | None = None, **options: Any) -> ClientSettings:
     """How sync commands reach Label Studio: this workspace's own server (:func:`client_settings`),
     or, with ``url``, another one whose API token is in ``TQAFORGE_LABEL_STUDIO_TOKEN``."""
     if url is None:
@@ -229,6 +280,17 @@ def connection(ws: Workspace | Path, url: str | None = None, **options: Any) -> 
                                hint=f"export {TOKEN_ENV}=... (Label Studio: Account & Settings); without --url the "
                                "workspace's own server and login are used")
     return ClientSettings(url=url, token=token, **options)
+
+
+def connections(ws: Workspace, url: str | None = None, **options: Any) -> Servers:
+    """Where push and pull go (a :data:`~.sync.Servers`): with ``url``, that one server for
+    everyone (:func:`connection`); in a workspace whose annotators have servers of their own,
+    {login: route to it} (:func:`~.annotator_servers.routes`); else the workspace's one server."""
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers, routes
+
+    if url is None and annotator_servers(ws.root):
+        return routes(ws, **options)
+    return connection(ws, url, **options)
 
 
 # --- the process ---
@@ -272,7 +334,7 @@ class _PidFile:
     stale: str | None  # why the pid file is stale, when it is
 
 
-def _read_pid_file(root: Path) -> _PidFile:
+def _read_pid_file(root: Path | AnnotatorServer) -> _PidFile:
     path = pid_path(root)
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip()
@@ -284,18 +346,18 @@ def _read_pid_file(root: Path) -> _PidFile:
     if not text.isdigit() or int(text) <= 0:
         return _PidFile(None, f"it holds {text[:20]!r}, not a pid")
     pid = int(text)
-    if is_workspace_server(pid, WorkspacePaths(root).label_studio):
+    if is_workspace_server(pid, data_dir(root)):
         return _PidFile(pid, None)
     if _alive(pid):
         return _PidFile(None, f"process {pid} is not this workspace's Label Studio (left alone)")
     return _PidFile(None, f"process {pid} is gone")
 
 
-def _write_pid(root: Path, pid: int) -> None:
+def _write_pid(root: Path | AnnotatorServer, pid: int) -> None:
     atomic_write_text(pid_path(root), f"{pid}\n", mode=0o600)
 
 
-def _forget_pid(root: Path, pid: int | None = None) -> None:
+def _forget_pid(root: Path | AnnotatorServer, pid: int | None = None) -> None:
     """Remove the pid file (only when it names ``pid``, if given)."""
     path = pid_path(root)
     with contextlib.suppress(OSError):
@@ -303,17 +365,17 @@ def _forget_pid(root: Path, pid: int | None = None) -> None:
             path.unlink()
 
 
-def _remove_stale_pid(root: Path, state: _PidFile, on_note: Callable[[str], None]) -> None:
+def _remove_stale_pid(root: Path | AnnotatorServer, state: _PidFile, on_note: Callable[[str], None]) -> None:
     if state.stale is not None:
         _forget_pid(root)
         on_note(f"removed a stale pid file ({pid_path(root)}): {state.stale}")
 
 
 @contextlib.contextmanager
-def _start_lock(root: Path) -> Iterator[Callable[[], None]]:
+def _start_lock(root: Path | AnnotatorServer) -> Iterator[Callable[[], None]]:
     """Hold ``label-studio/.start.lock`` so two starts of one workspace do not race; yields a
     function that releases it early (once the pid file is written)."""
-    directory = WorkspacePaths(root).label_studio
+    directory = data_dir(root)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     held = [True]
@@ -327,7 +389,7 @@ def _start_lock(root: Path) -> Iterator[Callable[[], None]]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LabelStudioError(f"Label Studio is being started for {root} by another command right now",
+            raise LabelStudioError(f"{server_name(root)} is being started for {_root(root)} by another command right now",
                                    hint="wait for it, then `tqaforge labelstudio status`") from None
         yield release
     finally:
@@ -350,6 +412,8 @@ class ServerStatus:
     credentials_path: Path
     log_path: Path
     stale: str | None = None  # why the pid file is stale, when it is
+    annotator: str | None = None  # an annotator's own server: their login
+    rss_mb: float | None = None  # memory of the server's whole process tree (resident set), while it runs
 
     @property
     def running(self) -> bool:
@@ -358,20 +422,24 @@ class ServerStatus:
     def to_dict(self) -> dict[str, Any]:
         return {"workspace": str(self.workspace), "url": self.url, "running": self.running, "answers": self.answers,
                 "pid": self.pid, "username": self.username, "demo_login": self.demo_login,
-                "credentials": str(self.credentials_path), "log": str(self.log_path), "stale_pid_file": self.stale}
+                "credentials": str(self.credentials_path), "log": str(self.log_path), "stale_pid_file": self.stale,
+                "annotator": self.annotator, "rss_mb": self.rss_mb}
 
 
-def status(ws: Workspace | Path) -> ServerStatus:
+def status(ws: Workspace | Path | AnnotatorServer) -> ServerStatus:
     """Whether this workspace's server runs (pid file naming a live Label Studio on this data
     directory) and answers ``/health``; its URL, and where its login and log are. Changes nothing."""
     root = _root(ws)
-    state = _read_pid_file(root)
-    credentials = read_credentials(root)
+    place: Path | AnnotatorServer = ws if isinstance(ws, AnnotatorServer) else root
+    state = _read_pid_file(place)
+    credentials = read_credentials(place)
     url = credentials.url if credentials is not None else http_url("127.0.0.1", configured_port(root))
     return ServerStatus(
         workspace=root, url=url, pid=state.pid, answers=state.pid is not None and is_healthy(url),
         username=credentials.username if credentials else None, demo_login=bool(credentials and credentials.demo),
-        credentials_path=credentials_path(root), log_path=log_path(root), stale=state.stale)
+        credentials_path=credentials_path(place), log_path=log_path(place), stale=state.stale,
+        annotator=credentials.username if isinstance(ws, AnnotatorServer) and credentials else None,
+        rss_mb=tree_rss_mb(state.pid) if state.pid is not None else None)
 
 
 @dataclass(frozen=True)
@@ -388,7 +456,7 @@ class StartResult:
     server: RunningServer | None = None
 
 
-def start(ws: Workspace | Path, *, port: int | None = None, host: str = "127.0.0.1", allow_remote: bool = False,
+def start(ws: Workspace | Path | AnnotatorServer, *, port: int | None = None, host: str = "127.0.0.1", allow_remote: bool = False,
           demo_login: bool = False, wait_s: float = 300.0, on_wait: Callable[[float], None] | None = None,
           on_note: Callable[[str], None] | None = None,
           settings: LabelStudioSettings | None = None) -> StartResult:
@@ -402,7 +470,7 @@ def start(ws: Workspace | Path, *, port: int | None = None, host: str = "127.0.0
     ``settings`` (from :func:`workspace_settings`) saves reading them twice.
     """
     note = on_note or (lambda _text: None)
-    root = _root(ws)
+    root: Path | AnnotatorServer = ws if isinstance(ws, AnnotatorServer) else _root(ws)
     if settings is None:
         settings = workspace_settings(root, port=port, host=host, allow_remote=allow_remote, demo_login=demo_login)
     check_host_allowed(settings.host, allow_remote=settings.allow_remote, server_name="Label Studio",
@@ -423,7 +491,7 @@ def start(ws: Workspace | Path, *, port: int | None = None, host: str = "127.0.0
         elif credentials is not None and demo_login and not credentials.demo:
             note("this workspace already has its own Label Studio login; --demo-login applies only to a new one")
         new = Credentials(url=settings.url, username=settings.username, password=settings.password,
-                          token=settings.token, demo=settings.demo_login)
+                          token=settings.token, demo=settings.demo_login, name=credentials.name if credentials else "")
         if credentials != new:
             write_credentials(root, new)  # before the process exists: its database gets this login
 
@@ -447,7 +515,7 @@ def start(ws: Workspace | Path, *, port: int | None = None, host: str = "127.0.0
                        demo_login=settings.demo_login, server=server)
 
 
-def _already_running(root: Path) -> StartResult | None:
+def _already_running(root: Path | AnnotatorServer) -> StartResult | None:
     state = status(root)
     if not state.running or state.pid is None:
         return None
@@ -456,10 +524,10 @@ def _already_running(root: Path) -> StartResult | None:
                        demo_login=state.demo_login)
 
 
-def stop_started(ws: Workspace | Path, server: RunningServer) -> None:
+def stop_started(ws: Workspace | Path | AnnotatorServer, server: RunningServer) -> None:
     """Stop a server this process started (``make run`` on exit) and remove its pid file."""
     server.stop()
-    _forget_pid(_root(ws), server.process.pid)
+    _forget_pid(ws if isinstance(ws, AnnotatorServer) else _root(ws), server.process.pid)
 
 
 @dataclass(frozen=True)
@@ -472,21 +540,35 @@ class StopResult:
     stale: str | None = None  # a stale pid file was removed, and why it was stale
 
 
-def stop(ws: Workspace | Path, *, timeout: float = 20.0) -> StopResult:
+def stop(ws: Workspace | Path | AnnotatorServer, *, timeout: float = 20.0) -> StopResult:
     """Stop this workspace's server: SIGTERM to its process group, SIGKILL after ``timeout`` s;
     the pid file goes. A stale pid file is removed without signalling anything."""
-    root = _root(ws)
+    root: Path | AnnotatorServer = ws if isinstance(ws, AnnotatorServer) else _root(ws)
+    name = server_name(root)
     state = _read_pid_file(root)
     if state.stale is not None:
         _forget_pid(root)
-        return StopResult(f"Label Studio was not running; removed a stale pid file ({pid_path(root)}): {state.stale}",
+        return StopResult(f"{name} was not running; removed a stale pid file ({pid_path(root)}): {state.stale}",
                           stale=state.stale)
     if state.pid is None:
-        return StopResult("Label Studio is not running for this workspace")
+        return StopResult(f"{name} is not running for this workspace")
     killed = _end_process_group(state.pid, timeout)
     _forget_pid(root, state.pid)
-    return StopResult(f"stopped Label Studio (pid {state.pid}{', killed after {:g} s'.format(timeout) if killed else ''})",
+    return StopResult(f"stopped {name} (pid {state.pid}{', killed after {:g} s'.format(timeout) if killed else ''})",
                       pid=state.pid, killed=killed)
+
+
+def tree_rss_mb(pid: int) -> float | None:
+    """Resident memory of ``pid``'s process group in MB (Label Studio and every process it
+    spawned), from ``/proc/PID/status``; None when the group is gone."""
+    total_kb = 0
+    members = group_members(pid) or ([pid] if _alive(pid) else [])
+    for member in members:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in (Path("/proc") / str(member) / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+    return round(total_kb / 1024, 1) if members else None
 
 
 def group_members(pgid: int) -> list[int]:
@@ -546,7 +628,7 @@ def _end_process_group(pid: int, timeout: float) -> bool:
 # --- for code that talks to the server ---
 
 
-def client_settings(ws: Workspace | Path, **options: Any) -> ClientSettings:
+def client_settings(ws: Workspace | Path | AnnotatorServer, **options: Any) -> ClientSettings:
     """How to reach this workspace's running Label Studio: its URL and API token, for the sync
     (:mod:`~tqaforge.annotation.labelstudio.client`; ``options`` as there) or ``label-studio-sdk``.
 
@@ -557,14 +639,16 @@ def client_settings(ws: Workspace | Path, **options: Any) -> ClientSettings:
     >>> LabelStudio(base_url=settings.url, api_key=settings.token)  # doctest: +SKIP
     """
     root = _root(ws)
-    credentials = read_credentials(root)
-    state = status(root)
+    place: Path | AnnotatorServer = ws if isinstance(ws, AnnotatorServer) else root
+    name = server_name(place)
+    credentials = read_credentials(place)
+    state = status(place)
     if credentials is None or not state.running:
-        raise LabelStudioError(f"Label Studio is not running for this workspace ({root})",
+        raise LabelStudioError(f"{name} is not running for this workspace ({root})",
                                hint=f"start it: `{START_COMMAND}` (or `make run`)")
     if not state.answers:
         raise LabelStudioError(
-            f"Label Studio is not running for this workspace ({root}): process {state.pid} does not answer at {state.url}",
+            f"{name} is not running for this workspace ({root}): process {state.pid} does not answer at {state.url}",
             hint=f"it may still be starting (`tqaforge labelstudio status`); else see {state.log_path}, "
             f"then `tqaforge labelstudio stop` and `{START_COMMAND}`")
     return ClientSettings(url=credentials.url, token=credentials.token, **options)

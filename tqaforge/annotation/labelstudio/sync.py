@@ -65,7 +65,9 @@ the same command run again completes the rest.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict, deque
@@ -74,7 +76,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 from sqlalchemy import event
 from sqlmodel import Session, col, select
@@ -89,15 +92,19 @@ from tqaforge.annotation.labelstudio.client import (
 )
 from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind
 from tqaforge.annotation.labelstudio.server import LabelStudioError
+from tqaforge.errors import ReaderError
+from tqaforge.files import atomic_write_text
 from tqaforge.ids import annotation_task_id, content_hash, labelstudio_annotator, labelstudio_copy_id
 from tqaforge.labels import mark_task_synced, record_annotation, task_for
 from tqaforge.people import resolve_account
+from tqaforge.printable import escape_controls
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, LabelStudioPull, LabelStudioTaskCopy, Question, Variant
 from tqaforge.store import Workspace
+from tqaforge.tables.readers.jsonio import read_json_file
 
 __all__ = [
-    "PullSummary", "PushOptions", "PushSummary", "LabelStudioConfigError", "Unreadable", "assign", "check_config",
-    "client_settings", "missing_projects", "project_title", "pull", "push", "validate_configs",
+    "PullSummary", "PushOptions", "PushSummary", "LabelStudioConfigError", "Route", "Unreadable", "assign", "check_config",
+    "client_settings", "missing_projects", "project_title", "pull", "push", "readable_title", "validate_configs",
 ]
 
 #: Every project tqaforge makes is titled ``tqaforge · KIND · ANNOTATOR``.
@@ -141,6 +148,173 @@ def project_title(kind: str, annotator: str) -> str:
     head = f"tq · {kind} · "
     tag = "~" + content_hash({"labelstudio_project": [kind, annotator]}, 5)
     return head + annotator[: max(MAX_TITLE - len(head) - len(tag), 1)] + tag
+
+
+def readable_title(kind: str) -> str:
+    """The title of a kind's project on an annotator's own server, where it is the only project of
+    its kind and the annotator's name says nothing: ``Question review``."""
+    return kind.replace("_", " ").capitalize()
+
+
+# ---------------------------------------------------------------------------------------------
+# Which server holds whose tasks
+
+#: A copy handed to an annotator's own server by the move from the one-server layout
+#: (:func:`~.annotator_servers.migrate`): in no project there yet. Label Studio's ids start at 1.
+MOVED = 0
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one annotator's tasks are: their own server (``marks``: the file keeping its pull
+    watermarks, since project ids repeat from server to server), or a server shared by everyone
+    (``marks`` None: the store's :class:`LabelStudioPull` table, as before servers were per annotator)."""
+
+    annotator: str
+    settings: ClientSettings
+    marks: Path | None = None
+
+    @property
+    def own(self) -> bool:
+        return self.marks is not None
+
+    @property
+    def server(self) -> str:
+        """How messages name the server."""
+        if self.own:
+            return f"{self.annotator}'s Label Studio ({self.settings.display_url})"
+        return f"Label Studio at {self.settings.display_url}"
+
+    def title(self, kind: str) -> str:
+        return readable_title(kind) if self.own else project_title(kind, self.annotator)
+
+
+#: Where push and pull go: one server for every annotator (a :class:`ClientSettings`: the
+#: one-server layout, or ``--url``), or each annotator's own (``{login: Route}``).
+Servers = Union[ClientSettings, Mapping[str, Route]]
+
+
+class _Down(LabelStudioError):
+    """An annotator's own server is down or refuses tqaforge's token: that annotator is reported
+    by name and skipped, the others still sync."""
+
+
+class _Clients:
+    """The connections of one push or pull: one client per server, opened when first needed.
+
+    An annotator's own server is probed once (``whoami``, one try) before its first use, so a
+    server that is down costs one refused connection, not the client's retries, and is then
+    skipped for the rest of the command."""
+
+    def __init__(self, servers: Servers, client: LabelStudioClient | None) -> None:
+        self.servers, self.given = servers, client
+        self.open: dict[ClientSettings, LabelStudioClient] = {}
+        self.down: dict[str, str] = {}  # annotator -> why their server is skipped
+
+    def route(self, who: str) -> Route:
+        if isinstance(self.servers, ClientSettings):
+            return Route(who, self.servers)
+        for name, route in self.servers.items():
+            if name.lower() == who.strip().lower():
+                return route
+        raise _Down(f"{who} has no Label Studio server of their own (its directory under label-studio/annotators/ was "
+                    "removed by hand?); their labels pulled before stay in the store",
+                    hint=f"give them one again: `tqaforge annotators add {who}`, `tqaforge labelstudio start`, then push: "
+                    "what waits for their label is sent to the new server")
+
+    def get(self, who: str) -> LabelStudioClient:
+        """The client of ``who``'s server; :class:`_Down` when it is down (said once per command)."""
+        if who in self.down:
+            raise _Down(self.down[who])
+        route = self.route(who)
+        if self.given is not None:
+            return self.given
+        client = self.open.get(route.settings)
+        if client is None:
+            client = self.open[route.settings] = LabelStudioClient(route.settings)
+            if route.own:
+                try:
+                    client.request("GET", "/api/current-user/whoami", what="reach it", attempts=1)
+                except LabelStudioRequestError as exc:
+                    if exc.status not in (401, 403):
+                        raise
+                    self.down[who] = (
+                        f"{who}: {route.server} refuses the API token tqaforge keeps for {who} (HTTP {exc.status}: reset in "
+                        "Account & Settings?); nothing synced with it. Fix: log in there as them, copy the token from "
+                        "Account & Settings into \"token\" of their credentials.json under label-studio/annotators/")
+                    raise _Down(self.down[who]) from None
+                except LabelStudioError as exc:
+                    self.down[who] = f"{who}: {route.server} does not answer: {exc.args[0]}. {_restart(who)}"
+                    raise _Down(self.down[who]) from None
+        return client
+
+    def fail(self, who: str, exc: LabelStudioError) -> str:
+        """Record that ``who``'s own server failed and return the line naming it; a shared
+        server's failure is raised again (everyone's sync stops, as it always did)."""
+        if not isinstance(exc, _Down):
+            route = self.route(who)
+            if not route.own:
+                raise exc
+            self.down.setdefault(who, f"{who}: {route.server} failed: {exc.args[0]}. {_restart(who)}")
+        else:
+            self.down.setdefault(who, str(exc) if str(exc).startswith(f"{who}: ") else f"{who}: {exc}")
+        return self.down[who]
+
+    def close(self) -> None:
+        for client in self.open.values():
+            client.close()
+
+
+def _restart(who: str) -> str:
+    return (f"What it holds waits there: start it again (`tqaforge labelstudio start -a {who}`; its log is named by "
+            f"`tqaforge labelstudio status -a {who}`), then run the same command: nothing is done twice")
+
+
+def _down_line(line: str) -> str:
+    """A line of :attr:`PushSummary.down` / :attr:`PullSummary.down` as the summary prints it."""
+    return escape_controls(f"down: {line}")
+
+
+# --- pull watermarks, per server ---
+
+
+def _load_marks(ws: Workspace, route: Route) -> dict[int, datetime]:
+    if route.marks is None:
+        return _watermarks(ws)
+    try:
+        raw = read_json_file(route.marks, max_bytes=1024 * 1024)
+    except ReaderError:  # none yet, or damaged: read everything (a full pull loses nothing)
+        return {}
+    marks = {}
+    for key, value in (raw.items() if isinstance(raw, dict) else ()):
+        moment = _when(value) if str(key).isdigit() else None
+        if moment is not None:
+            marks[int(key)] = moment
+    return marks
+
+
+def _save_mark(ws: Workspace, route: Route, kind: str, project_id: int, until: datetime) -> None:
+    if route.marks is None:
+        _save_watermark(ws, kind, project_id, route.annotator, until)
+        return
+    marks = _load_marks(ws, route)
+    marks[project_id] = until
+    _write_marks(route.marks, marks)
+
+
+def _write_marks(path: Path, marks: dict[int, datetime]) -> None:
+    atomic_write_text(path, json.dumps({str(k): v.isoformat() for k, v in sorted(marks.items())}, indent=2) + "\n", mode=0o600)
+
+
+def _forget_mark(s: Session, ws: Workspace, route: Route, project_id: int) -> None:
+    """Drop a project's watermark: its next pull reads all of it."""
+    if route.marks is None:
+        if (mark := s.get(LabelStudioPull, project_id)) is not None:
+            s.delete(mark)
+        return
+    marks = _load_marks(ws, route)
+    if marks.pop(project_id, None) is not None:
+        _write_marks(route.marks, marks)
 
 
 def assign(task_id: str, annotators: Sequence[str], overlap: int, seed: int = 0) -> list[str]:
@@ -496,6 +670,7 @@ class PushSummary:
     copies_resent: int = 0  # copies whose project was deleted in Label Studio, sent again (imported or recovered)
     resent: list[str] = field(default_factory=list)  # per annotator given: which project was gone, what was sent again
     missing: list[str] = field(default_factory=list)  # deleted projects of annotators not given: nothing sent
+    down: list[str] = field(default_factory=list)  # annotators whose own server is down or refuses: nothing sent to them
 
     def lines(self) -> list[str]:
         lines = [
@@ -508,6 +683,7 @@ class PushSummary:
         lines += [f"  {who}: project {pid}" for who, pid in sorted(self.projects.items())]
         lines += [f"recreated: {line}" for line in self.resent]
         lines += [f"missing: {line}" for line in self.missing]
+        lines += [_down_line(line) for line in self.down]
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} duplicate tasks in Label Studio (the lowest id is used): " + "; ".join(self.duplicates[:5]))
         lines += [f"skipped: {p}" for p in self.problems[:10]]
@@ -540,11 +716,17 @@ def _find_project(client: LabelStudioClient, alive: list[dict[str, Any]], title:
 
 
 def _project(
-    client: LabelStudioClient, kind: str, annotator: str, config: str, summary: PushSummary, alive: list[dict[str, Any]],
-) -> int:
-    title = project_title(kind, annotator)
+    client: LabelStudioClient, kind: str, route: Route, config: str, summary: PushSummary, alive: list[dict[str, Any]],
+    *, create: bool = True,
+) -> int | None:
+    """The annotator's project for ``kind`` (its label configuration brought up to date), made
+    when missing only if ``create``: a kind with nothing to send makes no empty project."""
+    annotator = route.annotator
+    title = route.title(kind)
     project = _find_project(client, alive, title)
     if project is None:
+        if not create:
+            return None
         project = client.request(
             "POST", "/api/projects/", what=f"create the project {title!r}",
             json={
@@ -572,20 +754,22 @@ class _Holdings:
         return {t for tasks in self.gone.values() for t in tasks}
 
 
-def _holdings(client: LabelStudioClient, copies: dict[str, dict[int, list[str]]]) -> dict[str, _Holdings]:
-    """{annotator: their projects, alive or gone} from ``copies`` {annotator: {project id: task ids}}:
-    one request per project. A project deleted in Label Studio's UI or API is gone with every
-    task and annotation in it; the store still holds the copies, and only asking finds out."""
-    found: dict[str, _Holdings] = {}
-    for who, projects in copies.items():
-        held = found[who] = _Holdings()
-        for project_id, tasks in sorted(projects.items()):
-            project = client.request("GET", f"/api/projects/{project_id}/", what=f"read project {project_id}", ok_missing=True)
-            if project is None:
-                held.gone[project_id] = tasks
-            else:
-                held.alive.append(project)
-    return found
+def _holding(client: LabelStudioClient, projects: dict[int, list[str]], title: str | None = None) -> _Holdings:
+    """One annotator's projects, alive or gone, from ``projects`` {project id: task ids}: one
+    request per project. A project deleted in Label Studio's UI or API is gone with every task
+    and annotation in it; the store still holds the copies, and only asking finds out. A copy
+    handed over from the one-server layout (:data:`MOVED`) is in no project yet. With ``title``
+    (an annotator's own server, where ids start again from 1 when the server is made anew), a
+    project of another title is not this one, whatever its id."""
+    held = _Holdings()
+    for project_id, tasks in sorted(projects.items()):
+        project = None if project_id == MOVED else client.request(
+            "GET", f"/api/projects/{project_id}/", what=f"read project {project_id}", ok_missing=True)
+        if project is None or (title is not None and project.get("title") != title):
+            held.gone[project_id] = tasks
+        else:
+            held.alive.append(project)
+    return held
 
 
 @dataclass
@@ -598,21 +782,26 @@ class _Lost:
     settled: int
 
 
-def missing_projects(ws: Workspace, settings: ClientSettings, *, client: LabelStudioClient | None = None) -> dict[tuple[str, str], list[int]]:
+def missing_projects(ws: Workspace, settings: Servers, *, client: LabelStudioClient | None = None) -> dict[tuple[str, str], list[int]]:
     """{(annotator, kind): ids of their projects that are gone from Label Studio with tasks in them
-    still waiting for their label}, asked of the server once per project the store has copies in:
-    what ``annotators list`` marks, so that work in a deleted project does not pass for work
-    waiting in Label Studio. A deleted project whose every copy is labelled or settled is not
-    named: nothing is lost with it."""
+    still waiting for their label}, asked of each annotator's server once per project the store
+    has copies in: what ``annotators list`` marks, so that work in a deleted project does not pass
+    for work waiting in Label Studio. A deleted project whose every copy is labelled or settled is
+    not named: nothing is lost with it. An annotator whose own server is down is left out."""
     with ws.session() as s:
         rows = s.exec(select(LabelStudioTaskCopy.annotator, LabelStudioTaskCopy.kind, LabelStudioTaskCopy.ls_project_id).distinct()).all()
-    own = client is None
-    ls = client or LabelStudioClient(settings)
+    clients = _Clients(settings, client)
+    gone = []
     try:
-        gone = [(who, kind, pid) for who, kind, pid in sorted(rows) if not _exists(ls, pid)]
+        for who, kind, pid in sorted(rows):
+            try:
+                ls = clients.get(who)
+                if pid == MOVED or not _exists(ls, pid):
+                    gone.append((who, kind, pid))
+            except LabelStudioError as exc:
+                clients.fail(who, exc)
     finally:
-        if own:
-            ls.close()
+        clients.close()
     found: dict[tuple[str, str], list[int]] = {}
     pending: dict[str, set[str]] = {}
     with ws.session() as s:
@@ -737,7 +926,7 @@ def _import(client: LabelStudioClient, project_id: int, items: list[dict[str, An
 def push(
     ws: Workspace,
     kind: str,
-    settings: ClientSettings,
+    settings: Servers,
     annotators: Sequence[str] | None,
     options: PushOptions = PushOptions(),
     *,
@@ -745,16 +934,30 @@ def push(
 ) -> PushSummary:
     """Push the pending items of ``kind`` to each assigned annotator's project (module docs).
 
-    ``annotators`` None: every annotator account of the server. Overlap: ``options.overlap``,
-    else the workspace's ``[labelstudio] overlap`` for the kind, else the kind's default.
-    Idempotent and resumable: a second push creates nothing, and a push interrupted at any point
-    and run again completes without a duplicate task in Label Studio or in the store.
+    ``settings``: one server for everyone, or each annotator's own (:class:`Route`); an
+    annotator's own server that is down or refuses the token is named in
+    :attr:`PushSummary.down` and the others still get their tasks. ``annotators`` None: every
+    annotator (the accounts of a shared server, or everyone with a server). Overlap:
+    ``options.overlap``, else the workspace's ``[labelstudio] overlap`` for the kind, else the
+    kind's default. Idempotent and resumable: a second push creates nothing, and a push
+    interrupted at any point and run again completes without a duplicate task in Label Studio or
+    in the store. A kind with nothing to send to an annotator makes no project for them.
     """
     from tqaforge.annotation.labelstudio.annotators import list_accounts
     from tqaforge.annotation.labelstudio.manage import configured_overlap
 
     spec = _spec(kind)
-    names = _annotators([a.email for a in list_accounts(settings, client=client)] if annotators is None else annotators)
+    if annotators is not None:
+        names = _annotators(annotators)
+    elif isinstance(settings, ClientSettings):
+        names = _annotators([a.email for a in list_accounts(settings, client=client)])
+    else:
+        # Everyone with a server, and whoever holds copies of the kind without one any more (their
+        # server's directory removed by hand): named as down, never silently left out.
+        with ws.session() as s:
+            with_copies = set(s.exec(select(LabelStudioTaskCopy.annotator).where(LabelStudioTaskCopy.kind == kind)).all())
+        known = {name.lower() for name in settings}
+        names = _annotators([*settings, *sorted(who for who in with_copies if who.lower() not in known)])
     overlap = options.overlap or configured_overlap(ws.root, kind) or spec.overlap
     if overlap > len(names):
         raise LabelStudioError(
@@ -762,10 +965,17 @@ def push(
             hint="give more annotators, or a smaller overlap",
         )
     summary = PushSummary(kind=kind, annotators=names, overlap=overlap)
-    own_client = client is None
-    ls = client or LabelStudioClient(settings)
+    clients = _Clients(settings, client)
+    checked: dict[int, str] = {}  # id(client) -> the kind's configuration, validated by that server
+
+    def config_of(ls: LabelStudioClient) -> str:
+        if id(ls) not in checked:
+            checked[id(ls)] = check_config(ls, spec)
+        return checked[id(ls)]
+
     try:
-        config = check_config(ls, spec)
+        if isinstance(settings, ClientSettings):  # one server: a bad configuration stops before anything
+            config_of(clients.get(names[0]))
         assert spec.pending is not None and spec.task_data is not None
         task_data = spec.task_data
         with ws.session() as s:
@@ -783,13 +993,20 @@ def push(
         summary.pending = len(targets)
         # Projects deleted by hand in Label Studio, of every annotator who holds copies: those
         # given get theirs back below, the others are named (their tasks stay theirs).
-        holdings = _holdings(ls, where)
+        holdings: dict[str, _Holdings] = {}
+        for who in sorted(where):
+            try:
+                route = clients.route(who)
+                holdings[who] = _holding(clients.get(who), where[who], route.title(kind) if route.own else None)
+            except LabelStudioError as exc:
+                line = clients.fail(who, exc)
+                if who in names:
+                    summary.down.append(line)
         with ws.session() as s:
             for who, holding in sorted(holdings.items()):
                 for project_id in holding.gone:
                     # Its pull watermark belongs to tasks that no longer exist.
-                    if (mark := s.get(LabelStudioPull, project_id)) is not None:
-                        s.delete(mark)
+                    _forget_mark(s, ws, clients.route(who), project_id)
                 if holding.gone and who not in names:
                     lost = _lost(s, spec, who, holding.lost(), set(targets))
                     summary.missing.append(
@@ -815,63 +1032,84 @@ def push(
             for who in [h for h in holders if h in names] + extra[: max(overlap - len(holders), 0)]:
                 wanted[who].append(task_id)
         for who in names:
-            holding = holdings.get(who, _Holdings())
-            project_id = _project(ls, kind, who, config, summary, holding.alive)
-            summary.projects[who] = project_id
-            resend: set[str] = set()
-            if holding.gone:
-                # Their copies in a deleted project: each item still waiting for their label goes
-                # to the (re)made project; a copy whose label is already in the store, or whose
-                # item is settled, needs nothing and stays the record of what was assigned.
-                with ws.session() as s:
-                    lost = _lost(s, spec, who, holding.lost(), set(targets))
-                resend = set(lost.owed)
-                summary.copies_resent += len(resend)
-                if resend:
-                    summary.resent.append(
-                        f"{who}: project {', '.join(map(str, sorted(holding.gone)))} is gone from Label Studio (deleted by "
-                        f"hand?); {len(resend)} tasks sent again to project {project_id}; {lost.labelled} they labelled "
-                        f"before keep their labels in the store and are not sent again; {lost.settled} settled items need nothing"
-                    )
-            todo = [t for t in wanted[who] if t not in held[who] or t in resend]
-            summary.copies_present += len(wanted[who]) - len(todo)
-            if not todo:
+            if who in clients.down:
+                if not any(line == clients.down[who] for line in summary.down):
+                    summary.down.append(clients.down[who])
                 continue
-            in_ls = _ls_tasks(ls, project_id, summary)
-            recovered = {t: in_ls[t] for t in todo if t in in_ls}
-            if recovered:
-                with ws.session() as s:
-                    _record_copies(s, spec, who, project_id, recovered, targets, summary, options.seed)
-                    # A recovered copy may hold annotations older than the project's pull
-                    # watermark: the next pull of the project reads all of it again.
-                    if (mark := s.get(LabelStudioPull, project_id)) is not None:
-                        s.delete(mark)
-                summary.copies_recovered += len(recovered)
-            todo = [t for t in todo if t not in in_ls]
-
-            def imports(project_id: int = project_id, todo: list[str] = todo) -> Iterator[Callable[[], dict[str, int]]]:
-                for batch in _chunks(todo, options.batch_size):
-                    items = []
-                    with ws.session() as s, _keeping_loaded(s):
-                        _preload(s, spec.target_type, (targets[t] for t in batch))
-                        for task_id in batch:
-                            try:
-                                items.append({"data": {**task_data(s, targets[task_id]), TASK_KEY: task_id}})
-                            except LabelError as exc:
-                                summary.problems.append(f"{task_id[:10]}: {exc}")
-                    if items:
-                        yield partial(_import, ls, project_id, items)
-
-            # Each batch is committed once Label Studio has it, while the next one is imported.
-            for found in _read_ahead(imports()):
-                summary.batches += 1
-                with ws.session() as s:
-                    _record_copies(s, spec, who, project_id, found, targets, summary, options.seed)
-                summary.copies_created += len(found)
+            try:
+                _push_to(ws, spec, clients, who, config_of, holdings.get(who, _Holdings()), wanted[who], held[who],
+                         targets, task_data, options, summary)
+            except LabelStudioError as exc:
+                summary.down.append(clients.fail(who, exc))
     finally:
-        if own_client:
-            ls.close()
+        clients.close()
     return summary
+
+
+def _push_to(
+    ws: Workspace, spec: LabelStudioKind, clients: _Clients, who: str, config_of: Callable[[LabelStudioClient], str],
+    holding: _Holdings, wanted: list[str], held: set[str], targets: dict[str, str],
+    task_data: Callable[[Session, str], dict[str, Any]], options: PushOptions, summary: PushSummary,
+) -> None:
+    """Send ``who`` the tasks of ``wanted`` they have no copy of yet (or whose project is gone)."""
+    route = clients.route(who)
+    ls = clients.get(who)
+    resend: set[str] = set()
+    lost = _Lost([], 0, 0)
+    if holding.gone:
+        # Their copies in a deleted project: each item still waiting for their label goes
+        # to the (re)made project; a copy whose label is already in the store, or whose
+        # item is settled, needs nothing and stays the record of what was assigned.
+        with ws.session() as s:
+            lost = _lost(s, spec, who, holding.lost(), set(targets))
+        resend = set(lost.owed)
+    todo = [t for t in wanted if t not in held or t in resend]
+    project_id = _project(ls, spec.kind, route, config_of(ls), summary, holding.alive, create=bool(todo))
+    if project_id is None:  # nothing to send and no project yet: none is made
+        return
+    summary.projects[who] = project_id
+    summary.copies_resent += len(resend)
+    if resend:
+        summary.resent.append(
+            f"{who}: project {', '.join(map(str, sorted(holding.gone)))} is gone from Label Studio (deleted by "
+            f"hand, or moved from the one-server layout); {len(resend)} tasks sent again to project {project_id}; "
+            f"{lost.labelled} they labelled before keep their labels in the store and are not sent again; "
+            f"{lost.settled} settled items need nothing"
+        )
+    summary.copies_present += len(wanted) - len(todo)
+    if not todo:
+        return
+    in_ls = _ls_tasks(ls, project_id, summary)
+    recovered = {t: in_ls[t] for t in todo if t in in_ls}
+    if recovered:
+        with ws.session() as s:
+            _record_copies(s, spec, who, project_id, recovered, targets, summary, options.seed)
+            # A recovered copy may hold annotations older than the project's pull
+            # watermark: the next pull of the project reads all of it again.
+            _forget_mark(s, ws, route, project_id)
+            s.commit()
+        summary.copies_recovered += len(recovered)
+    todo = [t for t in todo if t not in in_ls]
+
+    def imports() -> Iterator[Callable[[], dict[str, int]]]:
+        for batch in _chunks(todo, options.batch_size):
+            items = []
+            with ws.session() as s, _keeping_loaded(s):
+                _preload(s, spec.target_type, (targets[t] for t in batch))
+                for task_id in batch:
+                    try:
+                        items.append({"data": {**task_data(s, targets[task_id]), TASK_KEY: task_id}})
+                    except LabelError as exc:
+                        summary.problems.append(f"{task_id[:10]}: {exc}")
+            if items:
+                yield partial(_import, ls, project_id, items)
+
+    # Each batch is committed once Label Studio has it, while the next one is imported.
+    for found in _read_ahead(imports()):
+        summary.batches += 1
+        with ws.session() as s:
+            _record_copies(s, spec, who, project_id, found, targets, summary, options.seed)
+        summary.copies_created += len(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -899,6 +1137,8 @@ class PullSummary:
     gone_done: list[str] = field(default_factory=list)
     #: Tasks Label Studio fails to send (HTTP 5xx even alone), their annotations not pulled.
     unreadable: list[str] = field(default_factory=list)
+    #: Annotators whose own server is down or refuses tqaforge's token: nothing pulled from it.
+    down: list[str] = field(default_factory=list)
     #: (Label Studio task, annotation id, message, data to add) of refused labels to send back.
     resend: list[tuple[dict[str, Any], int, str, dict[str, Any]]] = field(default_factory=list, repr=False)
 
@@ -919,6 +1159,7 @@ class PullSummary:
         lines += [f"missing: {p}" for p in self.missing_projects]
         lines += [f"gone: {p}" for p in self.gone_done]
         lines += [f"not read: {p}" for p in self.unreadable]
+        lines += [_down_line(p) for p in self.down]
         return lines
 
     @property
@@ -932,6 +1173,8 @@ class PullSummary:
             parts.append(f"{len(self.missing_projects)} project(s) gone from Label Studio with tasks still to label")
         if self.unreadable:
             parts.append(f"{len(self.unreadable)} task(s) Label Studio fails to send")
+        if self.down:
+            parts.append(f"{len(self.down)} annotator server(s) not reached: {', '.join(line.split(': ', 1)[0] for line in self.down)}")
         return "; ".join(parts) or None
 
     def as_dict(self) -> dict[str, Any]:
@@ -1150,13 +1393,17 @@ def _report_gone(ws: Workspace, spec: LabelStudioKind, project_id: int, owner: s
     them again) make the pull incomplete; labels pulled from it before stay in the store."""
     assert spec.pending is not None
     with ws.session() as s:
-        copies = set(s.exec(select(LabelStudioTaskCopy.task_id).where(LabelStudioTaskCopy.ls_project_id == project_id)).all())
+        copies = set(s.exec(select(LabelStudioTaskCopy.task_id).where(
+            LabelStudioTaskCopy.ls_project_id == project_id, LabelStudioTaskCopy.annotator == owner)).all())
         pending = {annotation_task_id(spec.kind, spec.target_type, t) for t in spec.pending(s)}
         lost = _lost(s, spec, owner, copies, pending)
-    where = f"{spec.kind}: project {project_id} of {owner} is gone from Label Studio"
+    if project_id == MOVED:
+        where, why = f"{spec.kind}: {owner}'s tasks moved from the one-server layout are not on their own server yet", ""
+    else:
+        where, why = f"{spec.kind}: project {project_id} of {owner} is gone from Label Studio", " (deleted by hand?)"
     if lost.owed:
         summary.missing_projects.append(
-            f"{where} (deleted by hand?): {len(lost.owed)} of its tasks wait for {owner}'s label in no project; "
+            f"{where}{why}: {len(lost.owed)} of its tasks wait for {owner}'s label in no project; "
             f"{lost.labelled} labelled before stay in the store. Run `tqaforge labelstudio push {spec.kind} --annotator {owner}` "
             "to make the project again and send them"
         )
@@ -1184,9 +1431,23 @@ def _unreadable_line(kind: str, owner: str, bad: Unreadable, users: dict[int, st
     )
 
 
+@contextmanager
+def _pull_lock(ws: Workspace) -> Iterator[None]:
+    """One pull of a workspace at a time: a second one waits for the first, then finds what it
+    recorded (nothing is read twice into the store, and no label is written twice)."""
+    directory = ws.root / "label-studio"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / ".pull.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def pull(
     ws: Workspace,
-    settings: ClientSettings,
+    settings: Servers,
     *,
     kinds: Sequence[str] | None = None,
     full: bool = False,
@@ -1194,54 +1455,84 @@ def pull(
 ) -> PullSummary:
     """Record every new or changed annotation of the projects we pushed to (module docs).
 
+    ``settings``: one server for everyone, or each annotator's own (:class:`Route`); an
+    annotator's own server that is down, dies during the pull or refuses the token is named in
+    :attr:`PullSummary.down` (the pull is then incomplete) and the others are still pulled.
     Safe to repeat: a revision already pulled adds nothing. Each batch of tasks is one
-    transaction, so an interrupted pull keeps the batches it finished and the next one does the rest.
-    A project pulled before is read only for tasks updated since (``full`` reads every task).
+    transaction, so an interrupted pull keeps the batches it finished and the next one does the
+    rest; two pulls of one workspace run one after the other. A project pulled before is read
+    only for tasks updated since (``full`` reads every task).
     """
     wanted = set(kinds) if kinds is not None else None
     for kind in wanted or ():
         kind_spec(kind)
+    with _pull_lock(ws):
+        return _pull(ws, settings, wanted, full, client)
+
+
+def _pull(ws: Workspace, settings: Servers, wanted: set[str] | None, full: bool, client: LabelStudioClient | None) -> PullSummary:
     with ws.session() as s:
         rows = s.exec(select(LabelStudioTaskCopy.kind, LabelStudioTaskCopy.ls_project_id, LabelStudioTaskCopy.annotator).distinct()).all()
     projects = sorted({(kind, pid, who) for kind, pid, who in rows if wanted is None or kind in wanted})
     summary = PullSummary(projects=len(projects))
     if not projects:
         return summary
-    marks = {} if full else _watermarks(ws)
-    own_client = client is None
-    ls = client or LabelStudioClient(settings)
+    clients = _Clients(settings, client)
+    # Per server: its users, and its time before any task is listed (whatever is saved from
+    # then on has a later updated_at, so the next pull, reading from there, misses nothing).
+    servers: dict[int, tuple[dict[int, str], datetime | None]] = {}
+    marks: dict[str, dict[int, datetime]] = {}
     try:
-        users = _users(ls)
-        # The server's time before any task is listed: whatever is saved from now on has a later
-        # updated_at, so the next pull, reading from here, misses nothing this one did not see.
-        began = ls.server_time
         for kind, project_id, owner in projects:
-            params: dict[str, Any] = {"project": project_id, "fields": "all", "resolve_uri": "false"}
-            if project_id in marks:
-                params["query"] = _since_query(marks[project_id])
-            reader = _TaskReader(ls, project_id, params, f"read the annotations of project {project_id}", PULL_PAGE)
-            problems = len(summary.problems)
-            try:
-                # Label Studio reads the next page while we record this one.
-                for ls_tasks in _ahead(reader.pages()):
-                    summary.tasks += len(ls_tasks)
-                    _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
-            except LabelStudioRequestError as exc:
-                # The listing of a project deleted in Label Studio is a 404, not an empty page.
-                if exc.status != 404 or _exists(ls, project_id):
-                    raise
+            if project_id == MOVED:
                 _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
                 continue
-            summary.incremental += project_id in marks
-            _send_back(ls, summary)
-            for bad in reader.unreadable:
-                summary.unreadable.append(_unreadable_line(kind, owner, bad, users))
-            # A project with annotations left out, or tasks Label Studio could not send, keeps its
-            # old watermark: they are read and reported again until they are fixed, never
-            # forgotten after one summary.
-            if began is not None and len(summary.problems) == problems and not reader.unreadable:
-                _save_watermark(ws, kind, project_id, owner, began)
+            if owner in clients.down:
+                continue
+            try:
+                route = clients.route(owner)
+                ls = clients.get(owner)
+                if id(ls) not in servers:
+                    users = _users(ls)
+                    servers[id(ls)] = (users, ls.server_time)
+                users, began = servers[id(ls)]
+                if owner not in marks:
+                    marks[owner] = {} if full else _load_marks(ws, route)
+                _pull_project(ws, ls, route, kind, project_id, marks[owner], users, began, summary)
+            except LabelStudioError as exc:
+                summary.down.append(clients.fail(owner, exc))
     finally:
-        if own_client:
-            ls.close()
+        clients.close()
     return summary
+
+
+def _pull_project(
+    ws: Workspace, ls: LabelStudioClient, route: Route, kind: str, project_id: int, marks: dict[int, datetime],
+    users: dict[int, str], began: datetime | None, summary: PullSummary,
+) -> None:
+    owner = route.annotator
+    params: dict[str, Any] = {"project": project_id, "fields": "all", "resolve_uri": "false"}
+    if project_id in marks:
+        params["query"] = _since_query(marks[project_id])
+    reader = _TaskReader(ls, project_id, params, f"read the annotations of project {project_id}", PULL_PAGE)
+    problems = len(summary.problems)
+    try:
+        # Label Studio reads the next page while we record this one.
+        for ls_tasks in _ahead(reader.pages()):
+            summary.tasks += len(ls_tasks)
+            _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
+    except LabelStudioRequestError as exc:
+        # The listing of a project deleted in Label Studio is a 404, not an empty page.
+        if exc.status != 404 or _exists(ls, project_id):
+            raise
+        _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
+        return
+    summary.incremental += project_id in marks
+    _send_back(ls, summary)
+    for bad in reader.unreadable:
+        summary.unreadable.append(_unreadable_line(kind, owner, bad, users))
+    # A project with annotations left out, or tasks Label Studio could not send, keeps its
+    # old watermark: they are read and reported again until they are fixed, never
+    # forgotten after one summary.
+    if began is not None and len(summary.problems) == problems and not reader.unreadable:
+        _save_mark(ws, route, kind, project_id, began)

@@ -1,5 +1,5 @@
-"""Annotation: the workspace's Label Studio server, push and pull per kind, per-annotator progress,
-links into Label Studio."""
+"""Annotation: each annotator's Label Studio server (or the workspace's one), push and pull per
+kind, per-annotator progress, links into Label Studio."""
 
 from __future__ import annotations
 
@@ -9,12 +9,24 @@ import streamlit as st
 from tqaforge import queries
 from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.labelstudio import manage
+from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
 from tqaforge.app.common import attempt, md, show_annotation_progress, show_summary, workspace_or_stop
 
 st.title("Annotation")
 ws = workspace_or_stop()
+own = annotator_servers(ws.root)
 state = manage.status(ws.root)
-if state.running and state.answers:
+if own:
+    # One server per annotator: the links are theirs to open (each logs in on their own server).
+    states = [manage.status(server) for server in own]
+    for each in states:
+        running = f"runs at {md(each.url)} (pid {each.pid})" if each.running and each.answers else "is not running"
+        st.markdown(f"- {md(each.annotator or '')}'s Label Studio {running}")
+    if not all(each.running and each.answers for each in states):
+        st.warning("Start the servers with `tqaforge labelstudio start` (all) or `-a EMAIL` (one); "
+                   "push and pull skip a server that is down and name it.")
+    state = next((each for each in states if each.running), state)
+elif state.running and state.answers:
     st.success(f"Label Studio runs at {md(state.url)} (pid {state.pid})")
     st.link_button("open Label Studio", state.url)
 else:
@@ -42,13 +54,13 @@ if push_now:
     from tqaforge.annotation.labelstudio.sync import PushOptions, push
 
     who = [p.strip() for p in people.split(",") if p.strip()] or None
-    pushed = attempt(lambda: push(ws, kind, manage.connection(ws.root), who, PushOptions(overlap=int(overlap))))
+    pushed = attempt(lambda: push(ws, kind, manage.connections(ws), who, PushOptions(overlap=int(overlap))))
     if pushed is not None:
         show_summary(pushed)
 if st.button("pull every label", disabled=not state.running):
     from tqaforge.annotation.labelstudio.sync import pull
 
-    pulled = attempt(lambda: pull(ws, manage.connection(ws.root)))
+    pulled = attempt(lambda: pull(ws, manage.connections(ws)))
     if pulled is not None:
         show_summary(pulled)
         if pulled.incomplete:  # what the CLI's exit status 1 says: a person must act (the lines above say how)
