@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import REPO
 from labelstudio_helpers import new_email, signup
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -94,6 +95,7 @@ def test_annotator_clicks_three_cells_of_a_shipped_table_and_the_pull_holds_exac
         assert cell(a, "r3c2").find_element(By.XPATH, "..").value_of_css_property("background-color") != unmarked_colour
         click_cell(a, "r3c2")
         assert marked(a) == {"r0c2", "r1c2", "r2c2"}
+        ActionChains(a).move_to_element(a.find_element(By.XPATH, "//h1|//h2|//h3|//h4")).perform()  # no cell under the mouse
         screenshot(a, tmp_path, "labelstudio-relevant_cells")
         a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
         wait(a).until(lambda _: annotations_of(url, admin, copy.ls_task_id))
