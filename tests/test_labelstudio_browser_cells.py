@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import REPO
-from labelstudio_helpers import new_email, signup
+from labelstudio_helpers import annotate, new_email, signup
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -106,3 +106,36 @@ def test_annotator_clicks_three_cells_of_a_shipped_table_and_the_pull_holds_exac
         task = s.get(AnnotationTask, label.task_id)
     assert task is not None and task.target_id == question_id
     assert label.label == {"cells": [[0, 2], [1, 2], [2, 2]]}
+
+
+def test_a_refused_selection_comes_back_to_the_annotator_with_the_reason_on_the_screen(
+    label_studio, sqlite_workspace: Workspace, chromium, tmp_path: Path,
+) -> None:
+    """A label the pull refuses (here a cell outside the table, sent through the API as a broken
+    client would) is back in the annotator's queue: her screen shows why at the top, no cell is
+    marked, and what she then clicks is recorded."""
+    ws = sqlite_workspace
+    url, admin = label_studio.url, label_studio.token
+    settings = client_settings(url, admin)
+    add_reasoning_question(ws, FOOTBALL, "Which team lost the most games?")
+    ana = new_email("cells-back")
+    _, token = signup(url, admin, ana, PASSWORD)
+    assert push(ws, "relevant_cells", settings, [ana], PushOptions(overlap=1)).copies_created == 1
+    copy = copies(ws)[("relevant_cells", ana)]
+    annotate(url, token, copy.ls_task_id, [{"from_name": "cells", "to_name": "question", "type": "choices", "value": {"choices": ["r0c6", "r12c6"]}}])
+    refused = pull(ws, settings, kinds=["relevant_cells"])
+    assert (refused.recorded, refused.sent_back) == (0, 1), refused.lines()
+    with browser(chromium, tmp_path / "ana") as a:
+        open_cells_screen(a, url, ana, copy.ls_project_id, copy.ls_task_id, 11 * 10)
+        body = a.find_element(By.TAG_NAME, "body").text
+        assert "Sent back: cell [12, 6] lies outside the table" in body and "submit again" in body
+        assert marked(a) == set()
+        screenshot(a, tmp_path, "labelstudio-sent-back")
+        click_cell(a, "h6")
+        click_cell(a, "r9c6")
+        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        wait(a).until(lambda _: annotations_of(url, admin, copy.ls_task_id))
+    fixed = pull(ws, settings, kinds=["relevant_cells"])
+    assert (fixed.recorded, fixed.sent_back, fixed.problems) == (1, 0, []), fixed.lines()
+    with ws.session() as s:
+        assert s.exec(select(Annotation.label).where(Annotation.kind == "relevant_cells")).one() == {"cells": [[-1, 6], [9, 6]]}
