@@ -49,8 +49,8 @@ def cell(driver: WebDriver, cell_id: str) -> WebElement:
 
 
 def marked(driver: WebDriver) -> set[str]:
-    """The ids of the cells marked on the screen."""
-    return {i.get_attribute("name") or "" for i in driver.find_elements(By.CSS_SELECTOR, ".tq-cells input") if i.is_selected()}
+    """The ids of the cells marked on the screen (one script, not a request per cell)."""
+    return set(driver.execute_script("return [...document.querySelectorAll('.tq-cells input:checked')].map(i => i.name)"))
 
 
 def click_cell(driver: WebDriver, cell_id: str) -> None:
