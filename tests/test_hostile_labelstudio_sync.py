@@ -160,7 +160,9 @@ def test_bad_template_names_its_file(label_studio, sqlite_workspace, tmp_path: P
 
 def test_a_label_made_in_someone_elses_project_is_left_out(label_studio, sqlite_workspace) -> None:
     """Case: community Label Studio lets every member open every project; ben labels a task in
-    ana's project (seeing her label). His label is not blind: pull leaves it out and says why."""
+    ana's project (seeing her label). His label is not blind: pull leaves it out, says why, and
+    takes it out of ana's project; ben has no task of his own for the item, which is said too
+    (``test_hostile_labelstudio_send_back.py`` has the case where he has one)."""
     ws = sqlite_workspace
     build_workspace(ws, proposed=1)
     url, admin = label_studio.url, label_studio.token
@@ -173,8 +175,9 @@ def test_a_label_made_in_someone_elses_project_is_left_out(label_studio, sqlite_
     annotate(url, ana_token, copy.ls_task_id, review)
     annotate(url, ben_token, copy.ls_task_id, review)
     pulled = pull(ws, client_settings(url, admin))
-    assert pulled.recorded == 1 and len(pulled.problems) == 1
-    assert f"by {ben} in {ana}'s project (not blind" in pulled.problems[0]
+    assert pulled.recorded == 1 and len(pulled.problems) == 2 and pulled.sent_back == 1
+    assert f"by {ben}: made in {ana}'s project (not blind" in pulled.problems[0]
+    assert f"{ben} has no task of their own for this item" in pulled.problems[1]
     assert _count(ws, Annotation) == 1
 
 

@@ -1,5 +1,5 @@
 """The robustness kinds in a real browser (headless Chromium, the session's Label Studio): an
-annotator ticks the relevant cells of a question, and edits a value of its shortened table in
+annotator clicks the relevant cells of a question, and edits a value of its shortened table in
 the value-modification screen; the next pulls have exactly those cells and that edit.
 Screenshots of both screens (and of blind re-answering) for the README."""
 
@@ -12,6 +12,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sqlmodel import select
 from test_labelstudio_browser import PASSWORD, annotations_of, api, browser, copies, login, screenshot, task_page, wait
+from test_labelstudio_browser_cells import click_cell
 from test_labelstudio_robustness import _reasoning_questions
 
 from tqaforge.annotation.adjudication import resolve
@@ -45,9 +46,8 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
     with browser(chromium, tmp_path / "ana") as a:
         login(a, url, ana, then=task_page(cells_copy.ls_project_id, cells_copy.ls_task_id))
         wait(a).until(lambda d: _screen_ready(d, question_text))
-        for cell in ("r1c1", "r2c1"):
-            a.find_element(By.XPATH, f"//label[contains(@class,'lsf-choice__checkbox')][.//input[@name='{cell}']]").click()
-        screenshot(a, tmp_path, "labelstudio-relevant_cells")
+        for cell in ("r1c1", "r2c1"):  # clicked in the table (the README's screenshot: test_labelstudio_browser_cells.py)
+            click_cell(a, cell)
         a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
         wait(a).until(lambda _: annotations_of(url, admin, cells_copy.ls_task_id))
     pulled = pull(ws, settings, kinds=["relevant_cells"])
@@ -106,7 +106,8 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
     assert ("blind_reanswer", ana) not in held  # the author never re-answers their own edit
     reanswer = held[("blind_reanswer", ben)]
     with api(url, admin) as client:  # blind: the task holds the table and the question, no answer
-        assert set(client.get(f"/api/tasks/{reanswer.ls_task_id}/").json()["data"]) == {"table_html", "question", "tqaforge_task_id"}
+        data = client.get(f"/api/tasks/{reanswer.ls_task_id}/").json()["data"]
+        assert set(data) == {"table_html", "question", "tqaforge_task_id", "feedback"} and data["feedback"] == ""
     with browser(chromium, tmp_path / "ben") as b:
         login(b, url, ben, then=task_page(reanswer.ls_project_id, reanswer.ls_task_id))
         wait(b).until(lambda d: question_text in d.find_element(By.TAG_NAME, "body").text and d.find_elements(By.NAME, "answer"))

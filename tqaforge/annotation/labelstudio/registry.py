@@ -39,6 +39,7 @@ from sqlmodel import Session, col, select
 from tqaforge.annotation.kinds import KINDS, LabelError
 from tqaforge.answers.parse import split_answer
 from tqaforge.errors import TableError
+from tqaforge.printable import escape_controls
 from tqaforge.queries import trusted_answers
 from tqaforge.schemas.enums import AnswerRoute, QuestionStatus, QuestionType, VariantStatus
 from tqaforge.schemas.records import Answer, AnswerCandidate, Question, TableRecord, Variant
@@ -71,8 +72,9 @@ class LabelStudioKind:
     to_label_for: Callable[[Session, str, Result], dict[str, Any]] | None = None
     #: Who must not get an item (``ls:`` pseudonyms): the author of a modification does not re-answer it.
     excluded: Callable[[Session, str], set[str]] | None = None
-    #: A refused label is sent back: the annotation is deleted in Label Studio and the task's data
-    #: get the message (``feedback``) and, through ``resend``, the annotator's attempt to start from.
+    #: Every refused label is sent back by the pull (:func:`~tqaforge.annotation.labelstudio.sync.pull`):
+    #: the task's data get the message (``feedback``), the annotation is deleted. ``resend``, when
+    #: a kind has one, adds the annotator's attempt to start from (data keys of the task).
     resend: Callable[[Result], dict[str, Any]] | None = None
 
     @property
@@ -269,16 +271,30 @@ def _gold_text(s: Session, question_id: str) -> str:
     return ", ".join(gold[question_id].values) if question_id in gold else ""
 
 
+def cell_choices(table: TableRecord | Table) -> list[dict[str, str]]:
+    """The table as Label Studio choices laid out as its grid (``relevant_cells.xml``): one per
+    cell, column names first (``h<column>``) then each row (``r<row>c<column>``); ``html`` the
+    escaped cell text after its grey id, ``style`` its grid column, so a click marks the cell
+    where the annotator sees it. The result's values are those ids (:func:`parse_cell_id`)."""
+
+    def cell(cell_id: str, column: int, text: str, css: str = "tq-cell") -> dict[str, str]:
+        return {
+            "value": cell_id, "style": f"grid-column: {column + 1}",
+            # Escaped twice over: controls and bidirectional overrides (which would reorder what
+            # is shown) made visible, then HTML-escaped, so a cell's text shows as text.
+            "html": f'<span class="{css}"><span class="tq-id">{cell_id}</span>{_e(escape_controls(text or "", lines=False))}</span>',
+        }
+
+    choices = [cell(f"h{c}", c, h, "tq-header") for c, h in enumerate(table.header)]
+    choices += [cell(f"r{r}c{c}", c, v) for r, row in enumerate(table.rows) for c, v in enumerate(row)]
+    return choices
+
+
 def _cells_data(s: Session, question_id: str) -> dict[str, Any]:
     question, table = _question(s, question_id)
-    choices = [{"value": f"h{c}", "html": f"h{c} <small>{_e(h) or '(blank)'}</small>"} for c, h in enumerate(table.header)]
-    choices += [
-        {"value": f"r{r}c{c}", "html": f"r{r}c{c} <small>{_e(v) or '(empty)'}</small>"}
-        for r, row in enumerate(table.rows) for c, v in enumerate(row)
-    ]
     return {
-        "table_html": table_html(table, ids=True), "question": question.text,
-        "answer_text": f"Answer: {_gold_text(s, question_id) or '(none yet)'}", "cell_choices": choices,
+        "question": question.text, "answer_text": f"Answer: {_gold_text(s, question_id) or '(none yet)'}",
+        "caption": f"Table: {table.caption}" if table.caption else "", "cell_choices": cell_choices(table),
     }
 
 

@@ -30,8 +30,14 @@ annotation through :func:`tqaforge.labels.record_annotation`: annotator ``ls:`` 
 Label Studio user's e-mail, source ``labelstudio``, ``source_ref`` ``ls:<annotation id>:<revision>``
 (the revision is the annotation's ``updated_at`` as digits), ``created_at`` the time it was last
 changed, and its ``lead_time``. A revision pulled before adds nothing; a changed annotation is a
-new label (the earlier one stays). Results that cannot be read (an unknown choice, a missing
-field) are skipped and listed in :attr:`PullSummary.problems`; the rest are pulled. Final labels
+new label (the earlier one stays). A label the pull refuses -- one that cannot be read (an
+unknown choice, a missing field), one the kind's checks refuse (a bad value modification), one
+made in someone else's project or changed by someone else -- is never dropped in silence: it is
+listed in :attr:`PullSummary.problems` and **sent back** to the queue it came from
+(:class:`SendBack`): the task's data get the reason (``feedback``, shown at the top of every
+kind's screen) and the refused result (``tqaforge_refused``, so the work is kept), then the
+annotation is deleted so the task waits for a label again; the author of a label made in someone
+else's project is told on their own copy of the item. The rest are pulled. Final labels
 then come from :func:`tqaforge.annotation.adjudication.adjudicate`, as for every other label.
 Label Studio reads the next page of tasks while the last is recorded; each page is one transaction.
 Pulls are incremental: a project pulled to the end remembers the server's time when that pull
@@ -114,6 +120,9 @@ MAX_TITLE = 50
 SOURCE = "labelstudio"
 #: The key of our task id in a Label Studio task's data.
 TASK_KEY = "tqaforge_task_id"
+#: The key, in a task's data, of the message a refused label is sent back with (every kind's
+#: label configuration shows it at the top; empty until then).
+FEEDBACK_KEY = "feedback"
 #: Tasks per page of a pull. With their annotations (``fields=all``) Label Studio takes 5-7 ms
 #: per task whatever the page size, so a page is a few seconds: well inside the client's timeout,
 #: and small enough that recording the last one (not overlapped with a read) is short. (Its
@@ -1098,7 +1107,7 @@ def _push_to(
                 _preload(s, spec.target_type, (targets[t] for t in batch))
                 for task_id in batch:
                     try:
-                        items.append({"data": {**task_data(s, targets[task_id]), TASK_KEY: task_id}})
+                        items.append({"data": {FEEDBACK_KEY: "", **task_data(s, targets[task_id]), TASK_KEY: task_id}})
                     except LabelError as exc:
                         summary.problems.append(f"{task_id[:10]}: {exc}")
             if items:
@@ -1114,6 +1123,31 @@ def _push_to(
 
 # ---------------------------------------------------------------------------------------------
 # Pull
+
+
+#: The key, in a task's data, of the labels refused on it: each one's author, time, reason and
+#: Label Studio result, kept there when the annotation is deleted, so no person's work is lost.
+REFUSED_KEY = "tqaforge_refused"
+
+
+@dataclass(frozen=True)
+class SendBack:
+    """A refused label going back to a queue, or a message for an annotator.
+
+    ``annotation_id`` set: the annotation is deleted from the Label Studio task ``ls_task_id``
+    (back in its project's queue), after the task's data got ``message`` (its ``feedback``,
+    shown at the top of every kind's screen), the annotator's ``attempt`` to start from (data
+    keys, the kind's ``resend``), and ``refused`` added to its :data:`REFUSED_KEY` list.
+    ``annotation_id`` None: the task only gets ``message`` (the annotator's own copy of an item
+    whose label they made in someone else's project). ``data`` is the task's data as listed
+    (None: read it first)."""
+
+    ls_task_id: int
+    data: dict[str, Any] | None
+    message: str
+    annotation_id: int | None = None
+    attempt: dict[str, Any] = field(default_factory=dict)
+    refused: dict[str, Any] | None = None
 
 
 @dataclass
@@ -1139,8 +1173,8 @@ class PullSummary:
     unreadable: list[str] = field(default_factory=list)
     #: Annotators whose own server is down or refuses tqaforge's token: nothing pulled from it.
     down: list[str] = field(default_factory=list)
-    #: (Label Studio task, annotation id, message, data to add) of refused labels to send back.
-    resend: list[tuple[dict[str, Any], int, str, dict[str, Any]]] = field(default_factory=list, repr=False)
+    #: Refused labels to send back, and annotators to tell, once the batch is recorded.
+    resend: list[SendBack] = field(default_factory=list, repr=False)
 
     def lines(self) -> list[str]:
         lines = [
@@ -1152,7 +1186,7 @@ class PullSummary:
             lines.append(f"{self.incremental} of {self.projects} projects read incrementally (tasks updated since their last pull; --full reads all)")
         lines += [f"  {kind}: {n} new" for kind, n in sorted(self.by_kind.items())]
         if self.sent_back:
-            lines.append(f"{self.sent_back} refused labels sent back to their annotator (the task shows why)")
+            lines.append(f"{self.sent_back} refused labels sent back to their annotator's queue (the task shows why)")
         lines += [f"skipped: {p}" for p in self.problems[:20]]
         if len(self.problems) > 20:
             lines.append(f"... and {len(self.problems) - 20} more")
@@ -1234,6 +1268,50 @@ def _known(s: Session, task_ids: Iterable[str]) -> _Known:
     return known
 
 
+def _user_id(value: Any) -> int | None:
+    """A Label Studio user id as an annotation names one (``completed_by``, ``updated_by``): a
+    number, or an object with an ``id``."""
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _refuse(
+    s: Session, summary: PullSummary, spec: LabelStudioKind, task: AnnotationTask, ls_task: dict[str, Any],
+    ann: dict[str, Any], *, owner: str, author: str, reason: str, where: str, feedback: str | None = None,
+) -> None:
+    """A label the pull does not record, whatever the reason (unreadable, refused by the kind's
+    checks, made in someone else's project, changed by someone else): listed in the summary and
+    sent back to the queue of the project it is in (:class:`SendBack`): the task shows
+    ``feedback`` (by default the reason and what to do), its result is kept in the task's data.
+    When its ``author`` is not the project's ``owner``, the author's own copy of the item, if
+    they have one, is told why too. Never dropped in silence."""
+    if not isinstance(ann.get("id"), int) or not isinstance(ls_task.get("id"), int):
+        summary.problems.append(f"{where} by {author}: {reason} (not sent back: Label Studio gave no id)")
+        return
+    summary.problems.append(f"{where} by {author}: {reason} (sent back to {owner}'s queue)")
+    result = ann.get("result") or []
+    attempt = spec.resend(result) if spec.resend is not None and isinstance(result, list) else {}
+    if feedback is None:
+        again = "Your last attempt is below: correct it and submit again" if attempt else "Correct it and submit again"
+        feedback = f"Sent back: {reason}. {again}."
+    refused = {
+        "annotation": ann["id"], "by": author, "at": ann.get("updated_at") or ann.get("created_at"), "reason": reason,
+        "result": result,
+    }
+    summary.resend.append(SendBack(ls_task["id"], ls_task.get("data") or {}, feedback, ann["id"], attempt, refused))
+    if author.strip().lower() != owner.strip().lower():
+        mine = s.get(LabelStudioTaskCopy, labelstudio_copy_id(task.id, author))
+        if mine is not None:
+            summary.resend.append(SendBack(mine.ls_task_id, None, (
+                f"Note: your label of this item was made in {owner}'s project, where it does not count: label it here."
+            )))
+        else:
+            summary.problems.append(
+                f"{where}: {author} has no task of their own for this item; push {spec.kind} with --annotator {author} "
+                "to give them one"
+            )
+
+
 def _pull_annotation(
     s: Session, spec: LabelStudioKind, task: AnnotationTask, ann: dict[str, Any], users: dict[int, str], owner: str,
     summary: PullSummary, known: _Known, ls_task: dict[str, Any],
@@ -1242,26 +1320,39 @@ def _pull_annotation(
     if ann.get("was_cancelled"):
         summary.cancelled += 1
         return
-    who = ann.get("completed_by")
-    who = who.get("id") if isinstance(who, dict) else who
-    login = users.get(who) if isinstance(who, int) else None
+    who = _user_id(ann.get("completed_by"))
+    login = users.get(who) if who is not None else None
     if login is None:
         summary.problems.append(f"{where}: by an unknown user {who!r}")
         return
+    result = ann.get("result") or []
     if login.strip().lower() != owner.strip().lower():
         # Community Label Studio lets every member open every project: a label made in someone
         # else's project was made seeing theirs, so it is not a blind label and is not counted.
-        summary.problems.append(f"{where}: by {login} in {owner}'s project (not blind: left out; label in your own project)")
+        # It goes out of the owner's project (one label closes a task there, so the owner's
+        # queue gets it back) and its author is told, on their own copy of the item if any.
+        owner_labelled = any(
+            users.get(_user_id(a.get("completed_by")) or -1, "").strip().lower() == owner.strip().lower()
+            for a in ls_task.get("annotations") or [] if isinstance(a, dict)
+        )
+        _refuse(
+            s, summary, spec, task, ls_task, ann, owner=owner, author=login, where=where,
+            reason=f"made in {owner}'s project (not blind: left out; label in your own project)",
+            feedback=f"Note: a label {login} made on this task was taken out: only {owner}'s labels count here."
+            + ("" if owner_labelled else f" {owner}, label it yourself."),
+        )
         return
-    editor = ann.get("updated_by")
-    editor = editor.get("id") if isinstance(editor, dict) else editor
-    if isinstance(editor, int) and editor != who and str(editor) != users.get(_SELF):
+    editor = _user_id(ann.get("updated_by"))
+    if editor is not None and editor != who and str(editor) != users.get(_SELF):
         # Another member changed the owner's annotation ("Update" on a task they could open):
-        # the result is no longer the owner's own label.
+        # the result is no longer the owner's own label; the owner labels the task again.
         changed_by = users.get(editor, f"user {editor}")
-        summary.problems.append(f"{where}: {owner}'s label was changed by {changed_by} (not theirs: left out)")
+        _refuse(
+            s, summary, spec, task, ls_task, ann, owner=owner, author=login, where=where,
+            reason=f"{owner}'s label was changed by {changed_by} (not theirs: left out)",
+            feedback=f"Sent back: your label was changed by {changed_by}, so it is no longer yours. Label the task again.",
+        )
         return
-    result = ann.get("result") or []
     try:
         if spec.to_label_for is not None:
             label = spec.to_label_for(s, task.target_id, result)
@@ -1271,9 +1362,7 @@ def _pull_annotation(
         value = kind_spec(spec.kind).read(label)
         check_against_target(s, kind_spec(spec.kind), task.target_type, task.target_id, value)
     except LabelError as exc:
-        summary.problems.append(f"{where} by {login}: {exc}")
-        if spec.resend is not None and isinstance(ann.get("id"), int):
-            summary.resend.append((ls_task, ann["id"], str(exc), spec.resend(result)))
+        _refuse(s, summary, spec, task, ls_task, ann, owner=owner, author=login, reason=str(exc), where=where)
         return
     updated = ann.get("updated_at") or ann.get("created_at")
     revision = re.sub(r"\D", "", updated) if isinstance(updated, str) and updated else "0"
@@ -1372,15 +1461,30 @@ def _save_watermark(ws: Workspace, kind: str, project_id: int, owner: str, until
 
 
 def _send_back(ls: LabelStudioClient, summary: PullSummary) -> None:
-    """Return each refused label to its annotator: the task's data get the reason (and the
-    attempt to start from), then the annotation is deleted, so the task is in their queue again.
-    In that order, so an interruption between the two only repeats the first next time."""
-    for ls_task, annotation_id, message, attempt in summary.resend:
-        data = {**(ls_task.get("data") or {}), **attempt,
-                "feedback": f"Sent back: {message}. Your last attempt is below: correct it and submit again."}
-        ls.request("PATCH", f"/api/tasks/{ls_task['id']}/", json={"data": data}, what=f"send task {ls_task['id']} back")
-        ls.request("DELETE", f"/api/annotations/{annotation_id}/", what=f"delete refused annotation {annotation_id}", ok_missing=True)
-        summary.sent_back += 1
+    """Send each refused label back (:class:`SendBack`): the task's data get the message, the
+    attempt to start from and the refused result, then the annotation is deleted, so the task is
+    in its annotator's queue again with the message at the top. In that order, so an interruption
+    between the two only repeats the first next time (the refused result is kept once)."""
+    for back in summary.resend:
+        data = back.data
+        if data is None:
+            task = ls.request("GET", f"/api/tasks/{back.ls_task_id}/", what=f"read task {back.ls_task_id}", ok_missing=True)
+            if not isinstance(task, dict):
+                continue  # deleted meanwhile: nobody to tell there
+            data = task.get("data") or {}
+        data = {**data, **back.attempt, FEEDBACK_KEY: back.message}
+        if back.refused is not None:
+            kept = [r for r in data.get(REFUSED_KEY) or [] if isinstance(r, dict)]
+            if back.refused["annotation"] not in [r.get("annotation") for r in kept]:
+                kept.append(back.refused)
+            data[REFUSED_KEY] = kept
+        ls.request("PATCH", f"/api/tasks/{back.ls_task_id}/", json={"data": data}, what=f"send task {back.ls_task_id} back")
+        if back.annotation_id is not None:
+            ls.request(
+                "DELETE", f"/api/annotations/{back.annotation_id}/", what=f"delete refused annotation {back.annotation_id}",
+                ok_missing=True,
+            )
+            summary.sent_back += 1
     summary.resend.clear()
 
 
@@ -1528,6 +1632,13 @@ def _pull_project(
         _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
         return
     summary.incremental += project_id in marks
+    if route.own:
+        # A note for the author's own copy names a task of the author's project; on servers of
+        # one annotator each that task lives on another server, where this client must not write.
+        for note in [b for b in summary.resend if b.annotation_id is None]:
+            summary.resend.remove(note)
+            summary.problems.append(f"{kind}: a label by someone other than {owner} on {route.server} (task {note.ls_task_id} "
+                                    "of their own project was not told)")
     _send_back(ls, summary)
     for bad in reader.unreadable:
         summary.unreadable.append(_unreadable_line(kind, owner, bad, users))
