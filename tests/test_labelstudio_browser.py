@@ -145,8 +145,9 @@ def submitted_tabs(driver: WebDriver) -> dict[int, str]:
     return tabs
 
 
-def screenshot(driver: WebDriver, tmp_path: Path, name: str) -> Path:
-    """Save the screen to tmp_path (always) and to docs/screenshots (with TQAFORGE_SAVE_SCREENSHOTS=1)."""
+def screenshot(driver: WebDriver, tmp_path: Path, name: str, keep: bool = True) -> Path:
+    """Save the screen to tmp_path (always) and to docs/screenshots (with TQAFORGE_SAVE_SCREENSHOTS=1,
+    unless ``keep`` is False: a screen that only goes into a combined image)."""
     from PIL import Image
 
     path = tmp_path / f"{name}.png"
@@ -156,7 +157,7 @@ def screenshot(driver: WebDriver, tmp_path: Path, name: str) -> Path:
         low, high = grey.getextrema()
         colours = len(grey.getcolors(256) or [])
     assert high - low > 100 and colours > 20, f"{name}.png looks blank ({colours} shades)"
-    if os.environ.get(SAVE_ENV) == "1":
+    if keep and os.environ.get(SAVE_ENV) == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SCREENSHOTS / path.name)
     return path
