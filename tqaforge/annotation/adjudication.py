@@ -175,24 +175,10 @@ def decide(spec: KindSpec, labels: Sequence[Any], min_agree: int | None = None) 
     m = min_agree if min_agree is not None else n // 2 + 1
     if len(set(labels)) == 1:
         return Decision(AdjudicationStatus.RESOLVED, spec.final_label(labels[0]), AdjudicationMethod.UNANIMOUS, "unanimous")
-    if spec.shape == "set":
-        counts: dict[Any, int] = defaultdict(int)
-        for cells in labels:
-            for c in cells:
-                counts[c] += 1
-        final = frozenset(c for c, k in counts.items() if k >= m)
-        if m <= n and final:
-            return Decision(AdjudicationStatus.RESOLVED, spec.final_label(final), AdjudicationMethod.RULE, f"cells marked by at least {m} of {n}")
-        return Decision(AdjudicationStatus.OPEN, None, None, None)
-    tally: dict[Any, int] = defaultdict(int)
-    for value in labels:
-        tally[value] += 1
-    winners = [v for v, k in tally.items() if k >= m]
-    if m <= n and len(winners) == 1:
-        return Decision(
-            AdjudicationStatus.RESOLVED, spec.final_label(winners[0]), AdjudicationMethod.RULE,
-            f"majority {tally[winners[0]]} of {n} (at least {m})",
-        )
+    combined = spec.strategy.combine(labels, m)  # a majority value, or the cells enough annotators marked
+    if combined is not None:
+        final, why = combined
+        return Decision(AdjudicationStatus.RESOLVED, spec.final_label(final), AdjudicationMethod.RULE, why)
     return Decision(AdjudicationStatus.OPEN, None, None, None)
 
 
@@ -451,9 +437,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
 
 def _label_hint(spec: KindSpec) -> str:
     """How to write a final label of this kind on the command line."""
-    if spec.shape == "set":
-        return 'give the label as JSON, e.g. \'{"cells": [[0, 1], [2, 1]]}\' (data rows from 0, header excluded; columns from 0)'
-    return f"give the label as one of: {', '.join(spec.categories)}"
+    return spec.strategy.label_hint(spec)
 
 
 def _readable(spec: KindSpec, label: Any) -> bool:

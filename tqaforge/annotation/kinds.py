@@ -6,7 +6,8 @@ that kind. This module is the registry: one :class:`KindSpec` per kind, saying
 
 - the label's shape and how it is read and validated (:meth:`KindSpec.read`, and
   :func:`check_against_target` for what the target record allows, e.g. cells inside its table);
-- which statistics apply (:attr:`KindSpec.shape`): ``category`` labels get percent agreement,
+- which statistics apply (:attr:`KindSpec.shape`, whose strategy object in
+  :mod:`tqaforge.annotation.shapes` holds everything shape-specific): ``category`` labels get percent agreement,
   Fleiss' kappa, Krippendorff's alpha, Gwet's AC1 and Cohen's kappa, and are adjudicated by
   majority; ``set`` labels MASI alpha and set agreement, adjudicated cell by cell; ``answer``
   labels are scored against the author's gold (accuracy), not adjudicated
@@ -56,20 +57,18 @@ blind_reanswer           variant    ``{"answer": "..."}`` or ``{"answers": ["...
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from tqaforge.annotation.review import REVIEW_KIND, review_wording, settle_question, unsettle_question
+from tqaforge.annotation.shapes import SHAPES, LabelError, LabelShape, Shape, target_table_size
 from tqaforge.annotation.verification import settle_answer, settle_question_type, settle_relevant_cells, settle_value_modification
 from tqaforge.errors import AgreementError
-from tqaforge.schemas.records import AnnotationTask, Answer, Question, TableRecord, Variant
-from tqaforge.tables.edits import EDIT_MODES, CellEdit, EditRejected, check_value_edit
-from tqaforge.tables.table import Table
+from tqaforge.schemas.records import AnnotationTask
 
-#: How a kind's labels are compared: one category, a set of cells, answer values, or an authored
-#: table edit (not compared between annotators: blind re-answering checks it).
-Shape = Literal["category", "set", "answer", "edit"]
+__all__ = ["KINDS", "KindSpec", "LabelError", "Shape", "check_against_target", "check_kinds", "kind_spec", "target_table_size"]
+
 #: ``settle(session, target_id, final_label)``: carry a resolved final label over to its target.
 Settle = Callable[[Session, str, Mapping[str, Any]], None]
 #: ``unsettle(session, target_id)``: the target of a task whose annotators disagree waits undecided.
@@ -79,10 +78,6 @@ Unsettle = Callable[[Session, str], None]
 #: None) when the annotators agree on it, else (None, votes for the queue, each with its text).
 Detail = Callable[[AnnotationTask, Mapping[str, Any], Mapping[str, Any], "int | None"],
                   "tuple[dict[str, Any] | None, list[dict[str, Any]] | None]"]
-
-
-class LabelError(ValueError):
-    """One annotation's label does not have its kind's shape (reported, not raised to the user)."""
 
 
 @dataclass(frozen=True)
@@ -103,88 +98,23 @@ class KindSpec:
     detail: Detail | None = None
 
     @property
+    def strategy(self) -> LabelShape:
+        """The shape's strategy object (:mod:`tqaforge.annotation.shapes`): everything that depends on the shape."""
+        return SHAPES[self.shape]
+
+    @property
     def adjudicated(self) -> bool:
         """Whether disagreements are adjudicated into a final label (answers are scored against gold instead)."""
-        return self.shape in ("category", "set")
+        return self.strategy.adjudicated
 
     def read(self, label: Any) -> Any:
         """The comparable value of a label: a category, a frozenset of (row, col), a tuple of answers,
         or a value modification's parts."""
-        if self.shape == "edit":
-            return _value_edit(label)
-        value = label.get(self.key) if isinstance(label, dict) else label
-        if isinstance(label, dict) and value is None and self.shape == "answer" and "answers" in label:
-            value = label["answers"]
-        if value is None:
-            raise LabelError(f"no {self.key!r} in the label {label!r}")
-        if self.shape == "category":
-            return self._category(value)
-        if self.shape == "set":
-            return _cells(value)
-        return _answers(value)
-
-    def _category(self, value: Any) -> str:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise LabelError(f"{self.key} must be one of {', '.join(self.categories)}, got {value!r}")
-        key = value.strip().lower() if isinstance(value, str) else value
-        key = self.aliases.get(key, self.aliases.get(str(key), key))
-        if key not in self.categories:
-            raise LabelError(f"{self.key} {value!r} is not one of {', '.join(self.categories)}")
-        return str(key)
+        return self.strategy.read(self, label)
 
     def final_label(self, value: Any) -> dict[str, Any]:
         """A value back in the label shape (for adjudicated final labels)."""
-        if self.shape == "set":
-            return {self.key: [list(c) for c in sorted(value)]}
-        if self.shape == "answer":
-            return {"answers": list(value)}
-        return {self.key: value}
-
-
-def _cells(value: Any) -> frozenset[tuple[int, int]]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise LabelError(f"cells must be a list of [row, col] pairs, got {value!r}")
-    cells = set()
-    for cell in value:
-        if (
-            not isinstance(cell, (list, tuple)) or len(cell) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in cell) or cell[0] < -1 or cell[1] < 0
-        ):
-            raise LabelError(f"cell {cell!r} is not a [row, col] pair of integers (row -1: a header cell; columns from 0)")
-        cells.add((cell[0], cell[1]))
-    return frozenset(cells)
-
-
-def _value_edit(label: Any) -> dict[str, Any]:
-    """A value_modification label, its shape checked: {mode: (edits, answers or None)} or
-    {"unanswerable": True}; the checks against the table are :func:`check_against_target`'s."""
-    if not isinstance(label, Mapping):
-        raise LabelError(f"a value modification is an object with {' and '.join(EDIT_MODES)}, got {label!r}")
-    if label.get("unanswerable") is True:
-        return {"unanswerable": True}
-    read: dict[str, Any] = {}
-    for mode in EDIT_MODES:
-        part = label.get(mode)
-        if not isinstance(part, Mapping):
-            raise LabelError(f"the value modification has no {mode!r} part")
-        try:
-            edits = tuple(CellEdit.from_dict(e) for e in part.get("edits") or [])
-        except EditRejected as exc:
-            raise LabelError(f"{mode}: {exc}") from None
-        answers = part.get("answers")
-        if answers is not None and (not isinstance(answers, list) or not all(isinstance(a, str) for a in answers)):
-            raise LabelError(f"{mode}: answers must be a list of texts, got {answers!r}")
-        read[mode] = (edits, tuple(answers) if answers is not None else None)
-    return read
-
-
-def _answers(value: Any) -> tuple[str, ...]:
-    values = [value] if not isinstance(value, list) else value
-    if values and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in values):
-        answers = tuple(str(x).strip() for x in values)
-        if all(answers):  # a blank answer is no answer: scoring it would count as a miss
-            return answers
-    raise LabelError(f"an answer must be a non-blank string or a non-empty list of them, got {value!r}")
+        return self.strategy.final_label(self, value)
 
 
 KINDS: dict[str, KindSpec] = {
@@ -254,79 +184,12 @@ def check_kinds(kinds: Iterable[str] | None) -> list[str] | None:
 # A label against its target (the record the task is about)
 
 
-def target_table_size(s: Session, target_type: str, target_id: str) -> tuple[int, int]:
-    """(data rows, columns) of the table a task's target is about; :class:`LabelError` if it is gone.
-
-    A question points at a stored table; a variant carries its own (perturbed) table, on which
-    its cells were marked.
-    """
-    if target_type == "variant":
-        variant = s.get(Variant, target_id)
-        if variant is None:
-            raise LabelError(f"the task's variant {target_id[:10]} does not exist")
-        if variant.table:
-            rows = variant.table.get("rows") or []
-            header = variant.table.get("header") or []
-            return len(rows), len(header)
-        target_id = variant.question_id
-    elif target_type == "answer":
-        answer = s.get(Answer, target_id)
-        if answer is None:
-            raise LabelError(f"the task's answer {target_id[:10]} does not exist")
-        target_id = answer.question_id
-    elif target_type != "question":
-        raise LabelError(f"the task's target type {target_type!r} has no table")
-    row = s.exec(
-        select(TableRecord.n_rows, TableRecord.n_cols)
-        .join(Question, Question.table_id == TableRecord.id)  # type: ignore[arg-type]
-        .where(Question.id == target_id)
-    ).first()
-    if row is None:
-        raise LabelError(f"the task's question {target_id[:10]} (or its table) does not exist")
-    return int(row[0]), int(row[1])
-
-
 def check_against_target(s: Session, spec: KindSpec, target_type: str, target_id: str, value: Any) -> None:
     """Raise :class:`LabelError` when a read label does not fit the record its task is about.
 
     ``value`` is what :meth:`KindSpec.read` returned, so its shape (a known category, cells as
-    pairs of non-negative integers, non-blank answers) is already checked; here the cells must
-    lie inside the target's table: data rows from 0 (header excluded) and columns from 0.
+    pairs of non-negative integers, non-blank answers) is already checked; the shape's
+    :meth:`~tqaforge.annotation.shapes.LabelShape.check_target` checks the rest (cells inside the
+    target's table, an edit against its variant, else that the target exists).
     """
-    if spec.shape == "edit":
-        _check_value_edit(s, target_type, target_id, value)
-        return
-    if spec.shape != "set":
-        models: dict[str, type[Question] | type[Answer] | type[Variant]] = {
-            "question": Question, "answer": Answer, "variant": Variant,
-        }
-        model = models.get(target_type)
-        if model is None or s.get(model, target_id) is None:
-            raise LabelError(f"the task's {target_type} {target_id[:10]} does not exist")
-        return
-    n_rows, n_cols = target_table_size(s, target_type, target_id)
-    outside = sorted((r, c) for r, c in value if not (-1 <= r < n_rows and c < n_cols))
-    if outside:
-        shown = ", ".join(f"[{r}, {c}]" for r, c in outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
-        raise LabelError(
-            f"cell {shown} lies outside the table of {target_type} {target_id[:10]} "
-            f"({n_rows} data rows x {n_cols} columns; rows 0-{max(n_rows - 1, 0)} (-1: the header) and columns 0-{max(n_cols - 1, 0)})"
-        )
-
-
-def _check_value_edit(s: Session, target_type: str, target_id: str, value: Mapping[str, Any]) -> None:
-    """A value modification against the shortened table it was made on (the target variant)."""
-    if target_type != "variant":
-        raise LabelError(f"a value modification is made on a variant (a shortened table), not a {target_type}")
-    variant = s.get(Variant, target_id)
-    if variant is None or variant.table is None:
-        raise LabelError(f"the task's variant {target_id[:10]} (a shortened table) does not exist")
-    if value.get("unanswerable"):
-        return
-    table = Table.from_dict(variant.table)
-    for mode in EDIT_MODES:
-        edits, answers = value[mode]
-        try:
-            check_value_edit(table, edits, mode=mode, old_answers=variant.answers or (), new_answers=answers)
-        except EditRejected as exc:
-            raise LabelError(str(exc)) from None
+    spec.strategy.check_target(s, target_type, target_id, value)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
+from tqaforge.annotation.shapes import SHAPES
 from tqaforge.annotation.workflows import AgreementReport, KindReport
 from tqaforge.printable import escape_controls
 
@@ -92,7 +93,7 @@ def kind_section(report: KindReport, ci_level: float) -> Section:
     for name, pairwise in report.pairwise.items():
         tables.append(_pairwise_table(name, pairwise))
     if report.per_annotator:
-        caption = "Each annotator's accuracy" if report.shape == "answer" else "Each annotator against the majority of the others"
+        caption = SHAPES[report.shape].per_annotator_caption
         rows: list[tuple[str, ...]] = []
         for rater, r in report.per_annotator.items():
             extra = r.components.get("items_without_majority")

@@ -19,7 +19,7 @@ of each annotator and overall. Every value has its seeded bootstrap interval.
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,16 +34,7 @@ from tqaforge.annotation.agreement import (
     DEFAULT_N_BOOT,
     AgreementResult,
     PairwiseResult,
-    category_counts,
     check_bootstrap,
-    cohen_kappa_matrix,
-    fleiss_kappa,
-    gwet_ac1,
-    krippendorff_alpha,
-    masi_alpha,
-    masi_distance,
-    percent_agreement,
-    percent_agreement_matrix,
     proportion,
 )
 from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, Shape, check_kinds, kind_spec
@@ -217,7 +208,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         pairs = latest_annotations(s, kind, exclude_sources=exclude_sources, read_only=True)
         targets = {(t.target_type, t.target_id) for t, _ in pairs}
         subtype_of = _subtypes(s, targets)
-        table_of = _cell_tables(s, targets) if spec.shape == "set" else {}
+        table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
@@ -299,27 +290,15 @@ class Settings:
         return {"n_boot": self.n_boot, "seed": self.seed, "ci_level": self.ci_level}
 
 
-def _majority(values: Sequence[Any]) -> Any | None:
-    """The value given by more than half of ``values`` (None when there is no strict majority)."""
-    if not values:
-        return None
-    value, n = Counter(values).most_common(1)[0]
-    return value if n * 2 > len(values) else None
-
-
-def _majority_cells(sets: Sequence[frozenset]) -> frozenset:
-    """The cells chosen by more than half of the sets."""
-    counts = Counter(c for s in sets for c in s)
-    return frozenset(c for c, n in counts.items() if n * 2 > len(sets))
-
-
 def majority_agreement(data: RaterData, settings: Settings) -> dict[str, AgreementResult]:
     """Each annotator's agreement with the majority of the other annotators, item by item.
 
     Categories: the share of items where the annotator gives the others' strict-majority value
     (items without one are left out and counted). Sets: the mean MASI agreement (1 - distance)
-    with the cells more than half of the others chose.
+    with the cells more than half of the others chose (the shape's
+    :meth:`~tqaforge.annotation.shapes.LabelShape.agreement_with_majority`).
     """
+    shape = data.kind.strategy
     out: dict[str, AgreementResult] = {}
     for r, rater in enumerate(data.raters):
         scores: list[float] = []
@@ -329,16 +308,12 @@ def majority_agreement(data: RaterData, settings: Settings) -> dict[str, Agreeme
             others = [x for j, x in enumerate(row) if j != r and x is not None]
             if mine is None or not others:
                 continue
-            if data.kind.shape == "set":
-                scores.append(1.0 - masi_distance(mine, _majority_cells(others)))
-                continue
-            majority = _majority(others)
-            if majority is None:
+            score = shape.agreement_with_majority(mine, others)
+            if score is None:
                 no_majority += 1
                 continue
-            scores.append(1.0 if mine == majority else 0.0)
-        statistic = "masi_majority_agreement" if data.kind.shape == "set" else "majority_agreement"
-        result = proportion(scores, statistic=statistic, n_raters=len(data.raters), **settings.boot())
+            scores.append(score)
+        result = proportion(scores, statistic=shape.majority_statistic, n_raters=len(data.raters), **settings.boot())
         if no_majority:
             result = _with_component(result, "items_without_majority", no_majority)
         out[rater] = result
@@ -349,75 +324,20 @@ def _with_component(result: AgreementResult, key: str, value: Any) -> AgreementR
     return replace(result, components={**result.components, key: value})
 
 
-def _category_stats(data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
-    notes: list[str] = []
-    cats = data.kind.categories
-    counts, _ = category_counts(data.ratings(), cats)
-    per_item = counts.sum(axis=1)
-    stats: dict[str, AgreementResult] = {"percent_agreement": percent_agreement(counts, **settings.boot())}
-    sizes = Counter(int(n) for n in per_item if n >= 2)
-    if not sizes:
-        stats["fleiss_kappa"] = AgreementResult(
-            "fleiss_kappa", None, 0, 0, reason="no item has two or more ratings: nothing to compare"
-        )
-    else:
-        n_common = max(sizes, key=lambda n: (sizes[n], n))
-        keep = per_item == n_common
-        stats["fleiss_kappa"] = fleiss_kappa(counts[keep], categories=cats, **settings.boot())
-        if keep.sum() < len(per_item):
-            notes.append(
-                f"Fleiss' kappa on the {int(keep.sum())} of {len(per_item)} items with {n_common} ratings "
-                "(it needs the same number on every item); alpha and AC1 use every item"
-            )
-    stats["krippendorff_alpha"] = krippendorff_alpha(data.reliability_data(), "nominal", value_domain=cats, **settings.boot())
-    stats["gwet_ac1"] = gwet_ac1(counts, n_categories=len(cats), categories=cats, **settings.boot())
-    return stats, notes
-
-
-def _set_stats(data: RaterData, settings: Settings) -> dict[str, AgreementResult]:
-    codes = _set_codes(data)
-    counts, _ = category_counts(codes)
-    return {
-        "masi_alpha": masi_alpha(data.reliability_data(), blocks=data.tables or None, **settings.boot()),
-        "percent_agreement": percent_agreement(counts, **settings.boot()),  # identical sets
-    }
-
-
-def _set_codes(data: RaterData) -> list[list[int | None]]:
-    """Set labels as integer codes (equal sets, equal codes) for exact-agreement statistics."""
-    index: dict[frozenset, int] = {}
-    return [[None if x is None else index.setdefault(x, len(index)) for x in row] for row in data.labels]
-
-
-def _pairwise(data: RaterData, settings: Settings) -> dict[str, PairwiseResult]:
-    if data.kind.shape == "set":
-        return {"percent_agreement": percent_agreement_matrix(_set_codes(data), raters=data.raters, **settings.boot())}
-    ratings = data.ratings()
-    return {
-        "percent_agreement": percent_agreement_matrix(ratings, raters=data.raters, **settings.boot()),
-        "cohen_kappa": cohen_kappa_matrix(ratings, raters=data.raters, categories=data.kind.categories, **settings.boot()),
-    }
-
-
-def _overall(data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
-    if data.kind.shape == "set":
-        return _set_stats(data, settings), []
-    return _category_stats(data, settings)
-
-
 def kind_report(data: RaterData, settings: Settings = Settings(), *, gold: Mapping[str, Sequence[str]] | None = None) -> KindReport:
     """Every statistic of one kind's rater data (``gold`` per item for blind re-answering)."""
-    if data.kind.shape == "answer":
+    shape = data.kind.strategy
+    if shape.scored_against_gold:
         return _reanswer_report(data, settings, gold or {})
-    overall, notes = _overall(data, settings)
+    overall, notes = shape.overall(data, settings)
     per_subtype: dict[str, dict[str, AgreementResult]] = {}
     for subtype in sorted(set(data.subtypes)):
         part = data.select([st == subtype for st in data.subtypes])
-        stats, _ = _overall(part, settings)
+        stats, _ = shape.overall(part, settings)
         per_subtype[subtype] = stats
     return KindReport(
         data.kind.name, data.kind.description, data.kind.shape, len(data.items), len(data.raters),
-        data.n_annotations, data.raters, overall, _pairwise(data, settings),
+        data.n_annotations, data.raters, overall, shape.pairwise(data, settings),
         majority_agreement(data, settings), per_subtype, tuple(notes), data.problems,
     )
 
@@ -575,7 +495,7 @@ def agreement_report(
         if kind not in KINDS:
             skipped[kind] = "no label shape is defined for this kind"
             continue
-        if KINDS[kind].shape == "edit":
+        if not KINDS[kind].strategy.compared:
             skipped[kind] = "authored edits are not compared between annotators: blind re-answering checks them (blind_reanswer)"
             continue
         data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
@@ -584,7 +504,7 @@ def agreement_report(
                 f" ({len(data.problems)} unreadable, e.g. {data.problems[0]})" if data.problems else ""
             )
             continue
-        gold = gold_answers(ws, data) if data.kind.shape == "answer" else None
+        gold = gold_answers(ws, data) if data.kind.strategy.scored_against_gold else None
         reports[kind] = kind_report(data, settings, gold=gold)
     return AgreementReport(
         ws.config.name, now().isoformat(timespec="seconds"), settings,

@@ -37,6 +37,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from tqaforge import __version__
+from tqaforge.annotation.shapes import SHAPES
 from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
 from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
@@ -47,8 +48,8 @@ from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 
-#: The statistic that gates each kind shape, and the default threshold.
-GATE_STATISTIC = {"category": "fleiss_kappa", "set": "masi_alpha", "answer": "accuracy"}
+#: The statistic that gates each kind shape (its strategy's ``gate_statistic``), and the default threshold.
+GATE_STATISTIC = {name: shape.gate_statistic for name, shape in SHAPES.items() if shape.gate_statistic}
 DEFAULT_MIN_AGREEMENT = 0.6
 #: Kinds whose labels make what a release holds (the item, its answer, its cells, its variants).
 FEEDING_KINDS = ("question_review", "answer_verification", "question_typing", "relevant_cells",
@@ -158,8 +159,9 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
         used = data.select(keep)
         if not used.items:
             continue
-        report = kind_report(used, Settings(n_boot=options.n_boot), gold=gold_answers(ws, used) if used.kind.shape == "answer" else None)
-        statistic = GATE_STATISTIC[used.kind.shape]
+        shape = used.kind.strategy
+        report = kind_report(used, Settings(n_boot=options.n_boot), gold=gold_answers(ws, used) if shape.scored_against_gold else None)
+        statistic = GATE_STATISTIC[shape.name]
         result = report.overall.get(statistic)
         value = None if result is None else result.value
         threshold = options.min_agreement.get(kind, options.min_agreement.get("*", DEFAULT_MIN_AGREEMENT))
