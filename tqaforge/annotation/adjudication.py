@@ -1,7 +1,7 @@
 """Adjudication: one final label per annotation task, and how and by whom it was decided.
 
 :func:`adjudicate` looks at every task of a kind with two or more annotators (each annotator's
-latest label, as in :mod:`tqaforge.annotation.workflows`) and stores an
+latest label, as in :mod:`tqaforge.annotation.rater_data`) and stores an
 :class:`~tqaforge.schemas.records.Adjudication`:
 
 - all annotators agree: ``resolved``, method ``unanimous``;
@@ -40,7 +40,8 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against_target, check_kinds, kind_spec
-from tqaforge.annotation.workflows import RECORD_SOME, latest_annotations
+from tqaforge.annotation.rater_data import latest_annotations
+from tqaforge.annotation.report import RECORD_SOME
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id
 from tqaforge.labels import NOT_OURS, rater

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
+from tqaforge.annotation.report import AgreementReport, KindReport
 from tqaforge.annotation.shapes import SHAPES
-from tqaforge.annotation.workflows import AgreementReport, KindReport
 from tqaforge.printable import escape_controls
 
 NAMES = {

@@ -27,7 +27,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import LabelError, kind_spec
-from tqaforge.annotation.workflows import latest_annotations
+from tqaforge.annotation.rater_data import latest_annotations
 from tqaforge.errors import AgreementError
 from tqaforge.ids import adjudication_id
 from tqaforge.labels import NOT_OURS, VALUE_MODIFICATION_REVIEW, Authority, left_alone, rater, task_for

@@ -42,9 +42,10 @@ from tqaforge.schemas.records import Answer, Question, TableRecord, Variant
 from tqaforge.tables.edits import EDIT_MODES, CellEdit, EditRejected, check_value_edit
 from tqaforge.tables.table import Table
 
-if TYPE_CHECKING:  # only for types: the statistics read these duck-typed, and workflows imports this module
+if TYPE_CHECKING:  # only for types: the statistics read these duck-typed, and the report imports this module
     from tqaforge.annotation.kinds import KindSpec
-    from tqaforge.annotation.workflows import RaterData, Settings
+    from tqaforge.annotation.rater_data import RaterData
+    from tqaforge.annotation.report import Settings
 
 #: The names of the shapes (a kind's ``shape``).
 Shape = Literal["category", "set", "answer", "edit"]

@@ -56,8 +56,9 @@ def agreement_report_cmd(
 ) -> None:
     """Agreement statistics with bootstrap intervals per annotation kind, stored under WORKSPACE/reports/."""
     check_choice("--format", fmt, ("table", "json", "markdown"))
+    from tqaforge.annotation.report import Settings, agreement_report
+    from tqaforge.annotation.report_files import write_report
     from tqaforge.annotation.report_format import report_sections, to_markdown
-    from tqaforge.annotation.workflows import Settings, agreement_report, write_report
 
     ws = open_ws(ctx, workspace)
     kinds = names(kind) if kind else None

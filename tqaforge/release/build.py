@@ -37,8 +37,9 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from tqaforge import __version__
+from tqaforge.annotation.rater_data import gold_answers, load_rater_data
+from tqaforge.annotation.report import Settings, kind_report
 from tqaforge.annotation.shapes import SHAPES
-from tqaforge.annotation.workflows import Settings, gold_answers, kind_report, load_rater_data
 from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS

@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
+from tqaforge.annotation.report import AgreementReport, Settings, agreement_report
 from tqaforge.annotation.report_format import kind_section
-from tqaforge.annotation.workflows import AgreementReport, Settings, agreement_report
 from tqaforge.app.common import attempt, md, workspace_or_stop
 from tqaforge.queries import annotations_fingerprint
 

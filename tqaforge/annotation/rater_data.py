@@ -1,0 +1,220 @@
+"""Reading labels: Annotation records -> rater data (items x annotators), and the gold answers.
+
+Each :class:`~tqaforge.schemas.records.AnnotationTask` has a ``kind``; every
+:class:`~tqaforge.schemas.records.Annotation` on it holds one person's ``label`` in the shape of
+that kind (:mod:`tqaforge.annotation.kinds` lists the kinds and their label shapes).
+
+When a person labels a task twice (changed their mind), their latest annotation counts (by
+``created_at``, then the number at the end of ``source_ref``). Labels that cannot be read are
+not guessed at: they are left out and listed in the data's ``problems``. The statistics on this
+data are :mod:`tqaforge.annotation.report`'s.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Iterable, Sequence, cast
+
+from sqlmodel import Session, select
+
+from tqaforge.annotation.kinds import KindSpec, LabelError, kind_spec
+from tqaforge.labels import label_order
+from tqaforge.labels import rater as person_of
+from tqaforge.people import people_names
+from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
+from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
+from tqaforge.store import Workspace
+
+NO_SUBTYPE = "(none)"
+
+
+@dataclass(frozen=True)
+class RaterData:
+    """One kind's labels as items (tasks) x raters (annotators); None where a rater gave none."""
+
+    kind: KindSpec
+    items: tuple[str, ...]
+    target_types: tuple[str, ...]
+    targets: tuple[str, ...]
+    subtypes: tuple[str, ...]
+    raters: tuple[str, ...]
+    labels: tuple[tuple[Any, ...], ...]
+    annotation_ids: tuple[tuple[str | None, ...], ...]
+    problems: tuple[str, ...] = ()
+    #: Per item, the table its cells are on (set kinds): MASI alpha keeps tables apart.
+    tables: tuple[str, ...] = ()
+
+    @property
+    def n_annotations(self) -> int:
+        return sum(x is not None for row in self.labels for x in row)
+
+    def ratings(self) -> list[list[Any]]:
+        """Items x raters."""
+        return [list(row) for row in self.labels]
+
+    def reliability_data(self) -> list[list[Any]]:
+        """Raters x items (the layout of Krippendorff's alpha)."""
+        return [list(col) for col in zip(*self.labels)] if self.labels else []
+
+    def select(self, keep: Sequence[bool]) -> RaterData:
+        """The items where ``keep`` is true (raters who labelled none of them are dropped)."""
+        idx = [i for i, k in enumerate(keep) if k]
+        used = [r for r in range(len(self.raters)) if any(self.labels[i][r] is not None for i in idx)]
+
+        def pick(rows: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
+            return tuple(tuple(rows[i][r] for r in used) for i in idx)
+
+        return RaterData(
+            self.kind,
+            tuple(self.items[i] for i in idx),
+            tuple(self.target_types[i] for i in idx),
+            tuple(self.targets[i] for i in idx),
+            tuple(self.subtypes[i] for i in idx),
+            tuple(self.raters[r] for r in used),
+            pick(self.labels),
+            pick(self.annotation_ids),
+            self.problems,
+            tuple(self.tables[i] for i in idx) if self.tables else (),
+        )
+
+
+#: What a read-only reader of labels needs of a task and an annotation (the task's payload, often
+#: large, is left out).
+_TASK_COLUMNS = ("id", "kind", "target_type", "target_id", "status")
+_ANNOTATION_COLUMNS = ("id", "task_id", "annotator", "kind", "label", "source", "source_ref", "lead_time", "created_at", "annotator_id")
+
+
+def latest_annotations(
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None, read_only: bool = False,
+) -> list[tuple[AnnotationTask, Annotation]]:
+    """Each annotator's latest annotation on each task of ``kind`` (or on the one task given); an
+    annotator is a person (:func:`tqaforge.labels.rater`), whatever surfaces their labels came from.
+
+    ``read_only``: the records are detached copies built from the columns a statistic needs (no
+    task payload), several times faster on tens of thousands of labels; never change or add them."""
+    excluded = set(exclude_sources)
+    rows: Sequence[tuple[AnnotationTask, Annotation]]
+    if read_only:
+        columns = [getattr(AnnotationTask, c) for c in _TASK_COLUMNS] + [getattr(Annotation, c) for c in _ANNOTATION_COLUMNS]
+        flat = select(*columns).join(Annotation, Annotation.task_id == AnnotationTask.id).where(AnnotationTask.kind == kind)  # type: ignore[arg-type]
+        if task_id is not None:
+            flat = flat.where(AnnotationTask.id == task_id)
+        n = len(_TASK_COLUMNS)
+        # Plain attribute holders: a record's constructor (even pydantic's model_construct, which
+        # resolves every default) costs more than the query on tens of thousands of labels.
+        rows = [
+            (cast(AnnotationTask, SimpleNamespace(**dict(zip(_TASK_COLUMNS, row[:n])))),
+             cast(Annotation, SimpleNamespace(**dict(zip(_ANNOTATION_COLUMNS, row[n:])))))
+            for row in s.exec(flat).all()  # type: ignore[call-overload]
+        ]
+    else:
+        query = (
+            select(AnnotationTask, Annotation)
+            .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            .where(AnnotationTask.kind == kind)
+        )
+        if task_id is not None:
+            query = query.where(AnnotationTask.id == task_id)
+        rows = s.exec(query).all()
+    latest: dict[tuple[str, str], tuple[AnnotationTask, Annotation]] = {}
+    for task, ann in rows:
+        if ann.source in excluded:
+            continue
+        key = (task.id, person_of(ann))  # one person is one rater, whatever the surface
+        held = latest.get(key)
+        if held is None or label_order(ann) > label_order(held[1]):
+            latest[key] = (task, ann)
+    return list(latest.values())
+
+
+def _chunks(values: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The question subtype of each (target_type, target_id), through answers and variants."""
+    by_type: dict[str, set[str]] = defaultdict(set)
+    for target_type, target_id in targets:
+        by_type[target_type].add(target_id)
+    question_of: dict[tuple[str, str], str] = {("question", q): q for q in by_type.get("question", ())}
+    for model, target_type in ((Answer, "answer"), (Variant, "variant")):
+        ids = sorted(by_type.get(target_type, ()))
+        for chunk in _chunks(ids):
+            for rid, qid in s.exec(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
+                question_of[(target_type, rid)] = qid
+    subtype: dict[str, str | None] = {}
+    qids = sorted(set(question_of.values()))
+    for chunk in _chunks(qids):
+        for qid, st in s.exec(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            subtype[qid] = st
+    return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
+
+
+def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The table each (target_type, target_id)'s cells are on: a question's table; a variant's own."""
+    found: dict[tuple[str, str], str] = {}
+    questions = sorted({t for kind, t in targets if kind == "question"})
+    for chunk in _chunks(questions):
+        for qid, table_id in s.exec(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            found[("question", qid)] = table_id
+    for kind, t in targets:
+        found.setdefault((kind, t), f"{kind}:{t}")
+    return found
+
+
+def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
+    """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
+    spec = kind_spec(kind)
+    with ws.session() as s:
+        pairs = latest_annotations(s, kind, exclude_sources=exclude_sources, read_only=True)
+        targets = {(t.target_type, t.target_id) for t, _ in pairs}
+        subtype_of = _subtypes(s, targets)
+        table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
+        names = people_names(s)  # raters are people, shown by name (unique among active people)
+    problems: list[str] = []
+    values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
+    tasks: dict[str, AnnotationTask] = {}
+    for task, ann in pairs:
+        try:
+            value = spec.read(ann.label)
+        except LabelError as exc:
+            problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
+            continue
+        who = person_of(ann)
+        values[task.id][names.get(who, who)] = (value, ann.id)
+        tasks[task.id] = task
+    items = tuple(sorted(values))
+    raters = tuple(sorted({a for per in values.values() for a in per}))
+    labels = tuple(tuple(values[i][r][0] if r in values[i] else None for r in raters) for i in items)
+    ann_ids = tuple(tuple(values[i][r][1] if r in values[i] else None for r in raters) for i in items)
+    return RaterData(
+        spec, items,
+        tuple(tasks[i].target_type for i in items),
+        tuple(tasks[i].target_id for i in items),
+        tuple(subtype_of.get((tasks[i].target_type, tasks[i].target_id), NO_SUBTYPE) for i in items),
+        raters, labels, ann_ids, tuple(sorted(problems)),
+        tuple(table_of[(tasks[i].target_type, tasks[i].target_id)] for i in items) if table_of else (),
+    )
+
+
+
+def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
+    """The author's gold per item of blind re-answering: the variant's answers, or the question's best Answer."""
+    out: dict[str, list[str]] = {}
+    with ws.session() as s:
+        variants = [t for t, tt in zip(data.targets, data.target_types) if tt == "variant"]
+        answers_of: dict[str, list[str] | None] = {}
+        for chunk in _chunks(sorted(set(variants))):
+            for vid, answers in s.exec(select(Variant.id, Variant.answers).where(Variant.id.in_(chunk))).all():  # type: ignore[attr-defined]
+                answers_of[vid] = list(answers) if answers is not None else None
+        questions = [t for t, tt in zip(data.targets, data.target_types) if tt == "question"]
+        # Only answers people vouched for: re-answering is scored against the author's gold.
+        best = trusted_answers(s, questions, at_least=CHECKED_BY_PEOPLE)
+    for item, target, target_type in zip(data.items, data.targets, data.target_types):
+        values = answers_of.get(target) if target_type == "variant" else (best[target].values if target in best else None)
+        if values:
+            out[item] = [str(v) for v in values]
+    return out

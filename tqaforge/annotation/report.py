@@ -1,0 +1,300 @@
+"""Computing the agreement report: rater data -> statistics per kind -> an :class:`AgreementReport`.
+
+The report (:func:`agreement_report`) gives, per kind: percent agreement, Fleiss' kappa (on the
+items with the most common number of ratings, since it needs the same number on every item),
+Krippendorff's alpha and Gwet's AC1 (all items, missing ratings allowed), pairwise percent
+agreement and Cohen's kappa, each annotator's agreement with the majority of the others, and
+the same per question subtype; for set labels MASI alpha; for blind re-answering the accuracy
+of each annotator and overall. Every value has its seeded bootstrap interval. Which statistics
+a kind gets is its shape's (:mod:`tqaforge.annotation.shapes`); the labels are read by
+:mod:`tqaforge.annotation.rater_data`, the report written by :mod:`tqaforge.annotation.report_files`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from sqlmodel import select
+
+from tqaforge.annotation.agreement import (
+    DEFAULT_CI_LEVEL,
+    DEFAULT_N_BOOT,
+    AgreementResult,
+    PairwiseResult,
+    check_bootstrap,
+    proportion,
+)
+from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
+from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
+from tqaforge.errors import AgreementError
+from tqaforge.ids import content_hash
+from tqaforge.labels import NOT_OURS
+from tqaforge.schemas.records import Annotation, AnnotationTask
+from tqaforge.store import Workspace
+from tqaforge.tables.matching import RULES, Rule, value_match
+
+#: Matching rules of blind re-answering by default: normalised text, or the same number.
+DEFAULT_MATCH_RULES: tuple[Rule, ...] = ("exact", "numeric")
+
+#: What to do when there are no annotations yet (the CLI prints it as the one line of an empty report).
+RECORD_SOME = (
+    "Record some with `tqaforge questions review QUESTION_ID --accept --annotator NAME` "
+    "(or label in Label Studio or the app), then run this again."
+)
+NO_ANNOTATIONS = f"no annotations yet, so no agreement to report. {RECORD_SOME}"
+
+
+@dataclass(frozen=True)
+class KindReport:
+    """Every statistic of one annotation kind."""
+
+    kind: str
+    description: str
+    shape: Shape
+    n_items: int
+    n_raters: int
+    n_annotations: int
+    raters: tuple[str, ...]
+    overall: Mapping[str, AgreementResult]
+    pairwise: Mapping[str, PairwiseResult]
+    per_annotator: Mapping[str, AgreementResult]
+    per_subtype: Mapping[str, Mapping[str, AgreementResult]]
+    notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "shape": self.shape,
+            "n_items": self.n_items,
+            "n_raters": self.n_raters,
+            "n_annotations": self.n_annotations,
+            "raters": list(self.raters),
+            "overall": {k: v.as_dict() for k, v in self.overall.items()},
+            "pairwise": {k: v.as_dict() for k, v in self.pairwise.items()},
+            "per_annotator": {k: v.as_dict() for k, v in self.per_annotator.items()},
+            "per_subtype": {st: {k: v.as_dict() for k, v in stats.items()} for st, stats in self.per_subtype.items()},
+            "notes": list(self.notes),
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The choices a report was made with (stored with it)."""
+
+    n_boot: int = DEFAULT_N_BOOT
+    seed: int = 0
+    ci_level: float = DEFAULT_CI_LEVEL
+    exclude_sources: tuple[str, ...] = NOT_OURS  # imported published labels are not our annotators' work
+    match_rules: tuple[Rule, ...] = DEFAULT_MATCH_RULES
+
+    def boot(self) -> dict[str, Any]:
+        return {"n_boot": self.n_boot, "seed": self.seed, "ci_level": self.ci_level}
+
+
+def majority_agreement(data: RaterData, settings: Settings) -> dict[str, AgreementResult]:
+    """Each annotator's agreement with the majority of the other annotators, item by item.
+
+    Categories: the share of items where the annotator gives the others' strict-majority value
+    (items without one are left out and counted). Sets: the mean MASI agreement (1 - distance)
+    with the cells more than half of the others chose (the shape's
+    :meth:`~tqaforge.annotation.shapes.LabelShape.agreement_with_majority`).
+    """
+    shape = data.kind.strategy
+    out: dict[str, AgreementResult] = {}
+    for r, rater in enumerate(data.raters):
+        scores: list[float] = []
+        no_majority = 0
+        for row in data.labels:
+            mine = row[r]
+            others = [x for j, x in enumerate(row) if j != r and x is not None]
+            if mine is None or not others:
+                continue
+            score = shape.agreement_with_majority(mine, others)
+            if score is None:
+                no_majority += 1
+                continue
+            scores.append(score)
+        result = proportion(scores, statistic=shape.majority_statistic, n_raters=len(data.raters), **settings.boot())
+        if no_majority:
+            result = _with_component(result, "items_without_majority", no_majority)
+        out[rater] = result
+    return out
+
+
+def _with_component(result: AgreementResult, key: str, value: Any) -> AgreementResult:
+    return replace(result, components={**result.components, key: value})
+
+
+def kind_report(data: RaterData, settings: Settings = Settings(), *, gold: Mapping[str, Sequence[str]] | None = None) -> KindReport:
+    """Every statistic of one kind's rater data (``gold`` per item for blind re-answering)."""
+    shape = data.kind.strategy
+    if shape.scored_against_gold:
+        return _reanswer_report(data, settings, gold or {})
+    overall, notes = shape.overall(data, settings)
+    per_subtype: dict[str, dict[str, AgreementResult]] = {}
+    for subtype in sorted(set(data.subtypes)):
+        part = data.select([st == subtype for st in data.subtypes])
+        stats, _ = shape.overall(part, settings)
+        per_subtype[subtype] = stats
+    return KindReport(
+        data.kind.name, data.kind.description, data.kind.shape, len(data.items), len(data.raters),
+        data.n_annotations, data.raters, overall, shape.pairwise(data, settings),
+        majority_agreement(data, settings), per_subtype, tuple(notes), data.problems,
+    )
+
+
+def answers_match(given: Sequence[str], gold: Sequence[str], rules: Iterable[Rule] = DEFAULT_MATCH_RULES) -> bool:
+    """Whether a person's answer values equal the gold values, one to one in any order."""
+    rules = tuple(rules)
+    left = list(gold)
+    if len(given) != len(left):
+        return False
+    for value in given:
+        hit = next((i for i, g in enumerate(left) if value_match(value, g, rules) is not None), None)
+        if hit is None:
+            return False
+        left.pop(hit)
+    return True
+
+
+def _reanswer_report(data: RaterData, settings: Settings, gold: Mapping[str, Sequence[str]]) -> KindReport:
+    problems = list(data.problems)
+    missing = [i for i in data.items if not gold.get(i)]
+    if missing:
+        problems.append(f"{len(missing)} items have no gold answer yet and are not scored")
+    scored = [bool(gold.get(i)) for i in data.items]
+    correct = np.full((len(data.items), len(data.raters)), np.nan)
+    for i, (item, row) in enumerate(zip(data.items, data.labels)):
+        if not scored[i]:
+            continue
+        for r, given in enumerate(row):
+            if given is not None:
+                correct[i, r] = 1.0 if answers_match(given, gold[item], settings.match_rules) else 0.0
+    answered = ~np.isnan(correct)
+    hits = np.nan_to_num(correct)
+
+    def accuracy(rows: np.ndarray, cols: slice | int = slice(None)) -> AgreementResult:
+        num = hits[rows][:, cols] if isinstance(cols, int) else hits[rows][:, cols].sum(axis=1)
+        den = answered[rows][:, cols] if isinstance(cols, int) else answered[rows][:, cols].sum(axis=1)
+        return proportion(num, den, statistic="accuracy", n_raters=len(data.raters), **settings.boot())
+
+    everything = np.ones(len(data.items), dtype=bool)
+    per_annotator = {rater: accuracy(everything, r) for r, rater in enumerate(data.raters)}
+    subtypes = np.array(data.subtypes, dtype=object)
+    per_subtype = {st: {"accuracy": accuracy(subtypes == st)} for st in sorted(set(data.subtypes))}
+    notes = [f"exact match after normalisation (rules: {', '.join(settings.match_rules)})"]
+    return KindReport(
+        data.kind.name, data.kind.description, data.kind.shape, len(data.items), len(data.raters),
+        data.n_annotations, data.raters, {"accuracy": accuracy(everything)}, {}, per_annotator, per_subtype,
+        tuple(notes), tuple(problems),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """Agreement on every (or the chosen) annotation kind of a workspace, with its settings."""
+
+    workspace: str
+    generated_at: str
+    settings: Settings
+    annotations_hash: str
+    kinds: Mapping[str, KindReport]
+    skipped_kinds: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no kind had annotations to compute anything on."""
+        return not self.kinds
+
+    @property
+    def message(self) -> str | None:
+        """One line saying why the report is empty (None when it is not)."""
+        if not self.is_empty:
+            return None
+        if not self.skipped_kinds:
+            return NO_ANNOTATIONS
+        why = "; ".join(f"{k}: {reason}" for k, reason in self.skipped_kinds.items())
+        return f"no agreement to report ({why}). {RECORD_SOME}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace,
+            "is_empty": self.is_empty,
+            "message": self.message,
+            "generated_at": self.generated_at,
+            "settings": {
+                **self.settings.boot(),
+                "exclude_sources": list(self.settings.exclude_sources),
+                "match_rules": list(self.settings.match_rules),
+            },
+            "annotations_hash": self.annotations_hash,
+            "kinds": {k: r.as_dict() for k, r in self.kinds.items()},
+            "skipped_kinds": dict(self.skipped_kinds),
+        }
+
+
+def _kinds_present(ws: Workspace) -> list[str]:
+    with ws.session() as s:
+        rows = s.exec(
+            select(AnnotationTask.kind).join(Annotation, Annotation.task_id == AnnotationTask.id).distinct()  # type: ignore[arg-type]
+        ).all()
+    return sorted(set(rows))
+
+
+def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
+    """A hash of every annotation the report read (ids and labels), to tell a stale report."""
+    with ws.session() as s:
+        rows = s.exec(
+            select(Annotation.id, Annotation.label)
+            .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+        ).all()
+    return content_hash(sorted([rid, label] for rid, label in rows))
+
+
+def agreement_report(
+    ws: Workspace,
+    *,
+    kinds: Sequence[str] | None = None,
+    settings: Settings = Settings(),
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> AgreementReport:
+    """Agreement statistics for each annotation kind (default: every kind with annotations)."""
+    if settings.match_rules and not set(settings.match_rules) <= set(RULES):
+        unknown = sorted(set(settings.match_rules) - set(RULES))
+        raise AgreementError(f"unknown match rules {unknown}", hint="give --match-rules from: " + ", ".join(RULES))
+    # Settings are checked before any data is read, so a bad --seed fails at once, not per statistic.
+    check_bootstrap(settings.n_boot, settings.ci_level, settings.seed)
+    asked = check_kinds(kinds)  # a kind asked for by name must be known
+    wanted = asked if asked else _kinds_present(ws)
+    reports: dict[str, KindReport] = {}
+    skipped: dict[str, str] = {}
+    for kind in wanted:
+        if kind not in KINDS:
+            skipped[kind] = "no label shape is defined for this kind"
+            continue
+        if not KINDS[kind].strategy.compared:
+            skipped[kind] = "authored edits are not compared between annotators: blind re-answering checks them (blind_reanswer)"
+            continue
+        data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
+        if not data.items:
+            skipped[kind] = "no readable annotations" + (
+                f" ({len(data.problems)} unreadable, e.g. {data.problems[0]})" if data.problems else ""
+            )
+            continue
+        gold = gold_answers(ws, data) if data.kind.strategy.scored_against_gold else None
+        reports[kind] = kind_report(data, settings, gold=gold)
+    return AgreementReport(
+        ws.config.name, now().isoformat(timespec="seconds"), settings,
+        _annotations_hash(ws, wanted), reports, skipped,
+    )
