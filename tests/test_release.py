@@ -14,7 +14,11 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from tqaforge.annotation.human_import import import_human_work
+from tqaforge.annotation.kinds import KINDS, KindSpec, feeding_kinds, register_kind
+from tqaforge.annotation.report import Settings, agreement_report
+from tqaforge.annotation.report_format import to_markdown
 from tqaforge.cli import app
+from tqaforge.errors import AgreementError
 from tqaforge.labels import record_annotation
 from tqaforge.release.build import LowAgreement, ReleaseError, ReleaseOptions, build_release
 from tqaforge.release.verify import diff_releases, verify_release
@@ -223,3 +227,44 @@ def test_thresholds_per_kind_come_from_the_config(released: Workspace, tmp_path:
     for bad, message in (("question_typing = 2\n", "not a number from -1 to 1"), ("typo_kind = 0.5\n", "does not feed a release")):
         with pytest.raises(ConfigError, match=message):
             thresholds(with_release("[release.min_agreement_by_kind]\n" + bad))
+
+
+@pytest.fixture
+def table_quality():
+    """A kind defined here, as one object, registered: nothing else in the toolkit names it."""
+    spec = register_kind(KindSpec(
+        "table_quality", "category", "quality", "is the table fit to ask questions about", ("good", "poor"),
+        release_order=9, title="Table quality",
+    ))
+    yield spec
+    KINDS.pop(spec.name)
+
+
+def test_a_kind_registered_as_one_object_flows_through_agreement_and_the_release_gate(
+    released: Workspace, tmp_path: Path, table_quality: KindSpec,
+) -> None:
+    assert "table_quality" in feeding_kinds()
+    with released.session() as s:
+        ids = [q.id for q in s.exec(select(Question).order_by(Question.id)).all()[:12]]
+        for i, qid in enumerate(ids):  # two annotators who agree on a third of the items only
+            record_annotation(s, kind="table_quality", target_type="question", target_id=qid, annotator="ana",
+                              label={"quality": "good" if i % 2 else "poor"})
+            record_annotation(s, kind="table_quality", target_type="question", target_id=qid, annotator="ben",
+                              label={"quality": "good" if i % 3 else "poor"})
+    report = agreement_report(released, kinds=["table_quality"], settings=Settings(n_boot=20))
+    kappa = report.kinds["table_quality"].overall["fleiss_kappa"].value
+    assert kappa is not None and kappa < 0.6 and "## Table quality" in to_markdown(report)
+    with pytest.raises(LowAgreement, match=r"table_quality: fleiss_kappa -?\d\.\d+ < 0\.6 over 12 items"):
+        build_release(released, ReleaseOptions(version="1.0.0", out=tmp_path / "low"))
+    # Control: the kind's own threshold lets the same labels through, and the manifest reports them.
+    build_release(released, ReleaseOptions(version="1.0.0", out=tmp_path / "ok", min_agreement={"*": 0.6, "table_quality": -1.0}))
+    gate = json.loads((tmp_path / "ok" / "manifest.json").read_text())["agreement"]["table_quality"]
+    assert gate["statistic"] == "fleiss_kappa" and gate["items"] == 12 and gate["value"] == round(kappa, 4)
+
+
+def test_a_kind_needs_a_known_shape_and_a_name_of_its_own() -> None:
+    with pytest.raises(AgreementError, match="unknown label shape 'ranking'"):
+        register_kind(KindSpec("table_rank", "ranking", "rank", "a ranking"))  # type: ignore[arg-type]
+    with pytest.raises(AgreementError, match="'question_typing' is already defined"):
+        register_kind(KindSpec("question_typing", "category", "type", "again", ("a", "b")))
+    assert "table_rank" not in KINDS and KINDS["question_typing"].description != "again"

@@ -67,7 +67,10 @@ from tqaforge.annotation.verification import settle_answer, settle_question_type
 from tqaforge.errors import AgreementError
 from tqaforge.schemas.records import AnnotationTask
 
-__all__ = ["KINDS", "KindSpec", "LabelError", "Shape", "check_against_target", "check_kinds", "kind_spec", "target_table_size"]
+__all__ = [
+    "KINDS", "KindSpec", "LabelError", "Shape", "check_against_target", "check_kinds", "feeding_kinds", "kind_spec",
+    "register_kind", "target_table_size",
+]
 
 #: ``settle(session, target_id, final_label)``: carry a resolved final label over to its target.
 Settle = Callable[[Session, str, Mapping[str, Any]], None]
@@ -96,6 +99,21 @@ class KindSpec:
     unsettle: Unsettle | None = None
     #: The part of a label the compared value leaves out, settled alongside it (see :data:`Detail`).
     detail: Detail | None = None
+    #: Where the kind's agreement stands among the kinds that gate a release (None: its labels do
+    #: not make what a release holds); :func:`feeding_kinds` orders them by it.
+    release_order: int | None = None
+    #: The kind's title in an agreement report (default: its name).
+    title: str = ""
+
+    @property
+    def report_name(self) -> str:
+        """The kind's section title in an agreement report."""
+        return self.title or self.name
+
+    @property
+    def gate_statistic(self) -> str | None:
+        """The statistic of the release gate for this kind (its shape's; None: it does not gate)."""
+        return self.strategy.gate_statistic
 
     @property
     def strategy(self) -> LabelShape:
@@ -123,24 +141,25 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             "question_typing", "category", "type", "extraction or reasoning question (FREB-TQA A.2)",
             ("extraction", "reasoning", "unanswerable"),
-            {1: "extraction", 0: "reasoning", -1: "unanswerable"}, settle=settle_question_type,
+            {1: "extraction", 0: "reasoning", -1: "unanswerable"}, settle=settle_question_type, release_order=2,
         ),
         KindSpec(
             REVIEW_KIND, "category", "decision", "keep or reject a proposed question",
             ("accept", "reject"), {"edit": "accept", "promote": "accept"}, settle=settle_question,
-            unsettle=unsettle_question, detail=review_wording,
+            unsettle=unsettle_question, detail=review_wording, release_order=0,
         ),
         KindSpec(
             "answer_verification", "category", "decision", "is the candidate gold answer correct",
-            ("correct", "incorrect", "unanswerable"), settle=settle_answer,
+            ("correct", "incorrect", "unanswerable"), settle=settle_answer, release_order=1,
         ),
         KindSpec(
             "relevant_cells", "set", "cells", "the cells needed to answer (sets, MASI distance)", settle=settle_relevant_cells,
+            release_order=3,
         ),
         KindSpec(
             "relevant_cell_validity", "category", "decision",
             "does removing the relevant cells prevent answering (FREB-TQA A.2)",
-            ("valid", "invalid", "unanswerable"), {1: "valid", 0: "invalid", -1: "unanswerable"},
+            ("valid", "invalid", "unanswerable"), {1: "valid", 0: "invalid", -1: "unanswerable"}, release_order=4,
         ),
         KindSpec("value_modification", "edit", "edits", "a person's edit of a shortened table (FREB-TQA 3.5)"),
         KindSpec(
@@ -150,10 +169,35 @@ KINDS: dict[str, KindSpec] = {
         ),
         KindSpec(
             "blind_reanswer", "answer", "answer",
-            "second annotators' answers against the author's gold (FREB-TQA: 92.5% / 93.5%)",
+            "second annotators' answers against the author's gold (FREB-TQA: 92.5% / 93.5%)", release_order=5,
         ),
     )
 }
+
+
+def register_kind(spec: KindSpec) -> KindSpec:
+    """Add a kind to the registry: the one step a new kind needs (its shape must be known, its name new).
+
+    Everything the toolkit does with a kind (reading and comparing its labels, adjudicating and
+    settling them, the report's section and the release gate) reads it from the one
+    :class:`KindSpec`; a kind going to Label Studio also needs its
+    :class:`~tqaforge.annotation.labelstudio.registry.LabelStudioKind` there.
+    """
+    if spec.shape not in SHAPES:
+        raise AgreementError(
+            f"annotation kind {spec.name!r} has the unknown label shape {spec.shape!r}",
+            hint=f"give it one of the shapes: {', '.join(SHAPES)}",
+        )
+    if spec.name in KINDS:
+        raise AgreementError(f"annotation kind {spec.name!r} is already defined", hint="give the new kind a name of its own")
+    KINDS[spec.name] = spec
+    return spec
+
+
+def feeding_kinds() -> tuple[str, ...]:
+    """The kinds whose agreement gates a release, in their ``release_order``."""
+    feeding = [spec for spec in KINDS.values() if spec.release_order is not None and spec.gate_statistic]
+    return tuple(spec.name for spec in sorted(feeding, key=lambda spec: (spec.release_order, spec.name)))
 
 
 def kind_spec(kind: str) -> KindSpec:

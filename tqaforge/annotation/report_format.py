@@ -11,21 +11,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
+from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.report import AgreementReport, KindReport
-from tqaforge.annotation.shapes import SHAPES
+from tqaforge.annotation.shapes import SHAPES, statistic_name
 from tqaforge.printable import escape_controls
-
-NAMES = {
-    "percent_agreement": "Percent agreement",
-    "fleiss_kappa": "Fleiss' kappa",
-    "krippendorff_alpha": "Krippendorff's alpha (nominal)",
-    "gwet_ac1": "Gwet's AC1",
-    "masi_alpha": "Krippendorff's alpha (MASI, sets)",
-    "cohen_kappa": "Cohen's kappa",
-    "accuracy": "Accuracy",
-    "majority_agreement": "Agreement with the majority",
-    "masi_majority_agreement": "MASI agreement with the majority",
-}
 
 
 @dataclass(frozen=True)
@@ -70,7 +59,7 @@ def _stat_rows(stats: Mapping[str, AgreementResult]) -> tuple[tuple[str, ...], .
     rows = []
     for name, r in stats.items():
         value = fmt(r.value) if r.value is not None else f"undefined: {r.reason}"
-        rows.append((NAMES.get(name, name), value, fmt_ci(r), r.band or "", str(r.n_items), str(r.n_raters)))
+        rows.append((statistic_name(name), value, fmt_ci(r), r.band or "", str(r.n_items), str(r.n_raters)))
     return tuple(rows)
 
 
@@ -80,7 +69,7 @@ def _pairwise_table(name: str, result: PairwiseResult) -> TextTable:
     for a in raters:
         rows.append((a, *("—" if a == b else cell(result.get(a, b)) for b in raters)))
     mean = f"mean over pairs: {fmt(result.mean)}" + (f" ({result.reason})" if result.reason else "")
-    return TextTable(f"{NAMES.get(name, name)} for each pair of annotators; {mean}", ("", *raters), tuple(rows))
+    return TextTable(f"{statistic_name(name)} for each pair of annotators; {mean}", ("", *raters), tuple(rows))
 
 
 def kind_section(report: KindReport, ci_level: float) -> Section:
@@ -105,12 +94,13 @@ def kind_section(report: KindReport, ci_level: float) -> Section:
         for subtype, stats in report.per_subtype.items():
             first = next(iter(stats.values()))
             rows.append((subtype, str(first.n_items), *(cell(stats[n]) if n in stats else "—" for n in names)))
-        tables.append(TextTable("Per subtype", ("subtype", "items", *(NAMES.get(n, n) for n in names)), tuple(rows)))
+        tables.append(TextTable("Per subtype", ("subtype", "items", *(statistic_name(n) for n in names)), tuple(rows)))
     lines += [f"Note: {n}" for n in report.notes]
     lines += [f"Problem: {p}" for p in report.problems[:20]]
     if len(report.problems) > 20:
         lines.append(f"... and {len(report.problems) - 20} more problems (see the JSON report)")
-    return Section(f"{report.kind}", tuple(lines), tuple(tables))
+    spec = KINDS.get(report.kind)  # a report read back may name a kind no longer defined
+    return Section(spec.report_name if spec else report.kind, tuple(lines), tuple(tables))
 
 
 def report_sections(report: AgreementReport) -> list[Section]:

@@ -73,6 +73,8 @@ class LabelShape:
     majority_statistic: str = "majority_agreement"
     #: The caption of the per-annotator table in a report.
     per_annotator_caption: str = "Each annotator against the majority of the others"
+    #: How a report names each statistic the shape computes (statistic -> words).
+    statistic_names: Mapping[str, str] = {}
 
     def read(self, spec: KindSpec, label: Any) -> Any:
         """The comparable value of a label (:class:`LabelError` when it has not this shape)."""
@@ -134,6 +136,14 @@ class CategoryShape(LabelShape):
     name = "category"
     adjudicated = True
     gate_statistic = "fleiss_kappa"
+    statistic_names = {
+        "percent_agreement": "Percent agreement",
+        "fleiss_kappa": "Fleiss' kappa",
+        "krippendorff_alpha": "Krippendorff's alpha (nominal)",
+        "gwet_ac1": "Gwet's AC1",
+        "cohen_kappa": "Cohen's kappa",
+        "majority_agreement": "Agreement with the majority",
+    }
 
     def read_value(self, spec: KindSpec, value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -184,6 +194,11 @@ class SetShape(LabelShape):
     needs_tables = True
     gate_statistic = "masi_alpha"
     majority_statistic = "masi_majority_agreement"
+    statistic_names = {
+        "masi_alpha": "Krippendorff's alpha (MASI, sets)",
+        "percent_agreement": "Percent agreement",
+        "masi_majority_agreement": "MASI agreement with the majority",
+    }
 
     def read_value(self, spec: KindSpec, value: Any) -> frozenset[tuple[int, int]]:
         return _cells(value)
@@ -237,6 +252,7 @@ class AnswerShape(LabelShape):
     scored_against_gold = True
     gate_statistic = "accuracy"
     per_annotator_caption = "Each annotator's accuracy"
+    statistic_names = {"accuracy": "Accuracy"}
 
     def read(self, spec: KindSpec, label: Any) -> tuple[str, ...]:
         value = label.get(spec.key) if isinstance(label, dict) else label
@@ -282,6 +298,11 @@ class EditShape(LabelShape):
 
 #: Every shape by name.
 SHAPES: dict[str, LabelShape] = {shape.name: shape for shape in (CategoryShape(), SetShape(), AnswerShape(), EditShape())}
+
+
+def statistic_name(statistic: str) -> str:
+    """How a report names a statistic (the first shape that names it; else the statistic's own name)."""
+    return next((shape.statistic_names[statistic] for shape in SHAPES.values() if statistic in shape.statistic_names), statistic)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,9 +37,9 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from tqaforge import __version__
+from tqaforge.annotation.kinds import feeding_kinds
 from tqaforge.annotation.rater_data import gold_answers, load_rater_data
 from tqaforge.annotation.report import Settings, kind_report
-from tqaforge.annotation.shapes import SHAPES
 from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
@@ -49,12 +49,10 @@ from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 
-#: The statistic that gates each kind shape (its strategy's ``gate_statistic``), and the default threshold.
-GATE_STATISTIC = {name: shape.gate_statistic for name, shape in SHAPES.items() if shape.gate_statistic}
+#: The default threshold of the gate. Which kinds gate a release (their labels make what it holds:
+#: the item, its answer, its cells, its variants) and on which statistic is each kind's own
+#: (:func:`~tqaforge.annotation.kinds.feeding_kinds`, ``KindSpec.gate_statistic``).
 DEFAULT_MIN_AGREEMENT = 0.6
-#: Kinds whose labels make what a release holds (the item, its answer, its cells, its variants).
-FEEDING_KINDS = ("question_review", "answer_verification", "question_typing", "relevant_cells",
-                 "relevant_cell_validity", "blind_reanswer")
 LICENCE_URLS = {"other": "https://spdx.org/licenses/", "apache-2.0": "https://www.apache.org/licenses/LICENSE-2.0",
                 "cc-by-sa-4.0": "https://creativecommons.org/licenses/by-sa/4.0/"}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -122,9 +120,9 @@ def thresholds(ws: Workspace, min_agreement: float | None = None) -> dict[str, f
         return {"*": check(min_agreement, "--min-agreement")}
     out = {"*": check(section.min_agreement, "min_agreement") if section.min_agreement is not None else DEFAULT_MIN_AGREEMENT}
     for kind, value in (section.min_agreement_by_kind or {}).items():
-        if kind not in FEEDING_KINDS:
+        if kind not in feeding_kinds():
             raise ConfigError(f"{where} min_agreement_by_kind names {kind!r}, which does not feed a release",
-                              hint=f"kinds: {', '.join(FEEDING_KINDS)}")
+                              hint=f"kinds: {', '.join(feeding_kinds())}")
         out[kind] = check(value, f"min_agreement_by_kind.{kind}")
     return out
 
@@ -152,7 +150,7 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
     targets |= answers
     summary: dict[str, Any] = {}
     low: list[str] = []
-    for kind in FEEDING_KINDS:
+    for kind in feeding_kinds():
         data = load_rater_data(ws, kind, exclude_sources=NOT_OURS)
         keep = [t in targets for t in data.targets]
         if not any(keep):
@@ -162,7 +160,9 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
             continue
         shape = used.kind.strategy
         report = kind_report(used, Settings(n_boot=options.n_boot), gold=gold_answers(ws, used) if shape.scored_against_gold else None)
-        statistic = GATE_STATISTIC[shape.name]
+        statistic = used.kind.gate_statistic
+        if statistic is None:  # pragma: no cover - feeding_kinds() keeps only kinds with a gate statistic
+            continue
         result = report.overall.get(statistic)
         value = None if result is None else result.value
         threshold = options.min_agreement.get(kind, options.min_agreement.get("*", DEFAULT_MIN_AGREEMENT))
