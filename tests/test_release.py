@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from tqaforge.annotation.human_import import import_human_work
 from tqaforge.annotation.kinds import KINDS, KindSpec, feeding_kinds, register_kind
+from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind, ls_kind, ls_kinds
 from tqaforge.annotation.report import Settings, agreement_report
 from tqaforge.annotation.report_format import to_markdown
 from tqaforge.cli import app
@@ -235,6 +236,8 @@ def table_quality():
     spec = register_kind(KindSpec(
         "table_quality", "category", "quality", "is the table fit to ask questions about", ("good", "poor"),
         release_order=9, title="Table quality",
+        labelstudio=LabelStudioKind("table_quality", "question", "question_typing.xml",
+                                    to_label=lambda result: {"quality": result[0]["value"]["choices"][0]}),
     ))
     yield spec
     KINDS.pop(spec.name)
@@ -243,7 +246,10 @@ def table_quality():
 def test_a_kind_registered_as_one_object_flows_through_agreement_and_the_release_gate(
     released: Workspace, tmp_path: Path, table_quality: KindSpec,
 ) -> None:
-    assert "table_quality" in feeding_kinds()
+    assert "table_quality" in feeding_kinds() and ls_kinds()["table_quality"] is table_quality.labelstudio
+    assert ls_kind("question_typing") is LS_KINDS["question_typing"]  # control: the built-in kinds' own entries
+    to_label = table_quality.labelstudio.to_label if table_quality.labelstudio else None
+    assert to_label and table_quality.read(to_label([{"value": {"choices": ["Good"]}}])) == "good"
     with released.session() as s:
         ids = [q.id for q in s.exec(select(Question).order_by(Question.id)).all()[:12]]
         for i, qid in enumerate(ids):  # two annotators who agree on a third of the items only

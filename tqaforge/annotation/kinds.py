@@ -57,7 +57,7 @@ blind_reanswer           variant    ``{"answer": "..."}`` or ``{"answers": ["...
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from sqlmodel import Session
 
@@ -66,6 +66,9 @@ from tqaforge.annotation.shapes import SHAPES, LabelError, LabelShape, Shape, ta
 from tqaforge.annotation.verification import settle_answer, settle_question_type, settle_relevant_cells, settle_value_modification
 from tqaforge.errors import AgreementError
 from tqaforge.schemas.records import AnnotationTask
+
+if TYPE_CHECKING:  # only a type: the Label Studio registry reads the kinds, not the other way round
+    from tqaforge.annotation.labelstudio.registry import LabelStudioKind
 
 __all__ = [
     "KINDS", "KindSpec", "LabelError", "Shape", "check_against_target", "check_kinds", "feeding_kinds", "kind_spec",
@@ -104,6 +107,10 @@ class KindSpec:
     release_order: int | None = None
     #: The kind's title in an agreement report (default: its name).
     title: str = ""
+    #: How a kind defined outside this module goes to Label Studio and comes back (its label
+    #: config, how a result becomes our label); the built-in kinds' entries are in
+    #: :data:`tqaforge.annotation.labelstudio.registry.LS_KINDS` (see ``ls_kind`` there).
+    labelstudio: LabelStudioKind | None = None
 
     @property
     def report_name(self) -> str:

@@ -560,3 +560,17 @@ LS_KINDS: dict[str, LabelStudioKind] = {
 
 if set(LS_KINDS) != set(KINDS):  # pragma: no cover - a developer's slip, caught at import
     raise RuntimeError(f"the Label Studio registry and the kinds differ: {sorted(set(LS_KINDS) ^ set(KINDS))}")
+
+
+def ls_kind(kind: str) -> LabelStudioKind | None:
+    """How a kind goes to Label Studio: the kind's own entry (``KindSpec.labelstudio``), else this
+    registry's; None for a kind that has neither (it is labelled with the CLI or the app)."""
+    spec = KINDS.get(kind)
+    own = spec.labelstudio if spec is not None else None
+    return own if own is not None else LS_KINDS.get(kind)
+
+
+def ls_kinds() -> dict[str, LabelStudioKind]:
+    """Every kind's Label Studio entry, by kind (the registered kinds' own included)."""
+    found = {kind: ls_kind(kind) for kind in KINDS}
+    return {kind: entry for kind, entry in found.items() if entry is not None}

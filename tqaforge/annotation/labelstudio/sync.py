@@ -96,7 +96,7 @@ from tqaforge.annotation.labelstudio.client import (
     LabelStudioServerError,
     client_settings,
 )
-from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind
+from tqaforge.annotation.labelstudio.registry import LabelStudioKind, ls_kind, ls_kinds
 from tqaforge.annotation.labelstudio.server import LabelStudioError
 from tqaforge.errors import ReaderError
 from tqaforge.files import atomic_write_text
@@ -332,11 +332,19 @@ def assign(task_id: str, annotators: Sequence[str], overlap: int, seed: int = 0)
     return order[:overlap]
 
 
+def _entry(kind: str) -> LabelStudioKind:
+    """The Label Studio entry of a kind that has projects (so has an entry)."""
+    entry = ls_kind(kind)
+    if entry is None:  # pragma: no cover - a project is only made for a kind with an entry
+        raise KeyError(kind)
+    return entry
+
+
 def _spec(kind: str) -> LabelStudioKind:
     kind_spec(kind)  # an unknown kind: the error lists the known ones
-    spec = LS_KINDS[kind]
-    if not spec.supported:
-        ready = ", ".join(k for k, s in LS_KINDS.items() if s.supported)
+    spec = ls_kind(kind)
+    if spec is None or not spec.supported:
+        ready = ", ".join(k for k, s in ls_kinds().items() if s.supported)
         raise LabelStudioError(
             f"{kind} cannot be pushed to Label Studio yet: it has no label configuration in this version",
             hint=f"kinds that can: {ready}; label {kind} with the CLI or the app meanwhile",
@@ -445,7 +453,7 @@ def check_config(client: LabelStudioClient, spec: LabelStudioKind) -> str:
 def validate_configs(settings: ClientSettings, kinds: Iterable[str] | None = None) -> dict[str, str]:
     """Validate the configuration of every kind that has one (or of ``kinds``) with the server;
     {kind: template path}. Raises :class:`LabelStudioConfigError` at the first bad one."""
-    wanted = list(kinds) if kinds is not None else [k for k, s in LS_KINDS.items() if s.supported]
+    wanted = list(kinds) if kinds is not None else [k for k, s in ls_kinds().items() if s.supported]
     with LabelStudioClient(settings) as client:
         done = {}
         for kind in wanted:
@@ -815,7 +823,7 @@ def missing_projects(ws: Workspace, settings: Servers, *, client: LabelStudioCli
     pending: dict[str, set[str]] = {}
     with ws.session() as s:
         for who, kind, project_id in gone:
-            spec = LS_KINDS.get(kind)
+            spec = ls_kind(kind)
             if spec is None or spec.pending is None:
                 continue
             if kind not in pending:
@@ -1589,7 +1597,7 @@ def _pull(ws: Workspace, settings: Servers, wanted: set[str] | None, full: bool,
     try:
         for kind, project_id, owner in projects:
             if project_id == MOVED:
-                _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
+                _report_gone(ws, _entry(kind), project_id, owner, summary)
                 continue
             if owner in clients.down:
                 continue
@@ -1624,12 +1632,12 @@ def _pull_project(
         # Label Studio reads the next page while we record this one.
         for ls_tasks in _ahead(reader.pages()):
             summary.tasks += len(ls_tasks)
-            _pull_tasks(ws, LS_KINDS[kind], project_id, owner, ls_tasks, users, summary)
+            _pull_tasks(ws, _entry(kind), project_id, owner, ls_tasks, users, summary)
     except LabelStudioRequestError as exc:
         # The listing of a project deleted in Label Studio is a 404, not an empty page.
         if exc.status != 404 or _exists(ls, project_id):
             raise
-        _report_gone(ws, LS_KINDS[kind], project_id, owner, summary)
+        _report_gone(ws, _entry(kind), project_id, owner, summary)
         return
     summary.incremental += project_id in marks
     if route.own:
