@@ -30,7 +30,7 @@ from tqaforge.annotation.agreement import (
     percent_agreement_matrix,
     proportion,
 )
-from tqaforge.annotation.kinds import KINDS, LabelError
+from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, feeding_kinds, register_kind
 from tqaforge.annotation.report_format import to_markdown
 from tqaforge.annotation.review import review_queue
 from tqaforge.annotation.workflows import Settings, agreement_report
@@ -362,3 +362,22 @@ def test_queue_windows_are_checked(workspace, queue):
     for window in ({"limit": -1}, {"offset": -5}, {"limit": 0}):
         with pytest.raises(TqaforgeError, match="--limit|--offset"):
             queue(workspace, **window)
+
+
+def test_a_kind_needs_a_known_shape_and_a_name_of_its_own() -> None:
+    before = dict(KINDS)
+    with pytest.raises(AgreementError, match="unknown label shape 'ranking'"):
+        register_kind(KindSpec("table_rank", "ranking", "rank", "a ranking"))  # type: ignore[arg-type]
+    with pytest.raises(AgreementError, match="'question_typing' is already defined"):
+        register_kind(KindSpec("question_typing", "category", "type", "again", ("a", "b")))
+    assert KINDS == before  # neither refused kind is half registered, nor replaced an existing one
+    # A kind that does not gate releases (no release_order, or an edit with no gate statistic) stays out of the gate.
+    for spec in (KindSpec("table_note", "category", "note", "a note", ("a", "b")),
+                 KindSpec("table_edit", "edit", "edits", "an edit", release_order=1)):
+        register_kind(spec)
+        try:
+            assert spec.name not in feeding_kinds() and spec.name in KINDS
+        finally:
+            KINDS.pop(spec.name)
+    assert feeding_kinds() == ("question_review", "answer_verification", "question_typing", "relevant_cells",
+                               "relevant_cell_validity", "blind_reanswer")  # the gate's order before this change

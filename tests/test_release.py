@@ -19,7 +19,6 @@ from tqaforge.annotation.labelstudio.registry import LS_KINDS, LabelStudioKind, 
 from tqaforge.annotation.report import Settings, agreement_report
 from tqaforge.annotation.report_format import to_markdown
 from tqaforge.cli import app
-from tqaforge.errors import AgreementError
 from tqaforge.labels import record_annotation
 from tqaforge.release.build import LowAgreement, ReleaseError, ReleaseOptions, build_release
 from tqaforge.release.verify import diff_releases, verify_release
@@ -267,10 +266,3 @@ def test_a_kind_registered_as_one_object_flows_through_agreement_and_the_release
     gate = json.loads((tmp_path / "ok" / "manifest.json").read_text())["agreement"]["table_quality"]
     assert gate["statistic"] == "fleiss_kappa" and gate["items"] == 12 and gate["value"] == round(kappa, 4)
 
-
-def test_a_kind_needs_a_known_shape_and_a_name_of_its_own() -> None:
-    with pytest.raises(AgreementError, match="unknown label shape 'ranking'"):
-        register_kind(KindSpec("table_rank", "ranking", "rank", "a ranking"))  # type: ignore[arg-type]
-    with pytest.raises(AgreementError, match="'question_typing' is already defined"):
-        register_kind(KindSpec("question_typing", "category", "type", "again", ("a", "b")))
-    assert "table_rank" not in KINDS and KINDS["question_typing"].description != "again"
