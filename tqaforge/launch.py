@@ -216,21 +216,25 @@ def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> in
     for line in login_lines(started):
         print(f"  {line}")
     print("  stop with Ctrl-C\n", flush=True)
-    env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
     try:
-        app = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
-             "--server.port", str(args.app_port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            env=env)
-        try:
-            return app.wait()
-        except KeyboardInterrupt:
-            app.terminate()
-            return app.wait()
+        return _app_in_foreground(args, {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)})
     finally:
         for done in ours:
             assert done.server is not None and done.result is not None and done.result.server is not None
             manage.stop_started(done.server, done.result.server)
+
+
+def _app_in_foreground(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """Run the Streamlit app until it ends or Ctrl-C (SIGTERM and SIGHUP act as Ctrl-C); its exit status."""
+    app = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
+         "--server.port", str(args.app_port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env=env)
+    try:
+        return app.wait()
+    except KeyboardInterrupt:
+        app.terminate()
+        return app.wait()
 
 
 def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | None, ls_url: str | None,
@@ -240,17 +244,7 @@ def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | 
     if ls_url is not None:
         env.update(LABEL_STUDIO_URL=ls_url, LABEL_STUDIO_API_KEY=token)
     try:
-        app = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
-             "--server.port", str(args.app_port), "--server.headless", "true",
-             "--browser.gatherUsageStats", "false"],
-            env=env,
-        )
-        try:
-            return app.wait()
-        except KeyboardInterrupt:
-            app.terminate()
-            return app.wait()
+        return _app_in_foreground(args, env)
     finally:
         if server is not None:
             manage.stop_started(workspace, server)
