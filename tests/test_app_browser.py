@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 from app_demo import stage_everything
-from conftest import free_port, start_chrome
+from conftest import free_port, start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
 from tqaforge.annotation.adjudication import adjudication_queue
@@ -25,21 +23,32 @@ from tqaforge.store import init_workspace
 HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
 
 
-def _wait_for(driver, text: str, timeout: float = 60) -> str:
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _wait_for(driver, *texts: str, timeout: float = 60) -> str:
+    """The page's text once every one of ``texts`` is on it (the page streams in: each is waited for)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, timeout).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
-    time.sleep(0.5)  # the rest of the page streams in after the first element
+    WebDriverWait(driver, timeout).until(lambda d: all(t in d.find_element(By.TAG_NAME, "body").text for t in texts))
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
-def _click(driver, label: str) -> None:
+def _click(driver, label: str, timeout: float = 60) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    button = driver.find_element(By.XPATH, f"//button[.//p[normalize-space()='{label}']]")
+    where = (By.XPATH, f"//button[.//p[normalize-space()='{label}']]")
+    button = WebDriverWait(driver, timeout).until(ec.presence_of_element_located(where))
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    button.click()
+    WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(where)).click()
 
 
 def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
@@ -55,24 +64,16 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}/"
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(url + "_stcore/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("streamlit did not start")
+        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1800")
         try:
             driver.get(url)
-            body = _wait_for(driver, "Annotation progress per kind")
+            body = _wait_for(driver, "Annotation progress per kind", "Pipeline funnel", "Releases")
             assert "Pipeline funnel" in body and all(p in body for p in ("Variants", "Agreement", "Releases"))
             screenshot(driver, tmp_path, "app-overview")
 
             driver.get(url + "variants")
-            body = _wait_for(driver, "as the model sees it")
+            body = _wait_for(driver, "as the model sees it", "blue: moved")
             assert "shuffle_rows (" in body and "original" in body and "perturbed" in body and "blue: moved" in body
             screenshot(driver, tmp_path, "app-variants")
 
@@ -85,14 +86,12 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             assert len(accepted) == 1
 
             driver.get(url + "agreement")
-            body = _wait_for(driver, "Adjudication queue")
+            body = _wait_for(driver, "Adjudication queue", "question_typing: 6 items")
             assert "question_typing: 6 items, 2 annotators" in body
             before = adjudication_queue(ws).total
             screenshot(driver, tmp_path, "app-agreement")
             _click(driver, "decide")
-            deadline = time.time() + 30
-            while adjudication_queue(ws).total != before - 1 and time.time() < deadline:
-                time.sleep(0.5)
+            wait_for(lambda: adjudication_queue(ws).total == before - 1, 30, "the decision to reach the store")
             assert adjudication_queue(ws).total == before - 1
         finally:
             driver.quit()
