@@ -326,6 +326,87 @@ class LLMCall(SQLModel, table=True):
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
     purpose: Optional[str] = None  # generate_questions, answer_tcot, verify, classify, ...
     created_at: datetime = Field(default_factory=utcnow)
+    # What the call was charged at (USD per million tokens) and where that price came from
+    # ("genai-prices 0.2.3", "[llm.prices]", "none"); batch calls carry the batch price.
+    price_input: Optional[float] = None
+    price_output: Optional[float] = None
+    price_source: Optional[str] = None
+    transport: str = "online"  # online, batch (a provider's Batch API), offline (a batch file)
+    batch_id: Optional[str] = Field(default=None, max_length=64)  # LLMBatch.id for batch and offline calls
+
+
+class LLMBudget(SQLModel, table=True):
+    """A budget in USD shared by every worker, process and the app that name it: ``spent`` and
+    ``reserved`` change only in one conditional UPDATE each (:mod:`tqaforge.llm.budget`)."""
+
+    __tablename__ = "llm_budgets"
+
+    id: str = Field(primary_key=True, max_length=128)  # the budget's name
+    max_cost: Optional[float] = None  # None: counted, never refused
+    spent: float = 0.0
+    reserved: float = 0.0  # the sum of the live holds' amounts
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class BudgetHold(SQLModel, table=True):
+    """What one request in flight (or one submitted batch) holds of a budget: its worst case.
+    A hold whose owner stopped renewing it past ``expires_at`` is charged in full (the request
+    may have been billed), never given back."""
+
+    __tablename__ = "llm_budget_holds"
+
+    id: str = Field(primary_key=True, max_length=64)
+    budget_id: str = Field(index=True, max_length=128)
+    amount: float
+    owner: str = Field(index=True, max_length=128)
+    expires_at: datetime
+
+
+class WorkClaim(SQLModel, table=True):
+    """One piece of a step's work taken by one worker until ``expires_at`` (its lease, renewed
+    while the worker lives): the others skip it; a lapsed claim is taken again."""
+
+    __tablename__ = "work_claims"
+
+    step: str = Field(primary_key=True, max_length=128)
+    piece: str = Field(primary_key=True, max_length=256)
+    owner: str = Field(index=True, max_length=128)
+    expires_at: datetime
+
+
+class LLMBatch(SQLModel, table=True):
+    """One batch of requests sent through a provider's Batch API (``kind`` openai) or written for
+    local inference (``kind`` offline). ``state`` follows the provider's (validating,
+    in_progress, finalizing, completed, expired, cancelling, cancelled, failed) after our own
+    prepared / uploaded / submitted, and ends at collected. ``custom_ids`` are the LLMCall ids
+    of its requests, so no request is put in two open batches."""
+
+    __tablename__ = "llm_batches"
+
+    id: str = Field(primary_key=True, max_length=64)
+    kind: str = "openai"
+    step: Optional[str] = None  # the purpose of its requests, for the listing
+    model: str
+    endpoint: Optional[str] = None
+    state: str = "prepared"
+    file_path: Optional[str] = Field(default=None, sa_column=Column(Text))
+    file_sha256: Optional[str] = None
+    file_id: Optional[str] = None  # the provider's input file
+    provider_batch_id: Optional[str] = None
+    output_file_id: Optional[str] = None
+    error_file_id: Optional[str] = None
+    request_count: int = 0
+    custom_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON(none_as_null=True), nullable=False))
+    requests: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    budget_id: Optional[str] = Field(default=None, max_length=128)
+    reserved: float = 0.0
+    cost: float = 0.0
+    counts: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    collected_at: Optional[datetime] = None
 
 
 class Release(SQLModel, table=True):
