@@ -14,7 +14,7 @@ from typing import Any
 from tqaforge import ids
 from tqaforge.ids import content_hash
 
-__all__ = ["Completion", "request_id", "request_params", "wire_seed"]
+__all__ = ["BatchRequest", "Completion", "request_id", "request_params", "wire_seed"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,26 @@ def wire_seed(seed: int | None, sample: int) -> int | None:
     if sample == 0:
         return seed
     return int(content_hash({"seed": seed, "sample": sample})[:8], 16) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """A request the gateway did not send but put aside for a batch (the Batch API or an offline
+    batch file): what the batch's JSONL line sends and what the LLMCall row of its reply keeps.
+
+    ``body`` is the chat/completions body exactly as the online transport would send it (model,
+    messages, temperature, ``max_tokens`` always, the wire seed, response_format); ``params`` the
+    same parameters as the LLMCall row stores them; ``worst_prompt`` and ``max_tokens`` bound what
+    its reply may cost (:class:`~tqaforge.llm.replies.UsageBounds`).
+    """
+
+    call_id: str  # LLMCall.id, the batch line's custom_id
+    model: str
+    body: dict[str, Any]
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    seed: int | None
+    sample: int
+    purpose: str
+    worst_prompt: int
+    max_tokens: int
