@@ -82,7 +82,7 @@ from tqaforge.errors import (
     ReplyTooLarge,
 )
 from tqaforge.llm.budget import Budget, Hold
-from tqaforge.llm.calls import Completion, request_id, request_params, wire_seed
+from tqaforge.llm.calls import BatchRequest, Completion, PutAside, request_id, request_params, wire_seed
 from tqaforge.llm.ledger import Ledger
 from tqaforge.llm.limits import RETRYABLE_STATUS, TokenBucket, backoff_delay, retry_after
 from tqaforge.llm.replies import (
@@ -151,6 +151,9 @@ class Gateway:
         self._jitter = random.Random()  # timing only: never affects what is asked or stored
         self.ledger = Ledger(ws)
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        # Set by the step runner: requests not in the store go aside for a batch instead of out.
+        self.put_aside: PutAside | None = None
+        self.deferred_calls = 0  # requests put aside (or waiting in an open batch)
         self._client: openai.AsyncOpenAI | None = None
         self._closed = False
 
@@ -320,6 +323,12 @@ class Gateway:
         if stored is not None:
             self.cached_calls += 1
             return stored
+        if self.put_aside is not None:
+            deferred = self.put_aside.offer(call_id, lambda: self._batch_request(call_id, messages, params, seed,
+                                                                                 sample, purpose))
+            if deferred is not None:
+                self.deferred_calls += 1
+                raise deferred
         async with self._sem:
             record, outcome = await self._paid_call(call_id, messages, params, seed, sample, purpose)
         # Committed outside the slot: the slot bounds requests to the endpoint, not commits. A
@@ -386,13 +395,8 @@ class Gateway:
     ) -> tuple[dict[str, Any], Completion | LLMError]:
         """Send with retries; the record to store and the completion or the error to raise."""
         s = self.settings
-        wire = dict(params)
-        sent_seed = wire_seed(seed, sample)
-        if sent_seed is not None:
-            wire["seed"] = sent_seed
+        wire, cap = self._wire(params, seed, sample)
         max_tokens = params.get("max_tokens")
-        # Always sent (not part of the call's identity): without it a reply has no worst case.
-        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else s.default_max_tokens
         est_prompt = self._estimate_prompt_tokens(messages)
         bounds = UsageBounds.of(messages, cap)
         price = s.price
@@ -505,6 +509,25 @@ class Gateway:
             log.warning("%s: %s; retry %d/%d in %.2f s (call %s)", purpose, problem, retries, s.max_retries,
                         wait, call_id)
             await asyncio.sleep(wait)
+
+    def _wire(self, params: dict[str, Any], seed: int | None, sample: int) -> tuple[dict[str, Any], int]:
+        """The parameters as sent (the wire seed of the sample, ``max_tokens`` always: without it
+        a reply has no worst case; it is not part of the call's identity) and that max_tokens."""
+        wire = dict(params)
+        sent_seed = wire_seed(seed, sample)
+        if sent_seed is not None:
+            wire["seed"] = sent_seed
+        max_tokens = params.get("max_tokens")
+        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else self.settings.default_max_tokens
+        return wire, cap
+
+    def _batch_request(self, call_id: str, messages: list[dict[str, str]], params: dict[str, Any], seed: int | None,
+                       sample: int, purpose: str) -> BatchRequest:
+        """This request as a batch line would send it (the same body as the online transport)."""
+        wire, cap = self._wire(params, seed, sample)
+        body = {"model": self.settings.model, "messages": messages, **wire}
+        return BatchRequest(call_id, self.settings.model, body, messages, wire, seed, sample, purpose,
+                            UsageBounds.of(messages, cap).worst_prompt, cap)
 
     def _settle(self, held: Hold | None, cost: float) -> None:
         """Give back an attempt's hold on the budget and spend what it cost (an unpriced model
