@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from openai_server import OpenAIServer
+
 from tqaforge.errors import StoreError
 from tqaforge.llm import Gateway, LLMSettings, Price
 from tqaforge.llm.claims import Claims
@@ -102,6 +102,7 @@ def test_a_shared_budget_is_never_passed_by_workers_together(workspace: Workspac
         # Every paid reply is in the ledger (pieces after the stop in a worker's order wait for the
         # next run, which gets their replies from the store).
         from sqlmodel import select
+
         from tqaforge.schemas.records import LLMCall
         with workspace.session() as s:
             stored = len(s.exec(select(LLMCall.id).where(LLMCall.status == "ok")).all())
