@@ -38,8 +38,8 @@ from tqaforge.printable import escape_controls
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
     from sqlalchemy.engine import URL
-    from tqaforge.llm.step import RunnerOptions
 
+    from tqaforge.llm.step import RunnerOptions
     from tqaforge.progress import Progress as ProgressFn
     from tqaforge.store import Workspace
 
