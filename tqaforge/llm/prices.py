@@ -77,7 +77,7 @@ def require_price(settings: LLMSettings, *, transport: str = "online", budget: B
         f"model {model!r} has no known price, so the budget of ${max_cost:g} could not stop it; "
         f"refused before any call",
         hint=(f'add [llm.prices."{model}"] with input = ... and output = ... (USD per million tokens; '
-              f"0 and 0 for a free local model) to tqaforge.toml, or leave out --max-cost"),
+              f"0 and 0 for a free local model) to tqaforge.toml, or leave out --max-cost (and [llm] max_cost)"),
     )
 
 
