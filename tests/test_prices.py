@@ -85,6 +85,16 @@ def test_a_known_name_on_a_local_server_is_matched_by_name() -> None:
     assert approx(q.price) == (0.15, 0.60) and q.source == f"{LIB}: openai gpt-4o-mini"
 
 
+def test_the_endpoint_from_the_environment_is_the_one_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without base_url the openai client calls OPENAI_BASE_URL: Anthropic's URL there makes a
+    Claude model Anthropic's (OpenAI lists no Claude), as the gateway's endpoint would be."""
+    st = LLMSettings(model="claude-3-5-sonnet-latest")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.anthropic.com/v1")
+    assert quote(st).source == f"{LIB}: anthropic claude-3-5-sonnet"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert quote(st) == PriceQuote(None, "unknown")  # OpenAI's price list has no Claude
+
+
 def test_the_override_wins_and_batch_applies_the_discount() -> None:
     prices = {"gpt-4o-mini": Price(1.0, 2.0), "m": Price(4.0, 8.0, batch_input=1.0, batch_output=3.0),
               "half": Price(4.0, 8.0, batch_input=1.0)}

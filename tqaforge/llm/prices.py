@@ -14,12 +14,13 @@ would count 0. :func:`require_price` refuses such a gateway before any call is m
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from tqaforge.errors import ConfigError
-from tqaforge.llm.settings import LLMSettings, Price
+from tqaforge.llm.settings import BASE_URL_ENV, LLMSettings, Price
 
 if TYPE_CHECKING:
     from tqaforge.llm.budget import Budget
@@ -51,7 +52,7 @@ def quote(settings: LLMSettings, *, transport: str = "online") -> PriceQuote:
       one for a provider that lists no batch rate);
     - ``"offline"`` (a batch file run by local inference): 0, nothing is billed.
 
-    The provider is OpenAI when ``base_url`` is unset or OpenAI's; for another URL, the provider
+    The provider is OpenAI when ``base_url`` (else ``OPENAI_BASE_URL``) is unset or OpenAI's; for another URL, the provider
     genai-prices knows by that URL, else the one whose models match the name. A name it does not
     know (a local ``Qwen/Qwen2.5-7B``) has no price: ``price`` is None, ``source`` ``"unknown"``.
     """
@@ -62,7 +63,8 @@ def quote(settings: LLMSettings, *, transport: str = "online") -> PriceQuote:
     override = settings.prices.get(settings.model)
     if override is not None:
         return _override_quote(override, transport, settings.batch_discount)
-    return _library_quote(settings.model, settings.base_url, transport)
+    # The URL the openai client will call: without base_url it reads OPENAI_BASE_URL itself.
+    return _library_quote(settings.model, settings.base_url or os.environ.get(BASE_URL_ENV) or None, transport)
 
 
 def require_price(settings: LLMSettings, *, transport: str = "online", budget: Budget | None = None) -> None:
