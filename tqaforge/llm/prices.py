@@ -52,9 +52,10 @@ def quote(settings: LLMSettings, *, transport: str = "online") -> PriceQuote:
       one for a provider that lists no batch rate);
     - ``"offline"`` (a batch file run by local inference): 0, nothing is billed.
 
-    The provider is OpenAI when ``base_url`` (else ``OPENAI_BASE_URL``) is unset or OpenAI's; for another URL, the provider
-    genai-prices knows by that URL, else the one whose models match the name. A name it does not
-    know (a local ``Qwen/Qwen2.5-7B``) has no price: ``price`` is None, ``source`` ``"unknown"``.
+    The provider is OpenAI when the endpoint (``base_url``, else ``OPENAI_BASE_URL``) is unset or
+    OpenAI's; for another URL, the provider genai-prices knows by that URL, else the one whose
+    models match the name. A name it does not know (a local ``Qwen/Qwen2.5-7B``) has no price:
+    ``price`` is None, ``source`` ``"unknown"``.
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; one of {', '.join(TRANSPORTS)}")
