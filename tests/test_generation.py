@@ -806,7 +806,7 @@ def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspac
     table_ids = import_tables(workspace, 1)
     for i in range(2):
         _question(workspace, table_ids[0], f"Seeded accepted question number {i}?", status="accepted")
-    original = generation._Generator._commit
+    original = generation.QuestionStep._commit
     seen: dict[str, tuple[str, bool]] = {}
 
     def commit_after_a_concurrent_run(self, prepared, verdicts):
@@ -824,7 +824,7 @@ def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspac
             seen["control"] = (control_qid, verdicts[control_qid][0].accepted)
         return original(self, prepared, verdicts)
 
-    monkeypatch.setattr(generation._Generator, "_commit", commit_after_a_concurrent_run)
+    monkeypatch.setattr(generation.QuestionStep, "_commit", commit_after_a_concurrent_run)
     with OpenAIServer(model_reply) as server:
         summary = generate_questions(workspace, options(per_round=4, target=2, human_share=0.0, seed=3), llm_settings(server))
     person_qid, agent_accepts = seen["person"]

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -324,18 +325,36 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                 except Deferred:
                     return _DEFERRED
 
-            def finish(job: Job[Any], result: Any, by_key: dict[str, P] = by_key) -> Awaitable[None] | None:
+            follow_ups: dict[str, Awaitable[None]] = {}  # commits with follow-up calls, not yet awaited
+
+            def finish(job: Job[Any], result: Any, by_key: dict[str, P] = by_key,
+                       follow_ups: dict[str, Awaitable[None]] = follow_ups) -> Awaitable[None] | None:
                 if result is _DEFERRED:
                     waiting.add(job.key)
                     return None
+                rest = step.commit(by_key[job.key], result)
+                if rest is None:
+                    done[0] += 1
+                    return None
+                follow_ups[job.key] = rest
+                return follow_up(job.key, follow_ups)
+
+            async def follow_up(key: str, follow_ups: dict[str, Awaitable[None]]) -> None:
+                try:
+                    await follow_ups.pop(key)
+                except Deferred:  # a follow-up call waits for a batch: not committed, left for the next pass
+                    waiting.add(key)
+                    return
                 done[0] += 1
-                return step.commit(by_key[job.key], result)
 
             jobs = [Job(k, functools.partial(call, piece=by_key[k])) for k in mine]
             try:
                 outcome = await run_ordered(gateway, jobs, window=options.window, on_result=finish,
                                             on_progress=lambda _p: report())
             finally:
+                for rest in follow_ups.values():  # dropped by run_ordered (a stop): never started
+                    if inspect.iscoroutine(rest):
+                        rest.close()
                 await asyncio.to_thread(worker.claims.release, mine)
             if outcome.error is not None:
                 summary.stop(outcome.error)
