@@ -7,6 +7,7 @@ which counts every request it receives and every reply it delivers ("paid").
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 import json
@@ -894,10 +895,23 @@ def test_two_workers_store_the_records_of_one(workspace, tmp_path, monkeypatch):
                 one.steps_done, one.questions_new, one.duplicates_exact, one.duplicates_rouge) == (3, 7, 2, 3)
             assert _records(workspace) == _records(reference)
             assert_consistent(workspace)
-            # The control: the second worker's steps commit as soon as they are answered.
+            # The control: no wait for earlier steps, and the first worker's steps are asked only
+            # once the last table's step is stored.
             async def no_wait(self: Any, pair: Any, gateway: Any) -> bool:
                 return True
+
+            original_call = generation.QuestionStep.call
+
+            async def late_call(self: Any, gateway: Any, piece: Any) -> Any:
+                deadline = time.monotonic() + 30
+                while piece.table_id != table_ids[2] and not any(
+                        st.table_id == table_ids[2] for st in all_rows(control, GenerationStep)):
+                    assert time.monotonic() < deadline, "the last table's step was never stored"
+                    await asyncio.sleep(0.02)
+                return await original_call(self, gateway, piece)
+
             monkeypatch.setattr(generation.QuestionStep, "_wait_for_earlier", no_wait)
+            monkeypatch.setattr(generation.QuestionStep, "call", late_call)
             generate_questions(control, opts, llm_settings(server), runner=RunnerOptions(workers=2, window=2, chunk=2))
             assert _records(control) != _records(reference)
         for ws in (workspace, reference, control):

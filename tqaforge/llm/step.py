@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlmodel import col, select
+from sqlmodel import col, delete, select
 
 from tqaforge.errors import ConfigError, LLMError, StoreError
 from tqaforge.llm.budget import Budget, SharedBudget
@@ -59,7 +59,7 @@ from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
 from tqaforge.llm.settings import LLMSettings
 from tqaforge.progress import Progress
-from tqaforge.schemas.records import LLMBatch
+from tqaforge.schemas.records import LLMBatch, WorkClaim
 from tqaforge.store import Workspace
 
 __all__ = ["ENDED_STATES", "TRANSPORTS", "CallSummary", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
@@ -263,6 +263,7 @@ def _one_writer(ws: Workspace, step: Step[Any, Any], summary: CallSummary) -> It
     try:
         with ws.lock(f"step {family}", wait=False):
             summary.notes.append("SQLite: one process at a time runs this step (use PostgreSQL to run several)")
+            _drop_dead_claims(ws, family)
             yield
     except StoreError as exc:
         if "lock" not in str(exc).lower() and "held" not in str(exc).lower() and "running" not in str(exc).lower():
@@ -270,6 +271,14 @@ def _one_writer(ws: Workspace, step: Step[Any, Any], summary: CallSummary) -> It
         raise StoreError(f"{exc}; SQLite has one writer, so one process at a time runs {family}",
                          hint="wait for it, or keep the workspace on PostgreSQL (TQAFORGE_DATABASE_URL) to run "
                               "several workers or machines at once") from None
+
+
+def _drop_dead_claims(ws: Workspace, family: str) -> None:
+    """Under the SQLite lock no other worker of ``family`` lives: claims left in the store are a
+    killed run's, and are dropped now rather than waited for until their lease lapses."""
+    with ws.session() as s:
+        s.exec(delete(WorkClaim).where(  # type: ignore[call-overload]
+            (col(WorkClaim.step) == family) | col(WorkClaim.step).startswith(f"{family}:")))
 
 
 async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: RunnerOptions, budget: Budget | None,
