@@ -26,6 +26,12 @@ step is compared with are always those of the steps before it, whether the run w
 interrupted or not, so an interrupted and resumed run stores the same records as an
 uninterrupted one.
 
+Workers and transports. The rounds are a step of the runner (:class:`QuestionStep`,
+:mod:`tqaforge.llm.step`): ``--workers`` in one process, or several processes on one
+PostgreSQL store, split the steps through claims and store the same records as one worker
+(see :class:`QuestionStep` for how, and for what a killed worker changes); the batch
+transport puts the generation requests aside, then the verification requests, then commits.
+
 Routing past the target (TableBench: beyond 50 per category, 30% are checked by people, the
 rest by another agent). In a round that started with the subtype at or past ``target``, each
 new question draws a number in [0, 1) from a hash of (seed, question id): below
@@ -80,7 +86,7 @@ STEP_INVALID = StepStatus.INVALID_REPLY
 _AVOID_MAX = 30  # earlier questions of the same table shown as "do not repeat"
 _QUESTION_MAX_CHARS = 1000
 _WAIT_S = 0.05  # how often a step waiting for an earlier one held by another worker looks again
-_LOOK_BACK = timedelta(minutes=10)  # how far back a refresh of the stored questions reads
+_LOOK_BACK = timedelta(minutes=2)  # how far back a refresh of the stored questions reads (commits are quick)
 
 
 class GenerationError(TqaforgeError):
