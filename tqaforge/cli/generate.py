@@ -42,9 +42,16 @@ def generate_questions_cmd(
     few_shot: Optional[int] = typer.Option(None, "--few-shot", min=0, help="Seed questions shown per prompt (default 3)."),
     serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the steps whose model reply was invalid."),
+    workers: int = WORKERS_OPTION,
+    transport: str = TRANSPORT_OPTION,
+    budget: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""
+    """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice.
+    Several workers (--workers, or several processes on one PostgreSQL store) store the same records
+    as one."""
     from tqaforge.generation.questions import generate_questions, load_generation_options
     from tqaforge.llm import load_llm_settings
 
@@ -56,11 +63,9 @@ def generate_questions_cmd(
         serialization=serialization, retry_failed=retry_failed,
     )
     llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    runner = runner_options(workers, transport, budget, batch_file, wait)
     with noted_progress(f"generating ({llm.model})") as on_progress:
-        # One generation per workspace at a time: two would send the same requests and pay twice
-        # before either could store the reply the other would have read from the cache.
-        with ws.lock("generate", wait=False):
-            summary = generate_questions(ws, options, llm, on_progress=on_progress)
+        summary = generate_questions(ws, options, llm, on_progress=on_progress, runner=runner)
     _finish(summary)
 
 
