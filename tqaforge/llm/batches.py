@@ -37,6 +37,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -67,7 +68,7 @@ from tqaforge.schemas.records import LLMBatch, utcnow
 from tqaforge.store import Workspace
 
 __all__ = [
-    "COLLECTABLE", "CollectSummary", "OFFLINE_SOURCE", "PROVIDER_STATES", "batch_cost", "batch_request", "cancel_batch", "collect_batch",
+    "COLLECTABLE", "BatchView", "CollectSummary", "OFFLINE_SOURCE", "PROVIDER_STATES", "batch_cost", "batch_request", "cancel_batch", "collect_batch",
     "export_offline", "find_batch", "import_offline", "is_open", "list_batches", "open_call_ids", "refresh_batch",
     "resume_batch", "submit_batch", "wait_batch",
 ]
@@ -137,6 +138,53 @@ def open_call_ids(ws: Workspace) -> set[str]:
     with ws.session() as s:
         rows = s.exec(select(LLMBatch).where(col(LLMBatch.state).notin_([COLLECTED, "failed"]))).all()
     return {call_id for row in rows if is_open(row) for call_id in row.custom_ids}
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """A batch as the CLI and the app show it; ``lines()`` and ``as_dict()``."""
+
+    batch: LLMBatch
+
+    def lines(self) -> list[str]:
+        """The batch in a few lines, with what to do next."""
+        b = self.batch
+        lines = [f"batch {b.id}  ({b.kind}, step {b.step or '-'}, model {b.model})",
+                 f"state {b.state}; {b.request_count} requests; cost ${b.cost:.4f}"
+                 + (f" (worst case held ${b.reserved:.4f})" if b.reserved and b.state != COLLECTED else "")]
+        if b.provider_batch_id:
+            lines.append(f"provider batch {b.provider_batch_id}; input file {b.file_id}"
+                         + (f"; output {b.output_file_id}" if b.output_file_id else "")
+                         + (f"; errors {b.error_file_id}" if b.error_file_id else ""))
+        if b.counts:
+            shown = {k: v for k, v in b.counts.items() if k != "collected"}
+            if shown:
+                lines.append("provider counts: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+            if "collected" in b.counts:
+                lines.append("collected: " + ", ".join(f"{k} {v}" for k, v in b.counts["collected"].items()))
+        if b.file_path:
+            lines.append(f"request file {b.file_path}")
+        if b.error:
+            lines.append(f"error: {b.error}")
+        advice = _NEXT.get(b.state)
+        if advice:
+            lines.append(advice.format(id=b.id[:12]))
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The batch row as JSON-ready values (without its stored requests)."""
+        data = self.batch.model_dump(exclude={"requests", "custom_ids"})
+        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in data.items()}
+
+
+_NEXT = {
+    PREPARED: "not sent yet: tqaforge batches resume {id}",
+    UPLOADED: "uploaded, not created: tqaforge batches resume {id}",
+    EXPORTED: "run it locally (vllm run-batch -i FILE -o OUT.jsonl), then: tqaforge batches import OUT.jsonl --batch {id}",
+    "completed": "finished: tqaforge batches collect {id}",
+    "expired": "expired with part of it answered: tqaforge batches collect {id}",
+    "cancelled": "cancelled with part of it answered: tqaforge batches collect {id}",
+}
 
 
 def list_batches(ws: Workspace) -> list[LLMBatch]:
