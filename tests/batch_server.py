@@ -210,6 +210,7 @@ class BatchServer:
         self.errors: list[Exception] = []
         self._kills: dict[str, int | Callable[[], int | None]] = {}
         self.killed: list[tuple[str, int]] = []
+        self._when: dict[str, Callable[[], bool] | None] = {}
         self._seq = 0
         self._lock = threading.RLock()
         self._httpd = _Server((host, port), _Handler)
@@ -246,12 +247,15 @@ class BatchServer:
         with self._lock:
             self.outcomes.extend(outcomes)
 
-    def kill_at(self, point: str, pid: int | Callable[[], int | None]) -> None:
-        """SIGKILL ``pid`` (or the pid the callable returns once it knows it) at ``point``, once."""
+    def kill_at(self, point: str, pid: int | Callable[[], int | None], *, when: Callable[[], bool] | None = None) -> None:
+        """SIGKILL ``pid`` (or the pid the callable returns once it knows it) at ``point``, once;
+        with ``when``, only once ``when()`` holds (e.g. the client has written part of a download),
+        waiting up to 10 s for it."""
         if point not in KILL_POINTS:
             raise ValueError(f"kill point must be one of {KILL_POINTS}")
         with self._lock:
             self._kills[point] = pid
+            self._when[point] = when
 
     def counts(self) -> dict[str, Any]:
         with self._lock:
@@ -277,6 +281,7 @@ class BatchServer:
         """SIGKILL the process set for ``point`` (waiting up to 10 s to learn its pid); True if it did."""
         with self._lock:
             target = self._kills.pop(point, None)
+            when = self._when.pop(point, None)
         if target is None:
             return False
         pid = target if isinstance(target, int) else None
@@ -285,6 +290,8 @@ class BatchServer:
             pid = target() if callable(target) else None
             if pid is None:
                 time.sleep(0.01)
+        while when is not None and not when() and time.monotonic() < deadline:
+            time.sleep(0.01)
         if pid is None:
             return False
         os.kill(pid, signal.SIGKILL)
@@ -470,6 +477,18 @@ class BatchServer:
             batch["error_file_id"] = self._store_output(b"\n".join(errors) + b"\n", f"{batch['id']}_error.jsonl")
         failed = len(errors)
         batch.update(status=status, request_counts={"total": len(lines), "completed": len(lines) - failed, "failed": failed})
+
+    def run_all(self) -> None:
+        """Take every batch to its end, watched or not, as a provider does (an orphan batch of a
+        killed client is processed too)."""
+        with self._lock:
+            for batch in self.batches.values():
+                for _ in range(len(FLOW) + 1):
+                    if batch["status"] not in ("validating", "in_progress", "finalizing", "cancelling"):
+                        break
+                    if batch["_outcome"].kind == "stay" and batch["status"] == "in_progress":
+                        break
+                    self._advance(batch)
 
     def cancel(self, batch_id: str) -> tuple[int, Any]:
         with self._lock:

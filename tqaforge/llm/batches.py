@@ -606,7 +606,7 @@ def _download(settings: LLMSettings, client: openai.OpenAI, file_id: str, dest: 
     def fetch() -> None:
         received = 0
         with client.files.with_streaming_response.content(file_id) as response, part.open("wb") as f:
-            for chunk in response.iter_bytes(1 << 16):
+            for chunk in response.iter_bytes():  # as the bytes arrive
                 received += len(chunk)
                 if received > most_bytes:
                     raise LLMError(f"{what}: the file is larger than {most_bytes:,} bytes, more than any honest "
