@@ -244,14 +244,17 @@ def test_our_key_echoed_in_replies_is_masked_in_every_row(workspace, server):
     settings = settings_for(server.url)
     reqs = make_requests(settings, 2)
     server.reply = lambda body: (f"your key is {KEY}" if body["messages"][-1]["content"] == "question 0"
-                                 else Scripted(status=400, text=KEY))
+                                 else Scripted(status=400, raw=json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()))
     batch = submit_batch(workspace, settings, reqs, step="demo")
     finish(workspace, settings, batch.id)
     stored = rows(workspace)
     assert stored[reqs[0].call_id].text == f"your key is {MASK}"
     dumped = json.dumps([[r.text, r.error, r.response] for r in stored.values()])
     assert KEY not in dumped
-    assert KEY not in (workspace.paths.batches / f"{batch.id}.output.jsonl").read_text() or True  # the provider's file, as sent
+    stored_batch = find_batch(workspace, batch.id)
+    for suffix, file_id in (("output", stored_batch.output_file_id), ("errors", stored_batch.error_file_id)):
+        assert KEY in server.file_bytes(file_id).decode()  # the server did send it back
+        assert KEY not in (workspace.paths.batches / f"{batch.id}.{suffix}.jsonl").read_text()
 
 
 def test_a_server_that_says_completed_before_answering_loses_no_request(workspace, server):

@@ -63,7 +63,7 @@ from tqaforge.llm.calls import BatchRequest, request_id, request_params, wire_se
 from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
 from tqaforge.llm.replies import UsageBounds, short
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings, Price
-from tqaforge.redact import redact_secrets, redact_url, url_password
+from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
 from tqaforge.schemas.records import LLMBatch, utcnow
 from tqaforge.store import Workspace
 
@@ -603,15 +603,27 @@ def _download(settings: LLMSettings, client: openai.OpenAI, file_id: str, dest: 
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
 
+    # Our own secrets never reach the disk, even split across two chunks: the last bytes of each
+    # chunk wait for the next one before they are masked and written.
+    secrets = [x.encode("utf-8") for x in _secrets(settings) if len(x) >= MIN_SECRET_LENGTH]
+    keep = max((len(x) for x in secrets), default=1) - 1
+
     def fetch() -> None:
         received = 0
+        pending = b""
         with client.files.with_streaming_response.content(file_id) as response, part.open("wb") as f:
             for chunk in response.iter_bytes():  # as the bytes arrive
                 received += len(chunk)
                 if received > most_bytes:
                     raise LLMError(f"{what}: the file is larger than {most_bytes:,} bytes, more than any honest "
                                    "output of this batch; not read further")
-                f.write(chunk)
+                pending += chunk
+                for secret in secrets:
+                    pending = pending.replace(secret, MASK.encode())
+                cut = max(0, len(pending) - keep)
+                f.write(pending[:cut])
+                pending = pending[cut:]
+            f.write(pending)
             f.flush()
             os.fsync(f.fileno())
 
