@@ -114,6 +114,8 @@ def test_sigkill_after_the_upload_then_resume_uploads_nothing_twice(workspace, s
     assert server.killed and server.uploads == 1 and server.creates == 0
     batch = batches.list_batches(workspace)[0]
     assert batch.state == "prepared" and batch.file_id is None  # killed before our commit
+    with pytest.raises(LLMError, match="never submitted"):
+        collect_batch(workspace, settings, batch.id)
 
     resumed = resume_batch(workspace, settings, batch.id)
     assert resumed.state == "submitted" and resumed.file_id == "file-000001"

@@ -45,7 +45,9 @@ from typing import Any, TypeVar
 import httpx2
 import openai
 from sqlalchemy import func
+from sqlalchemy import update as sa_update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 from sqlmodel import col, select
 
 from tqaforge import ids
@@ -135,9 +137,12 @@ def is_open(batch: LLMBatch) -> bool:
 
 def open_call_ids(ws: Workspace) -> set[str]:
     """The LLMCall ids of the requests in open batches (never put in another one)."""
-    with ws.session() as s:
-        rows = s.exec(select(LLMBatch).where(col(LLMBatch.state).notin_([COLLECTED, "failed"]))).all()
-    return {call_id for row in rows if is_open(row) for call_id in row.custom_ids}
+    query = select(LLMBatch.state, LLMBatch.provider_batch_id, LLMBatch.custom_ids).where(
+        col(LLMBatch.state).notin_([COLLECTED, "failed"]))
+    with ws.session() as s:  # the columns the rule needs, not the stored requests
+        rows = s.exec(query).all()
+    return {call_id for state, provider_id, custom_ids in rows
+            if not (state == "cancelled" and provider_id is None) for call_id in custom_ids}
 
 
 @dataclass(frozen=True)
@@ -188,9 +193,10 @@ _NEXT = {
 
 
 def list_batches(ws: Workspace) -> list[LLMBatch]:
-    """Every batch, newest first."""
-    with ws.session() as s:
-        return list(s.exec(select(LLMBatch).order_by(col(LLMBatch.created_at).desc(), col(LLMBatch.id))).all())
+    """Every batch, newest first, without its ``requests`` (read one with :func:`find_batch`)."""
+    query = select(LLMBatch).options(defer(LLMBatch.requests))  # type: ignore[arg-type]
+    with ws.session() as s:  # without their stored requests (megabytes each): not shown
+        return list(s.exec(query.order_by(col(LLMBatch.created_at).desc(), col(LLMBatch.id))).all())
 
 
 def find_batch(ws: Workspace, batch_id: str) -> LLMBatch:
@@ -207,16 +213,16 @@ def find_batch(ws: Workspace, batch_id: str) -> LLMBatch:
     return rows[0]
 
 
-def _update(ws: Workspace, batch_id: str, **values: Any) -> LLMBatch:
-    """Set some columns of a batch row and commit; the row as stored."""
+def _update(ws: Workspace, row: LLMBatch, **values: Any) -> LLMBatch:
+    """Set some columns of a batch row and commit (one UPDATE: the stored requests, which can be
+    megabytes, are neither read nor written again); ``row`` with the new values."""
+    values["updated_at"] = utcnow()
     with ws.session() as s:
-        row = s.get(LLMBatch, batch_id)
-        if row is None:
-            raise NotFound(f"batch {batch_id} is gone from the store")
-        for key, value in values.items():
-            setattr(row, key, value)
-        row.updated_at = utcnow()
-        s.add(row)
+        done = s.execute(sa_update(LLMBatch).where(col(LLMBatch.id) == row.id).values(**values))
+        if done.rowcount != 1:  # type: ignore[attr-defined]
+            raise NotFound(f"batch {row.id} is gone from the store")
+    for key, value in values.items():
+        setattr(row, key, value)
     return row
 
 
@@ -452,7 +458,7 @@ def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Calla
     if row.state == PREPARED:
         path = Path(row.file_path or "")
         if not path.is_file() or _sha256(path) != row.file_sha256:
-            row = _update(ws, row.id, state="failed", error=f"the request file {path} is missing or changed")
+            row = _update(ws, row, state="failed", error=f"the request file {path} is missing or changed")
             raise LLMError(f"batch {row.id[:12]}: the request file {path} is missing or changed; nothing was sent",
                            hint="run the step again: its requests are free for a new batch")
         worst = _worst_total(settings, row)
@@ -460,16 +466,16 @@ def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Calla
             try:
                 reserve(worst)
             except BudgetExceeded as exc:
-                _update(ws, row.id, state="failed", error=f"refused by the budget before sending: {exc}")
+                _update(ws, row, state="failed", error=f"refused by the budget before sending: {exc}")
                 raise
-        row = _update(ws, row.id, reserved=worst)
+        row = _update(ws, row, reserved=worst)
         client = _client(settings)
         file_id = _retrying(settings, f"uploading batch {row.id[:12]}", lambda: _find_or_upload(client, row, path), hint=hint)
-        row = _update(ws, row.id, state=UPLOADED, file_id=file_id)
+        row = _update(ws, row, state=UPLOADED, file_id=file_id)
     if row.state == UPLOADED:
         client = _client(settings)
         created = _retrying(settings, f"creating batch {row.id[:12]}", lambda: _find_or_create(client, row), hint=hint)
-        row = _update(ws, row.id, state=SUBMITTED, provider_batch_id=created.id)
+        row = _update(ws, row, state=SUBMITTED, provider_batch_id=created.id)
     return row
 
 
@@ -499,7 +505,7 @@ def _apply(ws: Workspace, settings: LLMSettings, row: LLMBatch, found: Any) -> L
         error = "; ".join(short(f"{e.line and f'line {e.line}: ' or ''}{e.code or 'error'}: {e.message or ''}", 200)
                           for e in found.errors.data[:5])
         error = redact_secrets(error, _secrets(settings))
-    return _update(ws, row.id, state=found.status, counts=counts, output_file_id=found.output_file_id,
+    return _update(ws, row, state=found.status, counts=counts, output_file_id=found.output_file_id,
                    error_file_id=found.error_file_id, error=error)
 
 
@@ -535,7 +541,7 @@ def cancel_batch(ws: Workspace, settings: LLMSettings | None, batch_id: str) -> 
     if row.state in FINISHED:
         raise LLMError(f"batch {row.id[:12]} is {row.state}: nothing to cancel")
     if row.kind == OFFLINE:
-        return _update(ws, row.id, state="cancelled")
+        return _update(ws, row, state="cancelled")
     if settings is None:
         raise LLMError("cancelling a provider's batch needs the LLM settings")
     _check_settings(settings, row)
@@ -544,8 +550,8 @@ def cancel_batch(ws: Workspace, settings: LLMSettings | None, batch_id: str) -> 
         found = _retrying(settings, f"looking for batch {row.id[:12]}", lambda: _find_created(client, row)) \
             if row.state == UPLOADED else None
         if found is None:
-            return _update(ws, row.id, state="cancelled")
-        row = _update(ws, row.id, state=SUBMITTED, provider_batch_id=found.id)
+            return _update(ws, row, state="cancelled")
+        row = _update(ws, row, state=SUBMITTED, provider_batch_id=found.id)
     provider_id = row.provider_batch_id
     assert provider_id is not None
     cancelled = _retrying(settings, f"cancelling batch {row.id[:12]}", lambda: client.batches.cancel(provider_id))
@@ -570,6 +576,9 @@ def collect_batch(ws: Workspace, settings: LLMSettings, batch_id: str) -> Collec
     if row.state == "failed":
         raise LLMError(f"batch {row.id[:12]} failed at the provider: {row.error or 'no reason given'}",
                        hint="nothing was answered; its requests are free for the next run")
+    if row.state in (PREPARED, UPLOADED):
+        raise LLMError(f"batch {row.id[:12]} was never submitted (it is {row.state})",
+                       hint=f"carry it on: tqaforge batches resume {row.id[:12]}")
     if row.state not in COLLECTABLE and row.state != COLLECTED:
         raise LLMError(f"batch {row.id[:12]} is {row.state}, not finished",
                        hint=f"wait for it: tqaforge batches collect {row.id[:12]} --wait")
@@ -593,7 +602,7 @@ def collect_batch(ws: Workspace, settings: LLMSettings, batch_id: str) -> Collec
     counts = dict(row.counts or {})
     counts["collected"] = {"ok": summary.ok, "errors": summary.errors, "missing": summary.missing,
                            "unknown": summary.unknown, "malformed": summary.malformed}
-    _update(ws, row.id, state=COLLECTED, cost=summary.cost, counts=counts,
+    _update(ws, row, state=COLLECTED, cost=summary.cost, counts=counts,
             collected_at=row.collected_at or utcnow())
     return summary
 
@@ -642,7 +651,7 @@ def export_offline(ws: Workspace, requests: Sequence[BatchRequest], path: Path, 
     if not new:
         chosen = [r for r in {r.call_id: r for r in requests}.values() if r.call_id in set(row.custom_ids)]
         sha256, _ = write_requests(path, chosen)  # the file where it was asked for this time
-        row = _update(ws, row.id, file_path=str(path), file_sha256=sha256)
+        row = _update(ws, row, file_path=str(path), file_sha256=sha256)
     return row
 
 
@@ -671,7 +680,7 @@ def import_offline(ws: Workspace, output_path: Path, *, batch_id: str | None = N
     summary.state = COLLECTED
     counts = {"collected": {"ok": summary.ok, "errors": summary.errors, "missing": summary.missing,
                             "unknown": summary.unknown, "malformed": summary.malformed}}
-    _update(ws, row.id, state=COLLECTED, cost=summary.cost, counts=counts, collected_at=row.collected_at or utcnow())
+    _update(ws, row, state=COLLECTED, cost=summary.cost, counts=counts, collected_at=row.collected_at or utcnow())
     return summary
 
 

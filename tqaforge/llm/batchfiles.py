@@ -167,7 +167,7 @@ class LineReader:
         self.endpoint = endpoint
         self.requests = requests
         self.pricing = pricing
-        self.secrets = tuple(s for s in secrets if s)
+        self.secrets = tuple(s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH)  # shorter ones protect nothing
         self.max_line_bytes = max_line_bytes
         self.summary = CollectSummary(batch_id, price_source=pricing.source)
         self._seen: set[str] = set()
