@@ -138,12 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
                 status, payload = owner.upload(self.headers.get("Content-Type") or "", raw)
                 if owner.maybe_kill("file_stored"):
                     return
-                self._json(status, payload)
+                self._json(*owner.lost_reply("file_stored", status, payload))
             elif segments == ["batches"]:
                 status, payload = owner.create(raw)
                 if status == 200 and owner.maybe_kill("batch_created"):
                     return
-                self._json(status, payload)
+                self._json(*owner.lost_reply("batch_created", status, payload))
             elif len(segments) == 3 and segments[0] == "batches" and segments[2] == "cancel":
                 self._json(*owner.cancel(segments[1]))
             elif segments == ["chat", "completions"]:
@@ -211,6 +211,7 @@ class BatchServer:
         self._kills: dict[str, int | Callable[[], int | None]] = {}
         self.killed: list[tuple[str, int]] = []
         self._when: dict[str, Callable[[], bool] | None] = {}
+        self._lost: dict[str, list[int]] = {}
         self._seq = 0
         self._lock = threading.RLock()
         self._httpd = _Server((host, port), _Handler)
@@ -256,6 +257,20 @@ class BatchServer:
         with self._lock:
             self._kills[point] = pid
             self._when[point] = when
+
+    def lose_replies(self, point: str, *statuses: int) -> None:
+        """The next replies at ``point`` (file_stored, batch_created) are these error statuses,
+        sent after the file or batch was stored: a reply lost on the way, as a proxy's 502 is."""
+        with self._lock:
+            self._lost.setdefault(point, []).extend(statuses)
+
+    def lost_reply(self, point: str, status: int, payload: Any) -> tuple[int, Any]:
+        with self._lock:
+            lost = self._lost.get(point)
+            if status == 200 and lost:
+                code = lost.pop(0)
+                return code, json.loads(_error_body(code, f"scripted {code} after storing"))
+        return status, payload
 
     def counts(self) -> dict[str, Any]:
         with self._lock:

@@ -228,6 +228,17 @@ def test_wait_gives_up_after_its_timeout(workspace, server):
     assert rows(workspace) == {}
 
 
+def test_a_server_whose_batches_move_with_time(workspace):
+    with BatchServer(state_s=0.2) as srv:
+        settings = settings_for(srv.url)
+        batch = submit_batch(workspace, settings, make_requests(settings, 2), step="demo")
+        seen: list[str] = []
+        done = wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=10, on_progress=lambda b: seen.append(b.state))
+        assert done.state == "completed" and {"in_progress", "finalizing"} <= set(seen)
+        assert seen.count("finalizing") > 1  # time moves it, not the polls
+        assert collect_batch(workspace, settings, batch.id).ok == 2
+
+
 def test_resume_of_a_submitted_batch_changes_nothing(workspace, server):
     settings = settings_for(server.url)
     batch = submit_batch(workspace, settings, make_requests(settings, 2), step="demo")

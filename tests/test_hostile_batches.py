@@ -158,6 +158,30 @@ def test_control_a_resume_that_does_not_look_first_is_seen_creating_twice(worksp
     assert server.creates == 2 and server.processed == {r.call_id: 2 for r in make_requests(settings, 3)}
 
 
+def test_replies_lost_after_the_server_stored_the_file_and_the_batch_are_not_sent_twice(workspace, server):
+    """A 502 or 500 after the server did the work (a proxy that lost the reply): the retry looks
+    for the file and the batch first and finds them."""
+    settings = settings_for(server.url)
+    server.lose_replies("file_stored", 502, 500)
+    server.lose_replies("batch_created", 500)
+    batch = submit_batch(workspace, settings, make_requests(settings, 4), step="demo")
+    assert batch.state == "submitted" and (server.uploads, server.creates) == (1, 1)
+    assert finish(workspace, settings, batch.id).ok == 4
+    assert server.processed == {r.call_id: 1 for r in make_requests(settings, 4)}
+
+
+def test_a_submit_that_gives_up_leaves_a_batch_to_resume(workspace, server):
+    settings = settings_for(server.url, max_retries=0)
+    server.lose_replies("file_stored", 503)
+    with pytest.raises(LLMError, match="gave up after 1 attempt\\)") as raised:
+        submit_batch(workspace, settings, make_requests(settings, 2), step="demo")
+    assert "tqaforge batches resume" in str(raised.value)
+    batch = batches.list_batches(workspace)[0]
+    assert batch.state == "prepared" and server.uploads == 1  # stored once, the reply lost
+    assert resume_batch(workspace, settings, batch.id).state == "submitted"
+    assert (server.uploads, server.creates) == (1, 1)
+
+
 def test_sigkill_mid_download_then_collect_stores_every_row_once(workspace, server):
     settings = settings_for(server.url)
     batch = submit_batch(workspace, settings, make_requests(settings, 40), step="demo")

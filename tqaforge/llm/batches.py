@@ -325,7 +325,8 @@ def _retrying(settings: LLMSettings, what: str, fn: Callable[[], T], *, hint: st
         except (openai.APIConnectionError, httpx2.TransportError) as exc:
             problem = redact_secrets(f"connection failed: {short(str(exc.__cause__ or exc))}", _secrets(settings))
         if retries >= settings.max_retries:
-            raise LLMError(f"{what}: {problem} (gave up after {retries + 1} attempts)", hint=hint) from None
+            raise LLMError(f"{what}: {problem} (gave up after {retries + 1} attempt{'s' if retries else ''})",
+                           hint=hint) from None
         retries += 1
         wait = backoff_delay(retries, wait_hint, first_s=settings.backoff_s, max_s=settings.backoff_max_s, jitter=jitter)
         log.warning("%s: %s; retry %d/%d in %.2f s", what, problem, retries, settings.max_retries, wait)
