@@ -172,6 +172,8 @@ class BatchView:
         if b.error:
             lines.append(f"error: {b.error}")
         advice = _NEXT.get(b.state)
+        if b.state == "cancelled" and b.provider_batch_id is None:
+            advice = "cancelled before it was sent: its requests are free for the next run"
         if advice:
             lines.append(advice.format(id=b.id[:12]))
         return lines

@@ -105,7 +105,7 @@ class CollectSummary:
     malformed: int = 0  # lines that are no batch output line at all (not JSON, no custom_id, too long)
     duplicates: int = 0  # further lines for an id already read (the first one counts)
     answered_elsewhere: int = 0  # requests another run had answered meanwhile: their row kept
-    cost: float = 0.0  # USD: the sum of the batch's rows' costs
+    cost: float = 0.0  # USD the batch's lines cost (what the provider bills), the sum of its rows' costs
     charged: float = 0.0  # USD this collect added to the ledger (0 when collecting again)
     price_source: str = ""
     problems: list[str] = field(default_factory=list)  # the first malformed lines, named
