@@ -15,6 +15,7 @@ from tqaforge.cli import app
 from tqaforge.errors import BudgetExceeded, LLMError
 from tqaforge.llm.batches import (
     OFFLINE_SOURCE,
+    budget_reserver,
     cancel_batch,
     collect_batch,
     export_offline,
@@ -27,6 +28,7 @@ from tqaforge.llm.batches import (
     submit_batch,
     wait_batch,
 )
+from tqaforge.llm.budget import Budget
 from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.replies import UsageBounds
 from tqaforge.llm.settings import Price
@@ -146,6 +148,19 @@ def test_reserve_sees_the_worst_case_before_anything_is_sent_and_can_refuse(work
     assert asked[-1] == (pytest.approx(worst), 0) and server.uploads == 1
 
 
+def test_a_step_budget_holds_the_batch_worst_case(workspace, server):
+    settings = settings_for(server.url)
+    reqs = make_requests(settings, 3)
+    worst = sum(HALF.cost(UsageBounds.of(r.messages, 64).worst_prompt, 64) for r in reqs)
+    tight = Budget(worst * 0.9)
+    with pytest.raises(BudgetExceeded):
+        submit_batch(workspace, settings, reqs, step="demo", reserve=budget_reserver(tight))
+    assert server.uploads == 0
+    roomy = Budget(worst * 2)
+    batch = submit_batch(workspace, settings, reqs, step="demo", reserve=budget_reserver(roomy))
+    assert batch.state == "submitted" and roomy.reserved == pytest.approx(worst)
+
+
 def test_expired_batch_collects_its_partial_output_and_the_rest_goes_in_the_next_batch(workspace, server):
     settings = settings_for(server.url)
     server.script(Outcome(kind="expire", partial=2))
@@ -221,7 +236,7 @@ def test_wait_gives_up_after_its_timeout(workspace, server):
     batch = submit_batch(workspace, settings, make_requests(settings, 2), step="demo")
     seen: list[str] = []
     with pytest.raises(LLMError, match="still in_progress"):
-        wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=0.3, on_progress=lambda b: seen.append(b.state))
+        wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=0.3, on_progress=lambda done, total, note: seen.append(note.split()[-1]))
     assert seen[0] == "in_progress" and len(seen) >= 2
     with pytest.raises(LLMError, match="in_progress, not finished"):
         collect_batch(workspace, settings, batch.id)
@@ -233,8 +248,15 @@ def test_a_server_whose_batches_move_with_time(workspace):
         settings = settings_for(srv.url)
         batch = submit_batch(workspace, settings, make_requests(settings, 2), step="demo")
         seen: list[str] = []
-        done = wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=10, on_progress=lambda b: seen.append(b.state))
+        reports: list[tuple[int, int | None]] = []
+
+        def progress(done: int, total: int | None, note: str = "") -> None:
+            seen.append(note.split()[-1])
+            reports.append((done, total))
+
+        done = wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=10, on_progress=progress)
         assert done.state == "completed" and {"in_progress", "finalizing"} <= set(seen)
+        assert reports[0] == (0, 2) and reports[-1] == (2, 2)
         assert seen.count("finalizing") > 1  # time moves it, not the polls
         assert collect_batch(workspace, settings, batch.id).ok == 2
 
@@ -277,7 +299,7 @@ def test_cancelling_an_offline_batch_frees_its_requests(workspace, tmp_path):
     settings = settings_for("http://127.0.0.1:9/v1")
     reqs = make_requests(settings, 2)
     batch = export_offline(workspace, reqs, tmp_path / "in.jsonl", step="demo")
-    assert cancel_batch(workspace, None, batch.id).state == "cancelled"
+    assert cancel_batch(workspace, None, batch.id).state == "abandoned"
     assert open_call_ids(workspace) == set()
     assert export_offline(workspace, reqs, tmp_path / "in2.jsonl", step="demo").id != batch.id
 

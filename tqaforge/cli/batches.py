@@ -11,7 +11,6 @@ import typer
 from tqaforge.cli._common import (
     WORKSPACE_OPTION,
     echo_json,
-    err,
     friendly_errors,
     open_ws,
     out,
@@ -99,12 +98,10 @@ def collect_cmd(
     row = find_batch(ws, batch_id)
     settings = _settings(ws, row)
     if wait:
-        def show(batch: "LLMBatch") -> None:
-            counts = batch.counts or {}
-            done = f" ({counts.get('completed', 0)}/{counts.get('total', batch.request_count)})" if counts else ""
-            err.print(f"batch {batch.id[:12]}: {batch.state}{done}")
+        from tqaforge.cli._common import progress_reporter
 
-        wait_batch(ws, settings, row.id, poll_s=poll, timeout_s=timeout, on_progress=show)
+        with progress_reporter(f"batch {row.id[:12]}", lazy=True, describe=lambda note: note) as on_progress:
+            wait_batch(ws, settings, row.id, poll_s=poll, timeout_s=timeout, on_progress=on_progress)
     print_summary(collect_batch(ws, settings, row.id), json_out)
 
 

@@ -31,6 +31,7 @@ A batch's id is a content hash of its requests, model, endpoint and kind (:func:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -61,16 +62,19 @@ from tqaforge.llm.batchfiles import (
     stored_request,
     write_requests,
 )
+from tqaforge.llm.budget import Budget, Hold
 from tqaforge.llm.calls import BatchRequest, request_id, request_params, wire_seed
 from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
 from tqaforge.llm.replies import UsageBounds, short
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings, Price
+from tqaforge.progress import Progress
 from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
 from tqaforge.schemas.records import LLMBatch, utcnow
 from tqaforge.store import Workspace
 
 __all__ = [
-    "COLLECTABLE", "BatchView", "CollectSummary", "OFFLINE_SOURCE", "PROVIDER_STATES", "batch_cost", "batch_request", "cancel_batch", "collect_batch",
+    "COLLECTABLE", "ENDED_STATES", "BatchView", "CollectSummary", "OFFLINE_SOURCE", "PROVIDER_STATES", "batch_cost",
+    "batch_request", "budget_reserver", "cancel_batch", "collect_batch",
     "export_offline", "find_batch", "import_offline", "is_open", "list_batches", "open_call_ids", "refresh_batch",
     "resume_batch", "submit_batch", "wait_batch",
 ]
@@ -82,7 +86,11 @@ OPENAI, OFFLINE = "openai", "offline"
 PREPARED, UPLOADED, SUBMITTED, EXPORTED, COLLECTED = "prepared", "uploaded", "submitted", "exported", "collected"
 PROVIDER_STATES = ("validating", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled", "failed")
 COLLECTABLE = frozenset({"completed", "expired", "cancelled"})  # the last two may hold a partial output
-FINISHED = COLLECTABLE | {"failed", COLLECTED}
+ABANDONED = "abandoned"  # cancelled before it reached the provider, or an offline file given up
+#: States after which a batch's requests no longer wait for it: collected (the replies are in the
+#: store), failed (the provider processed none), abandoned (never sent, or a file given up).
+ENDED_STATES = (COLLECTED, "failed", ABANDONED)
+FINISHED = COLLECTABLE | set(ENDED_STATES)
 METADATA_KEY = "tqaforge_batch"  # the provider batch's metadata that names our batch id
 OFFLINE_SOURCE = "offline batch file (local inference)"
 DEFAULT_LINE_BYTES = line_limit(LLMSettings(model="-").max_reply_bytes)  # for offline files (no settings)
@@ -126,23 +134,34 @@ def _batch_price(settings: LLMSettings) -> tuple[Price | None, str]:
     return Price(price.input * 0.5, price.output * 0.5), "[llm.prices] x 0.5 (batch)"
 
 
+def budget_reserver(budget: Budget) -> Callable[[float], Hold]:
+    """``reserve`` for :func:`submit_batch` from a step's budget: holds the batch's worst case
+    (synchronously: a submit runs in a thread of its own, with no event loop) and returns the
+    hold, which the budget keeps until it is settled or its lease runs out."""
+
+    def reserve(worst: float) -> Hold:
+        return asyncio.run(_reserve(budget, worst))
+
+    return reserve
+
+
+async def _reserve(budget: Budget, worst: float) -> Hold:
+    return await budget.reserve(worst)
+
+
 # -- the rows ----------------------------------------------------------------------------------
 def is_open(batch: LLMBatch) -> bool:
     """True while a batch holds its requests: not collected, not failed, not cancelled before
     it ever reached the provider."""
-    if batch.state in (COLLECTED, "failed"):
-        return False
-    return not (batch.state == "cancelled" and batch.provider_batch_id is None)
+    return batch.state not in ENDED_STATES
 
 
 def open_call_ids(ws: Workspace) -> set[str]:
     """The LLMCall ids of the requests in open batches (never put in another one)."""
-    query = select(LLMBatch.state, LLMBatch.provider_batch_id, LLMBatch.custom_ids).where(
-        col(LLMBatch.state).notin_([COLLECTED, "failed"]))
-    with ws.session() as s:  # the columns the rule needs, not the stored requests
+    query = select(LLMBatch.custom_ids).where(col(LLMBatch.state).notin_(ENDED_STATES))
+    with ws.session() as s:  # the column the rule needs, not the stored requests
         rows = s.exec(query).all()
-    return {call_id for state, provider_id, custom_ids in rows
-            if not (state == "cancelled" and provider_id is None) for call_id in custom_ids}
+    return {call_id for custom_ids in rows for call_id in custom_ids or []}
 
 
 @dataclass(frozen=True)
@@ -172,8 +191,6 @@ class BatchView:
         if b.error:
             lines.append(f"error: {b.error}")
         advice = _NEXT.get(b.state)
-        if b.state == "cancelled" and b.provider_batch_id is None:
-            advice = "cancelled before it was sent: its requests are free for the next run"
         if advice:
             lines.append(advice.format(id=b.id[:12]))
         return lines
@@ -191,6 +208,7 @@ _NEXT = {
     "completed": "finished: tqaforge batches collect {id}",
     "expired": "expired with part of it answered: tqaforge batches collect {id}",
     "cancelled": "cancelled with part of it answered: tqaforge batches collect {id}",
+    ABANDONED: "abandoned before it was answered: its requests are free for the next run",
 }
 
 
@@ -519,15 +537,19 @@ def wait_batch(
     *,
     poll_s: float = 30.0,
     timeout_s: float | None = None,
-    on_progress: Callable[[LLMBatch], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> LLMBatch:
     """Refresh a batch every ``poll_s`` seconds until it is finished (completed, expired,
-    cancelled, failed or collected); LLMError after ``timeout_s`` (None: no limit)."""
+    cancelled, failed, collected or abandoned); LLMError after ``timeout_s`` (None: no limit).
+    ``on_progress(done, total, note)`` after each look: the requests the provider has finished,
+    and the batch's state."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         row = refresh_batch(ws, settings, batch_id)
         if on_progress is not None:
-            on_progress(row)
+            counts = row.counts or {}
+            done = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
+            on_progress(done, int(counts.get("total") or row.request_count), f"batch {row.id[:12]}: {row.state}")
         if row.state in FINISHED or row.state in (PREPARED, UPLOADED) or row.kind != OPENAI:
             return row
         if deadline is not None and time.monotonic() >= deadline:
@@ -539,12 +561,12 @@ def wait_batch(
 def cancel_batch(ws: Workspace, settings: LLMSettings | None, batch_id: str) -> LLMBatch:
     """Cancel a batch. At the provider, a submitted batch goes cancelling, then cancelled, and
     what it answered meanwhile can still be collected; a batch not yet created there (nor found
-    there by its metadata) and an offline batch are cancelled at once, their requests free."""
+    there by its metadata) and an offline batch are abandoned at once, their requests free."""
     row = find_batch(ws, batch_id)
     if row.state in FINISHED:
         raise LLMError(f"batch {row.id[:12]} is {row.state}: nothing to cancel")
     if row.kind == OFFLINE:
-        return _update(ws, row, state="cancelled")
+        return _update(ws, row, state=ABANDONED)
     if settings is None:
         raise LLMError("cancelling a provider's batch needs the LLM settings")
     _check_settings(settings, row)
@@ -553,7 +575,7 @@ def cancel_batch(ws: Workspace, settings: LLMSettings | None, batch_id: str) -> 
         found = _retrying(settings, f"looking for batch {row.id[:12]}", lambda: _find_created(client, row)) \
             if row.state == UPLOADED else None
         if found is None:
-            return _update(ws, row, state="cancelled")
+            return _update(ws, row, state=ABANDONED)
         row = _update(ws, row, state=SUBMITTED, provider_batch_id=found.id)
     provider_id = row.provider_batch_id
     assert provider_id is not None
@@ -674,8 +696,8 @@ def import_offline(ws: Workspace, output_path: Path, *, batch_id: str | None = N
             raise LLMError(f"batch {row.id[:12]} went to a provider; collect it with tqaforge batches collect {row.id[:12]}")
     else:
         row = _batch_of_file(ws, output_path)
-    if row.state == "cancelled":
-        raise LLMError(f"batch {row.id[:12]} was cancelled; export its requests again")
+    if row.state == ABANDONED:
+        raise LLMError(f"batch {row.id[:12]} was abandoned; export its requests again")
     reader = LineReader(ws, batch_id=row.id, model=row.model, endpoint=row.endpoint, requests=row.requests or {},
                         pricing=Pricing(None, OFFLINE_SOURCE, "offline"), max_line_bytes=DEFAULT_LINE_BYTES)
     reader.read(output_path, label=output_path.name)
