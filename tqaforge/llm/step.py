@@ -277,6 +277,9 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
     gateway = Gateway(ws, llm, budget=budget)
     gateway.put_aside = PutAside(_waiting(ws), collect=options.transport != "online")
     waiting: set[str] = set()  # pieces whose requests wait in a batch: left for the next pass
+    # Pieces this pass finished: never taken again in it, even when the step's commit leaves
+    # them pending (a person's decision the commit must not overwrite, say).
+    finished: set[str] = set()
     done = [0]
     total = [len(step.pending())]
     workers = [_Worker(ws, step, options, i) for i in range(options.workers)]
@@ -298,7 +301,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
     async def work(worker: _Worker[P, R]) -> None:
         chunk = options.chunk or 4 * options.window
         while summary.stopped is None:
-            todo = [p for p in step.pending() if step.key(p) not in waiting]
+            todo = [p for p in step.pending() if step.key(p) not in waiting and step.key(p) not in finished]
             if not todo:
                 return
             by_key = {step.key(p): p for p in todo}
@@ -310,7 +313,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                 return
             # Another worker may have finished some of them between our look and our claim (it
             # commits, then lets go): look again, now that they are ours.
-            still = {step.key(p) for p in step.pending()}
+            still = {step.key(p) for p in step.pending()} - finished
             gone = [k for k in mine if k not in still]
             if gone:
                 await asyncio.to_thread(worker.claims.release, gone)
@@ -329,6 +332,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                     waiting.add(job.key)
                     return None
                 done[0] += 1
+                finished.add(job.key)
                 return step.commit(by_key[job.key], result)
 
             jobs = [Job(k, functools.partial(call, piece=by_key[k])) for k in mine]
