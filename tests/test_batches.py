@@ -81,7 +81,7 @@ def test_submit_follows_each_state_then_collect_fills_the_cache(workspace, serve
         assert row.status == "ok" and row.text == r.messages[-1]["content"]
         assert (row.transport, row.batch_id, row.endpoint) == ("batch", batch.id, server.url)
         assert (row.price_input, row.price_output) == (HALF.input, HALF.output)
-        assert row.price_source == "[llm.prices] x 0.5 (batch)"
+        assert row.price_source == "[llm.prices] x batch discount 0.5"
         assert row.cost == pytest.approx(HALF.cost(row.prompt_tokens, row.completion_tokens)) and row.cost > 0
         assert row.messages == r.messages and row.params == r.params and row.purpose == "demo"
     collected = find_batch(workspace, batch.id)
@@ -287,6 +287,7 @@ def test_offline_export_and_import_round_trip(workspace, server, tmp_path):
     for r in reqs:
         row = stored[r.call_id]
         assert (row.status, row.transport, row.batch_id, row.cost) == ("ok", "offline", exported.id, 0.0)
+        assert (row.price_input, row.price_output) == (0.0, 0.0)
         assert row.price_source == OFFLINE_SOURCE and row.text == "echo: " + r.messages[-1]["content"]
         assert (row.prompt_tokens, row.completion_tokens) == (12, 4)
     assert find_batch(workspace, exported.id).state == "collected"

@@ -65,6 +65,7 @@ from tqaforge.llm.batchfiles import (
 from tqaforge.llm.budget import Budget, Hold
 from tqaforge.llm.calls import BatchRequest, request_id, request_params, wire_seed
 from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
+from tqaforge.llm.prices import OFFLINE_SOURCE, quote
 from tqaforge.llm.replies import UsageBounds, short
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings, Price
 from tqaforge.progress import Progress
@@ -92,7 +93,6 @@ ABANDONED = "abandoned"  # cancelled before it reached the provider, or an offli
 ENDED_STATES = (COLLECTED, "failed", ABANDONED)
 FINISHED = COLLECTABLE | set(ENDED_STATES)
 METADATA_KEY = "tqaforge_batch"  # the provider batch's metadata that names our batch id
-OFFLINE_SOURCE = "offline batch file (local inference)"
 DEFAULT_LINE_BYTES = line_limit(LLMSettings(model="-").max_reply_bytes)  # for offline files (no settings)
 
 
@@ -126,12 +126,9 @@ def batch_request(
 
 # -- prices ------------------------------------------------------------------------------------
 def _batch_price(settings: LLMSettings) -> tuple[Price | None, str]:
-    """The price of a batch call: the online price at OpenAI's batch discount."""
-    # TODO prices.quote
-    price = settings.price
-    if price is None:
-        return None, "none"
-    return Price(price.input * 0.5, price.output * 0.5), "[llm.prices] x 0.5 (batch)"
+    """The price of a batch call and where it comes from (:func:`tqaforge.llm.prices.quote`)."""
+    found = quote(settings, transport="batch")
+    return found.price, found.source
 
 
 def budget_reserver(budget: Budget) -> Callable[[float], Hold]:
@@ -699,7 +696,7 @@ def import_offline(ws: Workspace, output_path: Path, *, batch_id: str | None = N
     if row.state == ABANDONED:
         raise LLMError(f"batch {row.id[:12]} was abandoned; export its requests again")
     reader = LineReader(ws, batch_id=row.id, model=row.model, endpoint=row.endpoint, requests=row.requests or {},
-                        pricing=Pricing(None, OFFLINE_SOURCE, "offline"), max_line_bytes=DEFAULT_LINE_BYTES)
+                        pricing=Pricing(Price(0.0, 0.0), OFFLINE_SOURCE, "offline"), max_line_bytes=DEFAULT_LINE_BYTES)
     reader.read(output_path, label=output_path.name)
     summary = reader.finish()
     summary.state = COLLECTED
