@@ -345,3 +345,30 @@ def test_batches_commands(workspace, server, tmp_path, monkeypatch):
     assert result.exit_code == 1 and "no batch with id 'zzzz'" in result.output
     result = runner.invoke(app, ["batches", "collect", offline.id[:8], *ws])
     assert result.exit_code == 1 and "offline batch file" in result.output
+
+
+def test_answers_step_through_the_batch_api_then_online_pays_nothing(workspace):
+    """The whole chain: `generate answers` with the batch transport puts its requests in one
+    batch; once collected, the same step run online finds every reply in the cache."""
+    from test_answers import MODEL, SAMPLE, add_questions, model_reply
+
+    from tqaforge.answers.annotate import generate_answers, load_answer_options
+    from tqaforge.ingest import import_paths
+    from tqaforge.llm.step import RunnerOptions
+
+    assert not import_paths(workspace, [SAMPLE]).failed
+    ids = add_questions(workspace, {"consistent": 3, "inconsistent": 2})
+    options = load_answer_options(workspace, methods=("tcot", "scot"), questions=tuple(ids))
+    with BatchServer(model_reply) as srv:
+        llm = settings_for(srv.url, model=MODEL, prices={MODEL: PRICE})
+        first = generate_answers(workspace, options, llm, runner=RunnerOptions(transport="batch"))
+        assert first.questions_done == 0 and len(first.calls.batches) == 1, first.lines()
+        batch = find_batch(workspace, first.calls.batches[0])
+        assert batch.request_count == 2 * len(ids) and batch.step and srv.total_online == 0
+        wait_batch(workspace, llm, batch.id, poll_s=0.01, timeout_s=20)
+        assert collect_batch(workspace, llm, batch.id).ok == 2 * len(ids)
+
+        second = generate_answers(workspace, options, llm)
+        assert second.questions_done == len(ids), second.lines()
+        assert (second.paid_calls, second.cached_calls, srv.total_online) == (0, 2 * len(ids), 0)
+        assert set(srv.processed.values()) == {1} and len(srv.processed) == 2 * len(ids)
