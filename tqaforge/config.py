@@ -579,6 +579,11 @@ class WorkspacePaths:
         return self.root / "releases"
 
     @property
+    def batches(self) -> Path:
+        """Batch request files and the output and error files downloaded for them."""
+        return self.root / "batches"
+
+    @property
     def locks(self) -> Path:
         """Workspace-wide lock files (one per named lock)."""
         return self.root / ".locks"
