@@ -133,7 +133,7 @@ def test_reserve_sees_the_worst_case_before_anything_is_sent_and_can_refuse(work
     worst = sum(HALF.cost(UsageBounds.of(r.messages, 64).worst_prompt, 64) for r in reqs)
     asked: list[tuple[float, int]] = []
 
-    def refuse(amount: float) -> None:
+    def refuse(batch_id: str, amount: float) -> None:
         asked.append((amount, server.uploads))
         raise BudgetExceeded("budget: no room")
 
@@ -143,7 +143,7 @@ def test_reserve_sees_the_worst_case_before_anything_is_sent_and_can_refuse(work
     refused = list_batches(workspace)[0]
     assert refused.state == "failed" and "budget" in refused.error and open_call_ids(workspace) == set()
 
-    batch = submit_batch(workspace, settings, reqs, step="demo", reserve=lambda amount: asked.append((amount, server.uploads)))
+    batch = submit_batch(workspace, settings, reqs, step="demo", reserve=lambda _id, amount: asked.append((amount, server.uploads)))
     assert batch.id != refused.id and batch.state == "submitted" and batch.reserved == pytest.approx(worst)
     assert asked[-1] == (pytest.approx(worst), 0) and server.uploads == 1
 
@@ -158,7 +158,32 @@ def test_a_step_budget_holds_the_batch_worst_case(workspace, server):
     assert server.uploads == 0
     roomy = Budget(worst * 2)
     batch = submit_batch(workspace, settings, reqs, step="demo", reserve=budget_reserver(roomy))
-    assert batch.state == "submitted" and roomy.reserved == pytest.approx(worst)
+    # This process's budget ends before the batch is collected: it spends the worst case at once.
+    assert batch.state == "submitted" and roomy.spent == pytest.approx(worst) and batch.budget_id is None
+
+
+def test_a_shared_budget_holds_a_batch_until_it_is_collected_then_spends_its_cost(workspace, server):
+    from tqaforge.llm.budget import SharedBudget
+    settings = settings_for(server.url)
+    reqs = make_requests(settings, 3)
+    worst = sum(HALF.cost(UsageBounds.of(r.messages, 64).worst_prompt, 64) for r in reqs)
+    shared = SharedBudget(workspace, "team", worst * 1.5)
+    try:
+        batch = submit_batch(workspace, settings, reqs, step="demo", reserve=budget_reserver(shared))
+        assert batch.budget_id == "team" and shared.state()[:2] == (0.0, pytest.approx(worst))
+        # Held again after a kill (the same batch): no second hold.
+        assert shared.hold_batch(batch.id, worst) == "team" and shared.state()[1] == pytest.approx(worst)
+        # Another batch of the same worst case does not fit beside it: refused before sending.
+        with pytest.raises(BudgetExceeded):
+            shared.hold_batch("another-batch", worst)
+        wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=30)
+        done = collect_batch(workspace, settings, batch.id)
+        spent, reserved, _ = shared.state()
+        assert reserved == pytest.approx(0.0, abs=1e-12) and spent == pytest.approx(done.cost) and 0 < spent <= worst
+        collect_batch(workspace, settings, batch.id)  # a second collect spends nothing more
+        assert shared.state()[0] == pytest.approx(spent)
+    finally:
+        shared.close()
 
 
 def test_expired_batch_collects_its_partial_output_and_the_rest_goes_in_the_next_batch(workspace, server):

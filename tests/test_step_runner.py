@@ -142,3 +142,19 @@ def test_deferred_pieces_wait_and_nothing_is_sent_for_them(workspace: Workspace)
         assert sorted(toy.done) == ["p0", "p2"] and server.total_paid == 2
         assert summary.deferred == 1 and summary.waiting == 1
     asyncio.run(asyncio.sleep(0))
+
+
+def test_claims_of_a_dead_process_of_this_machine_are_taken_at_once(workspace: Workspace) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tqaforge.llm import claims as claims_mod
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)  # a process that has exited
+    host = claims_mod._host()
+    Claims(workspace, "toy:m", f"{host}:{dead_pid}:abc:0", lease_s=3600).take(["p0"], 1)
+    Claims(workspace, "toy:m", f"{host}:{os.getppid()}:abc:0", lease_s=3600).take(["p1"], 1)  # alive
+    Claims(workspace, "toy:m", f"elsewhere:{dead_pid}:abc:0", lease_s=3600).take(["p2"], 1)  # another machine
+    mine = Claims(workspace, "toy:m", "me", lease_s=60)
+    assert mine.take(["p0", "p1", "p2"], 10) == ["p0"] and mine.retaken == 1

@@ -20,7 +20,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -117,7 +116,7 @@ def test_three_workers_one_killed_pay_each_request_once_and_match_one_worker(
                     if w.poll() is None:
                         w.kill()
                         w.wait()
-            for w, (out, errout) in zip([w for w in workers if w is not victim], outs):
+            for w, (_out, errout) in zip([w for w in workers if w is not victim], outs):
                 assert w.returncode == 0, errout[-2000:]
             summaries = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
             # Every request paid once at the server, and every paid reply is in the ledger.
@@ -136,7 +135,9 @@ def test_three_workers_one_killed_pay_each_request_once_and_match_one_worker(
             shared.close()
         with many.session() as s:
             ledger_cost = float(s.exec(select(func.sum(LLMCall.cost))).one() or 0.0)
-        assert limit == MAX_COST and ledger_cost <= spent <= MAX_COST
+        # A reply stored just before its worker died may not be settled in the budget yet: its hold
+        # stays (charged in full when its lease lapses), so spent + held covers the ledger.
+        assert limit == MAX_COST and ledger_cost <= spent + reserved <= MAX_COST and spent <= MAX_COST
         many_answers = answers(many)
         many.close()
 

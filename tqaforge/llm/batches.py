@@ -31,7 +31,6 @@ A batch's id is a content hash of its requests, model, endpoint and kind (:func:
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
@@ -62,7 +61,7 @@ from tqaforge.llm.batchfiles import (
     stored_request,
     write_requests,
 )
-from tqaforge.llm.budget import Budget, Hold
+from tqaforge.llm.budget import Budget, SharedBudget
 from tqaforge.llm.calls import BatchRequest, request_id, request_params, wire_seed
 from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
 from tqaforge.llm.prices import OFFLINE_SOURCE, quote
@@ -131,19 +130,12 @@ def _batch_price(settings: LLMSettings) -> tuple[Price | None, str]:
     return found.price, found.source
 
 
-def budget_reserver(budget: Budget) -> Callable[[float], Hold]:
+def budget_reserver(budget: Budget) -> Callable[[str, float], str | None]:
     """``reserve`` for :func:`submit_batch` from a step's budget: holds the batch's worst case
-    (synchronously: a submit runs in a thread of its own, with no event loop) and returns the
-    hold, which the budget keeps until it is settled or its lease runs out."""
-
-    def reserve(worst: float) -> Hold:
-        return asyncio.run(_reserve(budget, worst))
-
-    return reserve
-
-
-async def _reserve(budget: Budget, worst: float) -> Hold:
-    return await budget.reserve(worst)
+    before anything is sent (:meth:`~tqaforge.llm.budget.Budget.hold_batch`) and returns the name
+    of the shared budget that keeps the hold until the batch is collected (None: this process's
+    budget, which spends the worst case at once)."""
+    return budget.hold_batch
 
 
 # -- the rows ----------------------------------------------------------------------------------
@@ -443,7 +435,7 @@ def submit_batch(
     requests: Sequence[BatchRequest],
     *,
     step: str,
-    reserve: Callable[[float], object] | None = None,
+    reserve: Callable[[str, float], object] | None = None,
 ) -> LLMBatch:
     """Send these requests as one batch through the provider's Batch API; the batch row.
 
@@ -462,7 +454,7 @@ def submit_batch(
 
 
 def resume_batch(
-    ws: Workspace, settings: LLMSettings, batch_id: str, *, reserve: Callable[[float], object] | None = None
+    ws: Workspace, settings: LLMSettings, batch_id: str, *, reserve: Callable[[str, float], object] | None = None
 ) -> LLMBatch:
     """Carry a batch left prepared or uploaded (a killed or failed submit) through to submitted,
     reusing what the provider already has; a batch already submitted is returned as it is."""
@@ -471,7 +463,7 @@ def resume_batch(
     return _advance(ws, settings, row, reserve)
 
 
-def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Callable[[float], object] | None) -> LLMBatch:
+def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Callable[[str, float], object] | None) -> LLMBatch:
     hint = f"run `tqaforge batches resume {row.id[:12]}` to carry on: nothing is sent twice"
     if row.state == PREPARED:
         path = Path(row.file_path or "")
@@ -480,13 +472,14 @@ def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Calla
             raise LLMError(f"batch {row.id[:12]}: the request file {path} is missing or changed; nothing was sent",
                            hint="run the step again: its requests are free for a new batch")
         worst = _worst_total(settings, row)
+        held_in: object = None
         if reserve is not None:
             try:
-                reserve(worst)
+                held_in = reserve(row.id, worst)
             except BudgetExceeded as exc:
                 _update(ws, row, state="failed", error=f"refused by the budget before sending: {exc}")
                 raise
-        row = _update(ws, row, reserved=worst)
+        row = _update(ws, row, reserved=worst, budget_id=held_in if isinstance(held_in, str) else row.budget_id)
         client = _client(settings)
         file_id = _retrying(settings, f"uploading batch {row.id[:12]}", lambda: _find_or_upload(client, row, path), hint=hint)
         row = _update(ws, row, state=UPLOADED, file_id=file_id)
@@ -624,6 +617,14 @@ def collect_batch(ws: Workspace, settings: LLMSettings, batch_id: str) -> Collec
     counts = dict(row.counts or {})
     counts["collected"] = {"ok": summary.ok, "errors": summary.errors, "missing": summary.missing,
                            "unknown": summary.unknown, "malformed": summary.malformed}
+    if row.budget_id:
+        # The batch's worst case was held in a shared budget since its submission: now what its
+        # replies cost is spent instead (once: a second collect finds no hold).
+        shared = SharedBudget(ws, row.budget_id)
+        try:
+            shared.settle_batch(row.id, summary.cost)
+        finally:
+            shared.close()
     _update(ws, row, state=COLLECTED, cost=summary.cost, counts=counts,
             collected_at=row.collected_at or utcnow())
     return summary

@@ -52,6 +52,8 @@ _BUDGETS = LLMBudget.__table__  # type: ignore[attr-defined]
 _HOLDS = BudgetHold.__table__  # type: ignore[attr-defined]
 #: How long a shared budget waits before looking again when other processes hold what it needs.
 POLL_S = 0.2
+#: How long a batch's hold lives: the provider's 24-hour completion window, and time to collect.
+BATCH_HOLD = timedelta(days=3)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,21 @@ class Budget:
     def charge(self, cost: float) -> None:
         """Spend ``cost`` with no hold (a cost known after the fact)."""
         self.spent += cost
+
+    def hold_batch(self, batch_id: str, worst: float) -> str | None:
+        """Hold a submitted batch's worst case (BudgetExceeded when it does not fit); the name of
+        the shared budget that keeps the hold until :meth:`SharedBudget.settle_batch`, or None.
+
+        This process's budget ends with the command, before the batch is collected: it spends
+        the worst case at once, so the rest of the run stays within ``max_cost`` whatever the
+        batch costs."""
+        if self._stop is not None:
+            raise BudgetExceeded(self._stop)
+        if self.max_cost is not None and self.spent + self.reserved + worst > self.max_cost:
+            self._stop = _refusal(self.spent, self.reserved, worst, self.max_cost) + f" (batch {batch_id[:12]})"
+            raise BudgetExceeded(self._stop)
+        self.spent += worst
+        return None
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -210,6 +227,22 @@ class SharedBudget(Budget):
         self._db.submit(self._close_conn)
         self._db.shutdown(wait=True)
 
+    def hold_batch(self, batch_id: str, worst: float) -> str | None:
+        """Hold a submitted batch's worst case in the store until it is collected (the hold's id is
+        the batch's, so holding it again after a kill is a no-op); BudgetExceeded when it does not
+        fit. Returns this budget's name, for the batch's row."""
+        refusal = self._db.submit(self._hold_batch, batch_id, worst).result()
+        if refusal is not None:
+            self._stop = refusal
+            raise BudgetExceeded(refusal)
+        self.spent += worst  # held, as far as this process can tell, until the batch is collected
+        return self.name
+
+    def settle_batch(self, batch_id: str, cost: float) -> None:
+        """A collected batch: give back its hold and spend what its replies cost (once: a second
+        collect finds no hold and changes nothing)."""
+        self._db.submit(self._settle, Hold(0.0, batch_id), cost).result()
+
     def state(self) -> tuple[float, float, float | None]:
         """(spent, reserved, max_cost) as the store holds them now, for every process together."""
         return self._db.submit(self._read).result()
@@ -289,6 +322,24 @@ class SharedBudget(Budget):
             return None, _refusal(spent, reserved, worst, limit)
         return None, None
 
+    def _hold_batch(self, batch_id: str, worst: float) -> str | None:
+        """None when the batch's hold is in the store (now or from before); else why not."""
+        def grant(conn: Connection) -> bool:
+            if conn.execute(select(_HOLDS.c.id).where(_HOLDS.c.id == batch_id)).first() is not None:
+                return True
+            fits = (_BUDGETS.c.max_cost.is_(None)) | (_BUDGETS.c.spent + _BUDGETS.c.reserved + worst <= _BUDGETS.c.max_cost)
+            if conn.execute(update(_BUDGETS).where(and_(_BUDGETS.c.id == self.name, fits))
+                            .values(reserved=_BUDGETS.c.reserved + worst, updated_at=utcnow())).rowcount != 1:
+                return False
+            conn.execute(insert(_HOLDS).values(id=batch_id, budget_id=self.name, amount=worst, owner="batch",
+                                               expires_at=utcnow() + BATCH_HOLD))
+            return True
+
+        if self._run(grant) or (self._run(self._charge_lapsed) and self._run(grant)):
+            return None
+        spent, reserved, limit = self._read()
+        return _refusal(spent, reserved, worst, limit or 0.0) + f" (batch {batch_id[:12]})"
+
     def _charge_lapsed(self, conn: Connection) -> int:
         """Charge in full every hold of this budget whose lease lapsed (its worker is gone)."""
         lapsed = conn.execute(select(_HOLDS.c.id, _HOLDS.c.amount).where(
@@ -305,9 +356,10 @@ class SharedBudget(Budget):
         def go(conn: Connection) -> None:
             held = 0.0
             if hold is not None:
-                if conn.execute(delete(_HOLDS).where(_HOLDS.c.id == hold.id)).rowcount != 1:
+                row = conn.execute(select(_HOLDS.c.amount).where(_HOLDS.c.id == hold.id)).first()
+                if row is None or conn.execute(delete(_HOLDS).where(_HOLDS.c.id == hold.id)).rowcount != 1:
                     return  # lapsed and charged in full already: nothing more to give back or spend
-                held = hold.amount
+                held = float(row.amount)  # as the store holds it (a batch's hold outlives its process)
             conn.execute(update(_BUDGETS).where(_BUDGETS.c.id == self.name).values(
                 reserved=_BUDGETS.c.reserved - held, spent=_BUDGETS.c.spent + cost, updated_at=utcnow()))
         self._run(go)

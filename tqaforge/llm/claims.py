@@ -8,7 +8,9 @@ another worker is left alone. SQLite runs the statement alone (one writer); Post
 conflicts row by row, so two workers taking the same pieces at once get disjoint sets. Pieces
 are taken in sorted order, so two PostgreSQL workers lock rows in the same order and never
 deadlock. A worker renews its claims while it lives (:meth:`Claims.renew`); one that dies
-(SIGKILL, a lost machine) stops renewing, and its pieces are taken again once the lease lapses.
+(SIGKILL, a lost machine) stops renewing, and its pieces are taken again once the lease lapses,
+or at once when it was a process of the same machine that is no longer running (a pid
+reused by a new process in the meantime only delays that to the lease).
 Lease times are the workers' own clocks in UTC: machines sharing a store keep NTP time.
 """
 
@@ -35,9 +37,29 @@ _CLAIMS = WorkClaim.__table__  # type: ignore[attr-defined]
 _CHUNK = 500  # pieces per statement
 
 
+def _host() -> str:
+    return socket.gethostname()[:40].replace(":", "_")
+
+
 def worker_name(index: int = 0) -> str:
     """A name for a worker that no other worker anywhere has: host, pid, a random part, index."""
-    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{index}"
+    return f"{_host()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{index}"
+
+
+def _gone(owner: str) -> bool:
+    """True when ``owner`` is a worker of this machine whose process is no longer running (its
+    claims need not wait for their lease). Another machine's workers are judged by lease only."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != _host() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
 
 
 class Claims:
@@ -51,7 +73,8 @@ class Claims:
         self.step = step
         self.owner = owner
         self.lease = timedelta(seconds=lease_s)
-        self.retaken = 0  # pieces this worker took over from a worker whose lease had lapsed
+        self.retaken = 0  # pieces this worker took over from a worker whose lease had lapsed (or who died here)
+        self._dead: dict[str, str] = {}
         dialect = ws.engine.dialect.name
         self._insert = pg_insert if dialect == "postgresql" else sqlite_insert
 
@@ -63,18 +86,26 @@ class Claims:
             raise StoreError(f"cannot use the work claims of {self.step}: {exc}") from None
 
     def held_by_others(self, pieces: Iterable[str]) -> set[str]:
-        """The pieces among ``pieces`` that another worker holds under a live lease."""
+        """The pieces among ``pieces`` that another live worker holds under a live lease (a worker
+        of this machine whose process is gone holds nothing, whatever its lease says)."""
+        return set(self._holders(pieces)) - set(self._dead)
+
+    def _holders(self, pieces: Iterable[str]) -> dict[str, str]:
+        """Piece -> owner of the live leases of other workers on these pieces; notes the owners
+        that are processes of this machine no longer running (``self._dead``: piece -> owner)."""
         wanted = list(dict.fromkeys(pieces))
 
-        def go(conn: Connection) -> set[str]:
-            found: set[str] = set()
+        def go(conn: Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
             now = utcnow()
             for start in range(0, len(wanted), _CHUNK):
-                found.update(conn.execute(select(_CLAIMS.c.piece).where(
+                found.update({row.piece: row.owner for row in conn.execute(select(_CLAIMS.c.piece, _CLAIMS.c.owner).where(
                     _CLAIMS.c.step == self.step, _CLAIMS.c.piece.in_(wanted[start:start + _CHUNK]),
-                    _CLAIMS.c.owner != self.owner, _CLAIMS.c.expires_at >= now)).scalars())
+                    _CLAIMS.c.owner != self.owner, _CLAIMS.c.expires_at >= now))})
             return found
-        return self._run(go)  # type: ignore[return-value]
+        holders: dict[str, str] = self._run(go)  # type: ignore[assignment]
+        self._dead = {piece: owner for piece, owner in holders.items() if _gone(owner)}
+        return holders
 
     def take(self, pieces: Sequence[str], limit: int) -> list[str]:
         """Claim up to ``limit`` of ``pieces`` (free or lapsed ones, in the given order); the pieces
@@ -83,19 +114,20 @@ class Claims:
         candidates = [p for p in dict.fromkeys(pieces) if p not in others][:limit]
         if not candidates:
             return []
+        dead = sorted({owner for piece, owner in self._dead.items() if piece in candidates})
 
         def go(conn: Connection) -> set[str]:
             now = utcnow()
             lapsed = set(conn.execute(select(_CLAIMS.c.piece).where(
                 _CLAIMS.c.step == self.step, _CLAIMS.c.piece.in_(candidates), _CLAIMS.c.owner != self.owner,
-                _CLAIMS.c.expires_at < now)).scalars())
+                (_CLAIMS.c.expires_at < now) | _CLAIMS.c.owner.in_(dead))).scalars())
             values = self._insert(_CLAIMS).values(
                 [{"step": self.step, "piece": p, "owner": self.owner, "expires_at": now + self.lease}
                  for p in sorted(candidates)])
             stmt = values.on_conflict_do_update(
                 index_elements=[_CLAIMS.c.step, _CLAIMS.c.piece],
                 set_={"owner": values.excluded.owner, "expires_at": values.excluded.expires_at},
-                where=(_CLAIMS.c.expires_at < now) | (_CLAIMS.c.owner == self.owner),
+                where=(_CLAIMS.c.expires_at < now) | (_CLAIMS.c.owner == self.owner) | _CLAIMS.c.owner.in_(dead),
             ).returning(_CLAIMS.c.piece)
             mine = set(conn.execute(stmt).scalars())
             self.retaken += len(mine & lapsed)
