@@ -123,12 +123,12 @@ def test_after_the_cool_off_a_probe_brings_a_recovered_endpoint_back(
     broken = {"on": True}
 
     def flaky(body: dict) -> Scripted | str:
-        return Scripted(status=503) if broken["on"] else "B: fine"
+        return Scripted(status=503) if broken["on"] else Scripted(text="B: fine", delay_s=0.2)
 
     with named("A", latency_s=0.01) as a, OpenAIServer(flaky, latency_s=0.01) as b:
 
         async def go() -> Gateway:
-            st = settings(a.url, b.url, concurrency=2, endpoint_failures=2, endpoint_cooldown_s=0.3)
+            st = settings(a.url, b.url, concurrency=4, endpoint_failures=2, endpoint_cooldown_s=0.3)
             async with Gateway(sqlite_workspace, st) as gw:
                 await many(gw, 12, "broken")
                 down = stats_by_url(gw)[b.url]
@@ -144,9 +144,11 @@ def test_after_the_cool_off_a_probe_brings_a_recovered_endpoint_back(
 
         gw = run(go())
         failed = b.statuses[503]
-        last_failure, probe = b.arrivals[failed - 1], b.arrivals[failed]
-    # Nothing reached B during its cool-off, which starts after its last failure had arrived.
+        last_failure, probe, after_probe = b.arrivals[failed - 1], b.arrivals[failed], b.arrivals[failed + 1]
+    # Nothing reached B during its cool-off, which starts after its last failure had arrived, and
+    # then one request alone (the probe, answered in 0.2 s) until it answered.
     assert probe - last_failure >= 0.3, (last_failure, probe)
+    assert after_probe - probe >= 0.2, (probe, after_probe)
     stats = stats_by_url(gw)
     assert not stats[b.url].down and stats[b.url].down_events == 1  # back: up, and used again
     assert sum(r.endpoint == b.url and r.text.startswith("B:") for r in records(sqlite_workspace)) >= 3

@@ -168,7 +168,7 @@ class ChatTransport:
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._wake()  # woken and cancelled at once: the wake-up goes to the next
-                else:
+                elif waiter in self._waiters:  # not yet dropped by a wake-up that skipped it
                     self._waiters.remove(waiter)
                 raise
 
