@@ -510,13 +510,14 @@ class Gateway:
         """The failure's record (never ok: a later run retries the call) and its error."""
         self.failed_calls += 1
         problem = self.redact(problem)
+        endpoint = attempts.endpoint or self.endpoint  # the last attempt's; before any: all of them
         record = dict(
-            id=attempts.call_id, model=self.settings.model, endpoint=attempts.endpoint, messages=attempts.messages,
+            id=attempts.call_id, model=self.settings.model, endpoint=endpoint, messages=attempts.messages,
             params=attempts.params, seed=attempts.seed, sample=attempts.sample, response=attempts.body, text=None,
             prompt_tokens=attempts.tokens[0], completion_tokens=attempts.tokens[1], cost=attempts.cost,
             latency_ms=None, status="error", error=problem, purpose=attempts.purpose, created_at=utcnow(),
         )
-        message = f"{attempts.purpose}: model {self.settings.model} at {attempts.endpoint}: {problem}"
+        message = f"{attempts.purpose}: model {self.settings.model} at {endpoint}: {problem}"
         if issubclass(error_cls, InvalidReply):
             return record, error_cls(message, call_ids=[attempts.call_id], hint=hint)
         return record, error_cls(message, hint=hint)
