@@ -61,6 +61,11 @@ class LLMSettings:
     model: str
     base_url: str | None = None  # OPENAI_BASE_URL or [llm] base_url; None: OpenAI
     api_key: str | None = None  # OPENAI_API_KEY or the variable named by [llm] api_key_env
+    # Several endpoints ([llm] base_urls; when set, they replace base_url): see tqaforge.llm.transport.
+    base_urls: tuple[str, ...] = ()
+    endpoint_concurrency: int | None = None  # requests in flight per endpoint; None: concurrency
+    endpoint_failures: int = 3  # failures in a row (connection, timeout, 5xx) that mark an endpoint down
+    endpoint_cooldown_s: float = 30.0  # how long a down endpoint is left alone before one request probes it
     concurrency: int = 8
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
@@ -73,11 +78,6 @@ class LLMSettings:
     malformed_retries: int = 2  # retries of replies with no usable content (within max_retries)
     default_max_tokens: int = 4096  # max_tokens sent when a call sets none (so the budget has a worst case)
     max_reply_bytes: int = 4 * 1024 * 1024  # hard cap on a reply body, whatever max_tokens says
-    # Several endpoints ([llm] base_urls; when set, they replace base_url): see tqaforge.llm.transport.
-    base_urls: tuple[str, ...] = ()
-    endpoint_concurrency: int | None = None  # requests in flight per endpoint; None: concurrency
-    endpoint_failures: int = 3  # failures in a row (connection, timeout, 5xx) that mark an endpoint down
-    endpoint_cooldown_s: float = 30.0  # how long a down endpoint is left alone before one request probes it
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -156,11 +156,13 @@ _SETTING_HINTS = {
     "max_cost": "give --max-cost a positive amount in USD, e.g. --max-cost 2.50 (leave it out for no budget)",
     "timeout_s": "[llm] timeout_s is the seconds a whole request may take, e.g. 60",
 }
-_INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens", "max_reply_bytes",
-             "endpoint_concurrency", "endpoint_failures"}
-_FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s",
-               "endpoint_cooldown_s"}
+_INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens", "max_reply_bytes"}
+_FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s"}
 _STR_KEYS = {"model", "base_url", "api_key"}
+
+# The per-endpoint settings of [llm] base_urls (see tqaforge.llm.transport).
+_INT_KEYS |= {"endpoint_concurrency", "endpoint_failures"}
+_FLOAT_KEYS |= {"endpoint_cooldown_s"}
 
 
 def _parse_prices(raw: Any, where: str) -> dict[str, Price]:
