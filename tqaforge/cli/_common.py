@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
     from sqlalchemy.engine import URL
 
+    from tqaforge.llm.step import RunnerOptions
     from tqaforge.progress import Progress as ProgressFn
     from tqaforge.store import Workspace
 
@@ -131,6 +132,36 @@ WORKSPACE_OPTION: Any = typer.Option(
 
 LIMIT_OPTION: Any = typer.Option(50, "--limit", min=1, max=10_000, help="How many to show.")
 OFFSET_OPTION: Any = typer.Option(0, "--offset", min=0, help="How many to skip.")
+
+
+# The step runner's options, the same on every command that calls a model (tqaforge.llm.step).
+WORKERS_OPTION: Any = typer.Option(
+    1, "--workers", min=1,
+    help="Workers in this process. Any number of processes or machines on one PostgreSQL store split the "
+         "work too (claims with a lease); on SQLite one process at a time runs a step.",
+)
+TRANSPORT_OPTION: Any = typer.Option(
+    "online", "--transport",
+    help="online (default); batch: the provider's Batch API (about half the price; follow it with tqaforge "
+         "batches); offline: write the requests to --batch-file for local inference (vllm run-batch).",
+)
+BUDGET_OPTION: Any = typer.Option(
+    None, "--budget",
+    help="Name of a budget kept in the store and shared by every worker, process and the app that names it; "
+         "--max-cost sets its limit (what it spent before counts).",
+)
+BATCH_FILE_OPTION: Any = typer.Option(None, "--batch-file", help="Where --transport offline writes its requests (JSONL).")
+WAIT_OPTION: Any = typer.Option(False, "--wait", help="With --transport batch: wait for each batch, collect it and go on until done.")
+
+
+def runner_options(workers: int = 1, transport: str = "online", budget: Optional[str] = None,
+                   batch_file: Optional[Path] = None, wait: bool = False, **more: Any) -> "RunnerOptions":
+    """The step runner's options from the shared command-line options."""
+    from tqaforge.llm.step import TRANSPORTS, RunnerOptions
+
+    check_choice("--transport", transport, TRANSPORTS)
+    return RunnerOptions(workers=workers, transport=transport, budget=budget, offline_file=batch_file, wait=wait,
+                         **more)
 
 
 def open_ws(ctx: typer.Context, workspace: Optional[Path] = None) -> "Workspace":

@@ -8,6 +8,11 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
+    BATCH_FILE_OPTION,
+    BUDGET_OPTION,
+    TRANSPORT_OPTION,
+    WAIT_OPTION,
+    WORKERS_OPTION,
     WORKSPACE_OPTION,
     err,
     friendly_errors,
@@ -15,6 +20,7 @@ from tqaforge.cli._common import (
     noted_progress,
     open_ws,
     print_summary,
+    runner_options,
     styled,
 )
 
@@ -82,6 +88,11 @@ def generate_answers_cmd(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed of the routing draw and the requests (stored)."),
     serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workers: int = WORKERS_OPTION,
+    transport: str = TRANSPORT_OPTION,
+    budget: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Answer questions with TCoT / SCoT / PoT agents (PoT runs in the sandbox), vote, and route: consistent
@@ -97,8 +108,7 @@ def generate_answers_cmd(
         manual_share=manual_share, seed=seed, serialization=serialization,
     )
     llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    runner = runner_options(workers, transport, budget, batch_file, wait, window=max(4, 2 * llm.concurrency))
     with noted_progress(f"answering ({llm.model})") as on_progress:
-        # One answering run per workspace at a time: two would pay for the same requests.
-        with ws.lock("generate-answers", wait=False):
-            summary = generate_answers(ws, options, llm, on_progress=on_progress)
+        summary = generate_answers(ws, options, llm, on_progress=on_progress, runner=runner)
     _finish(summary, json_out)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tqaforge import ids
 from tqaforge.ids import content_hash
 
-__all__ = ["Completion", "request_id", "request_params", "wire_seed"]
+__all__ = ["BatchRequest", "Completion", "Deferred", "PutAside", "request_id", "request_params", "wire_seed"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,65 @@ def wire_seed(seed: int | None, sample: int) -> int | None:
     if sample == 0:
         return seed
     return int(content_hash({"seed": seed, "sample": sample})[:8], 16) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """A request the gateway did not send but put aside for a batch (the Batch API or an offline
+    batch file): what the batch's JSONL line sends and what the LLMCall row of its reply keeps.
+
+    ``body`` is the chat/completions body exactly as the online transport would send it (model,
+    messages, temperature, ``max_tokens`` always, the wire seed, response_format); ``params`` the
+    same parameters as the LLMCall row stores them; ``worst_prompt`` and ``max_tokens`` bound what
+    its reply may cost (:class:`~tqaforge.llm.replies.UsageBounds`).
+    """
+
+    call_id: str  # LLMCall.id, the batch line's custom_id
+    model: str
+    body: dict[str, Any]
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    seed: int | None
+    sample: int
+    purpose: str
+    worst_prompt: int
+    max_tokens: int
+
+
+class Deferred(Exception):
+    """A request that was not sent now: put aside for a batch, or already waiting in an open one.
+
+    Not an LLMError: it stops nothing. The step runner leaves the piece that made it for a later
+    pass (after the batch is collected, its reply is in the store).
+    """
+
+    def __init__(self, call_id: str, batch_id: str | None = None) -> None:
+        where = f"waiting in batch {batch_id}" if batch_id else "put aside for the next batch"
+        super().__init__(f"request {call_id}: {where}")
+        self.call_id = call_id
+        self.batch_id = batch_id
+
+
+class PutAside:
+    """Where a gateway's unsent requests go instead of out (see ``Gateway.put_aside``).
+
+    ``waiting``: call ids in batches submitted and not yet collected (call id -> batch id): such a
+    request is never sent again, online or in another batch, until its batch is collected or
+    ended. ``collect``: True when requests not in the store are put aside for a batch (the
+    batch and offline transports), False online (only the waiting ones are held back).
+    """
+
+    def __init__(self, waiting: dict[str, str], *, collect: bool) -> None:
+        self.waiting = waiting
+        self.collect = collect
+        self.requests: dict[str, BatchRequest] = {}
+
+    def offer(self, call_id: str, make: Callable[[], BatchRequest]) -> Deferred | None:
+        """The Deferred to raise for this request, or None to send it now."""
+        if call_id in self.waiting:
+            return Deferred(call_id, self.waiting[call_id])
+        if not self.collect:
+            return None
+        if call_id not in self.requests:
+            self.requests[call_id] = make()
+        return Deferred(call_id)

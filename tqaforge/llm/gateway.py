@@ -38,8 +38,9 @@ What it guarantees:
   for those in flight, and once spent + it alone would pass, :class:`BudgetExceeded` is raised
   before sending and every later paid call is refused too, so a run stops cleanly with its
   finished calls stored. A reply is charged its usage clamped to that worst case, whatever the
-  endpoint claims, so spent never passes ``max_cost``. A model with no entry in ``prices`` costs
-  0, and ``max_cost`` then never stops it. ``max_cost`` must be a positive finite number.
+  endpoint claims, so spent never passes ``max_cost``. Prices come from ``[llm.prices]``, else
+  genai-prices (:mod:`tqaforge.llm.prices`); a model with neither and a ``max_cost`` is refused
+  when the gateway is made, before any call. ``max_cost`` must be a positive finite number.
 - **Usage is checked, not believed.** A reply whose usage its request cannot have produced
   (completion tokens above ``max_tokens``, prompt tokens far beyond the prompt's bytes, negative
   or non-numeric counts) raises :class:`ImpossibleUsage`: the call is recorded as an error at
@@ -85,10 +86,11 @@ from tqaforge.errors import (
     LLMError,
     ReplyTooLarge,
 )
-from tqaforge.llm.budget import Budget
-from tqaforge.llm.calls import Completion, request_id, request_params, wire_seed
+from tqaforge.llm.budget import Budget, Hold
+from tqaforge.llm.calls import BatchRequest, Completion, PutAside, request_id, request_params, wire_seed
 from tqaforge.llm.ledger import Ledger
 from tqaforge.llm.limits import RETRYABLE_STATUS, TokenBucket, backoff_delay, retry_after
+from tqaforge.llm.prices import require_price
 from tqaforge.llm.replies import (
     Impossible,
     Malformed,
@@ -133,6 +135,7 @@ class Gateway:
         on_call: Callable[[Completion], None] | None = None,
         budget: Budget | None = None,
     ) -> None:
+        require_price(settings, budget=budget)  # a budget that could never stop the model: refused before any call
         self.ws = ws
         self.settings = settings
         self._listeners: list[Callable[[Completion], None]] = [on_call] if on_call is not None else []
@@ -154,6 +157,9 @@ class Gateway:
         self._jitter = random.Random()  # timing only: never affects what is asked or stored
         self.ledger = Ledger(ws)
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        # Set by the step runner: requests not in the store go aside for a batch instead of out.
+        self.put_aside: PutAside | None = None
+        self.deferred_calls = 0  # requests put aside (or waiting in an open batch)
         self._transport = ChatTransport(settings, self._secrets)
         self._closed = False
 
@@ -304,6 +310,12 @@ class Gateway:
         if stored is not None:
             self.cached_calls += 1
             return stored
+        if self.put_aside is not None:
+            deferred = self.put_aside.offer(call_id, lambda: self._batch_request(call_id, messages, params, seed,
+                                                                                 sample, purpose))
+            if deferred is not None:
+                self.deferred_calls += 1
+                raise deferred
         async with self._sem:
             record, outcome = await self._paid_call(call_id, messages, params, seed, sample, purpose)
         # Committed outside the slot: the slot bounds requests to the endpoint, not commits. A
@@ -326,6 +338,7 @@ class Gateway:
         those whose callers were cancelled meanwhile (a stopped run)."""
         while self._saving:
             await asyncio.gather(*list(self._saving), return_exceptions=True)
+        await self.budget.flush()
 
     def _estimate_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         chars = sum(len(str(m.get("content") or "")) for m in messages)
@@ -352,13 +365,8 @@ class Gateway:
     ) -> tuple[dict[str, Any], Completion | LLMError]:
         """Send with retries; the record to store and the completion or the error to raise."""
         s = self.settings
-        wire = dict(params)
-        sent_seed = wire_seed(seed, sample)
-        if sent_seed is not None:
-            wire["seed"] = sent_seed
+        wire, cap = self._wire(params, seed, sample)
         max_tokens = params.get("max_tokens")
-        # Always sent (not part of the call's identity): without it a reply has no worst case.
-        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else s.default_max_tokens
         est_prompt = self._estimate_prompt_tokens(messages)
         bounds = UsageBounds.of(messages, cap)
         price = s.price
@@ -382,11 +390,11 @@ class Gateway:
                 await self._tpm.acquire(est_tokens)
             self._transport.open()
             # An unpriced model costs nothing and is never stopped by a budget.
-            held = 0.0 if price is None else await self.budget.reserve(worst)
+            held = None if price is None else await self.budget.reserve(worst)
             try:
                 self._halted()  # again: another reply may have stopped the gateway while this one waited
             except ImpossibleUsage:
-                self._release(held, price)
+                self._settle(held, 0.0)
                 raise
             meter = Meter(reply_limit(cap, s.default_max_tokens, s.max_reply_bytes))
             started = time.perf_counter()
@@ -401,12 +409,11 @@ class Gateway:
             except (Oversize, Malformed, ValueError) as raised:
                 # Unusable: cut off at the byte limit, not JSON, no choices or no content. An
                 # oversize reply may have been billed up to its worst case.
-                self._release(held, price)
                 exc: Exception = raised if meter.problem is None else Oversize(meter.problem)
                 tokens = (exc.prompt_tokens, exc.completion_tokens) if isinstance(exc, Malformed) else None
                 # A body that is not JSON is no model's billed reply (a proxy's page): it costs 0.
                 cost = 0.0 if tokens is None and not isinstance(exc, Oversize) else charged(tokens)
-                self.budget.charge(cost)
+                self._settle(held, cost)
                 failure.charge(cost, tokens)
                 failure.body = self._kept_body(meter, exc)
                 malformed += 1
@@ -415,15 +422,14 @@ class Gateway:
                 failure.error_cls = ReplyTooLarge if isinstance(exc, Oversize) else LLMError
             except Impossible as exc:
                 # The endpoint's figures cannot be trusted: charge the worst case, refuse the rest.
-                self._release(held, price)
-                self.budget.charge(worst)
+                self._settle(held, worst)
                 failure.charge(worst, None)
                 failure.body = {"claimed_usage": short(self.redact(json.dumps(usage_of(reply), default=str)), 500)}
                 problem = self.redact(f"impossible usage from the endpoint: {exc}")
                 self._usage_stop = f"{purpose}: model {s.model} at {failure.endpoint}: {problem}"
                 return self._failure(failure, problem, hint=_USAGE_HINT, error_cls=ImpossibleUsage)
             except openai.APIStatusError as exc:
-                self._release(held, price)
+                self._settle(held, 0.0)
                 failure.error_cls = LLMError
                 problem = self.redact(f"HTTP {exc.status_code}: {_status_message(exc)}")
                 retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
@@ -433,22 +439,21 @@ class Gateway:
                     return self._failure(failure, problem, hint=_status_hint(exc.status_code),
                                          error_cls=EndpointAuthError if auth else LLMError)
             except (openai.APITimeoutError, asyncio.TimeoutError):
-                self._release(held, price)
+                self._settle(held, 0.0)
                 failure.error_cls = LLMError
                 problem, retryable = f"no complete reply within {s.timeout_s:g} s", True
             except openai.APIConnectionError as exc:
-                self._release(held, price)
+                self._settle(held, 0.0)
                 failure.error_cls = LLMError
                 problem, retryable = self.redact(f"connection failed: {short(str(exc.__cause__ or exc))}"), True
             except BaseException:
-                self._release(held, price)  # cancelled (Ctrl-C) or a bug: release, record nothing
+                self._settle(held, 0.0)  # cancelled (Ctrl-C) or a bug: release, record nothing
                 raise
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
                 prompt_tokens, completion_tokens = usage or (0, 0)
                 cost = charged(usage)
-                self._release(held, price)
-                self.budget.charge(cost)
+                self._settle(held, cost)
                 self.paid_calls += 1
                 if self._tpm is not None:
                     self._tpm.refund(est_tokens - (prompt_tokens + completion_tokens))
@@ -461,7 +466,7 @@ class Gateway:
                     seed=seed, sample=sample, response=reply,
                     text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     cost=total, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
-                    created_at=utcnow(),
+                    created_at=utcnow(), **_price_fields(s),
                 )
                 # The call's cost includes replies that came back unusable but were billed.
                 return record, Completion(call_id, text, False, total, prompt_tokens, completion_tokens)
@@ -478,10 +483,30 @@ class Gateway:
                         wait, call_id)
             await asyncio.sleep(wait)
 
-    def _release(self, held: float, price: object) -> None:
-        """Give back an attempt's hold on the budget (an unpriced model took none)."""
-        if price is not None:
-            self.budget.release(held)
+    def _wire(self, params: dict[str, Any], seed: int | None, sample: int) -> tuple[dict[str, Any], int]:
+        """The parameters as sent (the wire seed of the sample, ``max_tokens`` always: without it
+        a reply has no worst case; it is not part of the call's identity) and that max_tokens."""
+        wire = dict(params)
+        sent_seed = wire_seed(seed, sample)
+        if sent_seed is not None:
+            wire["seed"] = sent_seed
+        max_tokens = params.get("max_tokens")
+        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else self.settings.default_max_tokens
+        return wire, cap
+
+    def _batch_request(self, call_id: str, messages: list[dict[str, str]], params: dict[str, Any], seed: int | None,
+                       sample: int, purpose: str) -> BatchRequest:
+        """This request as a batch line would send it (the same body as the online transport)."""
+        wire, cap = self._wire(params, seed, sample)
+        body = {"model": self.settings.model, "messages": messages, **wire}
+        return BatchRequest(call_id, self.settings.model, body, messages, wire, seed, sample, purpose,
+                            UsageBounds.of(messages, cap).worst_prompt, cap)
+
+    def _settle(self, held: Hold | None, cost: float) -> None:
+        """Give back an attempt's hold on the budget and spend what it cost (an unpriced model
+        took no hold and costs nothing)."""
+        if held is not None:
+            self.budget.settle(held, cost)
 
     def redact_own(self, text: str) -> str:
         """``text`` with our own secrets masked, and nothing else changed (for model output)."""
@@ -516,6 +541,7 @@ class Gateway:
             params=attempts.params, seed=attempts.seed, sample=attempts.sample, response=attempts.body, text=None,
             prompt_tokens=attempts.tokens[0], completion_tokens=attempts.tokens[1], cost=attempts.cost,
             latency_ms=None, status="error", error=problem, purpose=attempts.purpose, created_at=utcnow(),
+            **_price_fields(self.settings),
         )
         message = f"{attempts.purpose}: model {self.settings.model} at {endpoint}: {problem}"
         if issubclass(error_cls, InvalidReply):
@@ -568,6 +594,13 @@ def _status_hint(status: int) -> str:
         return "check [llm] base_url (it usually ends in /v1) and the model name"
     return "the endpoint rejected the request; see the message above"
 
+
+
+def _price_fields(settings: LLMSettings) -> dict[str, Any]:
+    """What a call record says of its price: the rates it was charged at and their source."""
+    price = settings.price
+    return dict(price_input=None if price is None else price.input, price_output=None if price is None else price.output,
+                price_source=settings.price_source, transport="online")
 
 
 def run(coro: Awaitable[T]) -> T:
