@@ -20,6 +20,7 @@ Several endpoints (``[llm] base_urls``):
   not 4xx such as 400/401/404/429 and not malformed replies: the endpoint answered) mark an
   endpoint down: it is left alone for ``endpoint_cooldown_s``, then one request probes it; a
   reply brings it back, a failure starts another cool-off. Both are logged (``tqaforge.llm``).
+  A lone endpoint is never marked down: there is nowhere else to send its requests.
 - **Never stuck.** When every endpoint is down, a request goes to the one whose cool-off ends
   first (the gateway's retries and backoff pace it); a request waits only while every endpoint it
   may use is full, and then a reply is on its way to free a slot.
