@@ -301,3 +301,57 @@ def test_deeply_nested_json_reply_is_an_invalid_reply():
         parse_json_reply("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_json_reply("Here it is:\n```json\n" + "[" * 100_000 + "]" * 100_000 + "\n```")
+
+
+# --- several endpoints ([llm] base_urls) -----------------------------------------------------
+
+
+def test_every_endpoint_down_fails_clearly_after_the_retries_without_hanging(sqlite_workspace, caplog):
+    """Endpoints: with every endpoint of base_urls refusing connections (and so marked down), a
+    request must neither wait for a cool-off nor spin: it goes to the endpoint whose cool-off
+    ends first, and fails with LLMError after max_retries, like one dead endpoint."""
+    caplog.set_level(logging.WARNING, logger="tqaforge.llm")
+    password = "hunter2-Pa55word"
+    dead = [f"http://bob:{password}@127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
+    st = LLMSettings(model=MODEL, api_key=KEY, base_urls=tuple(dead), max_retries=3, backoff_s=0.01,
+                     backoff_max_s=0.02, endpoint_failures=1, endpoint_cooldown_s=600)
+
+    async def go() -> tuple[list[Any], Gateway, float]:
+        async with Gateway(sqlite_workspace, st) as gw:
+            started = time.monotonic()
+            outcomes = await asyncio.wait_for(asyncio.gather(
+                *(gw.complete([{"role": "user", "content": f"q {i}"}], purpose="hostile") for i in range(5)),
+                return_exceptions=True), 20)
+            return outcomes, gw, time.monotonic() - started
+
+    outcomes, gw, took = run(go())
+    assert took < 10  # a 600 s cool-off was not waited out
+    assert all(isinstance(o, LLMError) and "gave up after 4 attempts" in str(o) for o in outcomes), outcomes
+    stats = gw.endpoint_stats()
+    assert sum(s.requests for s in stats) == 5 * 4  # every attempt went somewhere; none more (no spinning)
+    assert all(s.down and s.down_events == 1 and s.requests > 0 for s in stats)
+    assert [s.endpoint for s in stats] == [redact_url(dead[0]), dead[1]]
+    rows = calls(sqlite_workspace)
+    assert len(rows) == 5 and all(r.status == "error" and r.endpoint in (stats[0].endpoint, dead[1]) for r in rows)
+    shown = caplog.text + "".join(str(o) for o in outcomes) + "".join((r.endpoint or "") + (r.error or "") for r in rows)
+    assert "is down after 1 failures in a row" in caplog.text and "bob:***@127.0.0.1" in shown
+    assert password not in shown and password not in repr(st)
+
+
+def test_a_base_urls_entry_that_is_not_http_is_refused_naming_it_without_its_password(sqlite_workspace):
+    """Endpoints: an entry of base_urls that no request can go to is refused when the settings
+    are loaded, named, without its password, and no other entry hides it."""
+    from tqaforge.store import open_workspace
+
+    password = "hunter2-Pa55word"
+    path = sqlite_workspace.root / "tqaforge.toml"
+    good = '"http://127.0.0.1:8000/v1", "https://gpu2.example/v1"'
+    path.write_text(path.read_text().replace("[llm]\n", f'[llm]\nmodel = "m"\nbase_urls = [{good}]\n', 1))
+    assert len(load_llm_settings(open_workspace(sqlite_workspace.root, upgrade=False)).endpoint_urls) == 2  # control
+    bad = f"ftp://bob:{password}@gpu3.example/v1"
+    path.write_text(path.read_text().replace(f"base_urls = [{good}]", f'base_urls = [{good}, "{bad}"]'))
+    with pytest.raises(ConfigError) as info:
+        load_llm_settings(open_workspace(sqlite_workspace.root, upgrade=False))
+    message = str(info.value)
+    assert "ftp://bob:***@gpu3.example/v1" in message and "[llm] base_urls" in message and password not in message
+    assert "not an http:// or https:// URL" in message

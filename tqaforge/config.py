@@ -60,6 +60,10 @@ url = {url}
 # (OPENAI_BASE_URL, OPENAI_API_KEY, TQAFORGE_LLM_MODEL) overrides these; CLI options override both.
 # model = "gpt-4o-mini"
 # base_url = "http://127.0.0.1:8000/v1"  # unset: OpenAI
+# base_urls = ["http://gpu1:8000/v1", "http://gpu2:8000/v1"]  # several endpoints (replaces base_url)
+# endpoint_concurrency = 8               # requests in flight per endpoint (default: concurrency)
+# endpoint_failures = 3                  # failures in a row (connection, timeout, 5xx): endpoint down
+# endpoint_cooldown_s = 30               # then left alone this long before one request probes it
 # api_key_env = "OPENAI_API_KEY"         # the variable holding the key (never the key itself)
 # concurrency = 8                        # requests in flight at once
 # requests_per_minute = 500
@@ -251,6 +255,7 @@ _STRING = _Kind((str,), "a string")
 _INTEGER = _Kind((int,), "an integer")
 _NUMBER = _Kind((int, float), "a number")  # an integer is taken as a float
 _TABLE = _Kind((dict,), "a table")
+_STRINGS = _Kind((list,), "a list of strings")
 
 
 def _key(kind: _Kind, doc: str) -> Any:
@@ -291,6 +296,9 @@ class Section:
         for key, value in table.items():
             kind: _Kind = known[key].metadata["kind"]
             value = expect(value, kind.types, where=where, key=f"[{cls.NAME}] {key}", expected=kind.expected)
+            if kind is _STRINGS:
+                for i, item in enumerate(value):
+                    expect(item, str, where=where, key=f"[{cls.NAME}] {key}[{i}]", expected="a string")
             values[key] = float(value) if kind is _NUMBER else value
         return cls(**values)
 
@@ -328,6 +336,10 @@ class LLMSection(Section):
     NAME: ClassVar[str] = "llm"
     model: str | None = _key(_STRING, "model name")
     base_url: str | None = _key(_STRING, "OpenAI-compatible endpoint; unset: OpenAI")
+    base_urls: list[str] | None = _key(_STRINGS, "several endpoints, requests spread over them (replaces base_url)")
+    endpoint_concurrency: int | None = _key(_INTEGER, "requests in flight per endpoint; default: concurrency")
+    endpoint_failures: int | None = _key(_INTEGER, "failures in a row that mark an endpoint down")
+    endpoint_cooldown_s: float | None = _key(_NUMBER, "seconds a down endpoint is left alone before a probe")
     api_key_env: str | None = _key(_STRING, "the environment variable holding the API key")
     # Known so that load_llm_settings can refuse it with the fix (name a variable instead)
     # when the key is needed, rather than every command refusing the whole config.

@@ -7,6 +7,8 @@
 - :mod:`~tqaforge.llm.budget`: the hard budget (spent, reserved, refusal before sending)
 - :mod:`~tqaforge.llm.ledger`: the LLMCall rows: cache, cost ledger and provenance
 - :mod:`~tqaforge.llm.replies`: reply size caps, usage checks, JSON replies and their repair
+- :mod:`~tqaforge.llm.transport`: :class:`ChatTransport`, how a request reaches one endpoint or
+  several (``[llm] base_urls``): spread, per-endpoint limits, down and back
 - :mod:`~tqaforge.llm.gateway`: :class:`Gateway`, which ties them together, and :func:`run`
 - :mod:`~tqaforge.llm.runner`: :func:`run_ordered`, the ordered, resumable, budgeted runner of
   many jobs, with its :class:`StopReason` and :class:`RunProgress`

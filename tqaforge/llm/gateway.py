@@ -53,7 +53,12 @@ What it guarantees:
   most ``max_reply_bytes``); a larger reply is cut off there and never held, stored or sent back
   whole: it is a malformed reply (retried like one), recorded with a truncated body, and fails
   for good as :class:`ReplyTooLarge` (an :class:`InvalidReply`).
-- **Secrets stay ours.** The API key and the password of the base URL are masked
+- **One endpoint or several.** Requests go out through a
+  :class:`~tqaforge.llm.transport.ChatTransport`: with ``[llm] base_urls`` they are spread over
+  the endpoints (fewest in flight first, ``endpoint_concurrency`` each), an endpoint that keeps
+  failing is left alone for a while, and a retry prefers another endpoint. The record's
+  ``endpoint`` is the one that answered; :meth:`Gateway.endpoint_stats` counts each one's work.
+- **Secrets stay ours.** The API key and the password of every base URL are masked
   (:mod:`tqaforge.redact`) in every text that came from the endpoint or a URL before it is
   stored, logged or raised; the stored ``endpoint`` is the URL without its password.
 """
@@ -65,7 +70,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -88,13 +92,11 @@ from tqaforge.llm.ledger import Ledger
 from tqaforge.llm.limits import RETRYABLE_STATUS, TokenBucket, backoff_delay, retry_after
 from tqaforge.llm.prices import require_price
 from tqaforge.llm.replies import (
-    METER,
     Impossible,
     Malformed,
     Meter,
     Oversize,
     UsageBounds,
-    hard_cap_hook,
     map_strings,
     parse_json_reply,
     repair_request,
@@ -103,8 +105,9 @@ from tqaforge.llm.replies import (
     usable_reply,
     usage_of,
 )
-from tqaforge.llm.settings import API_KEY_ENV, BASE_URL_ENV, LLMSettings
-from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
+from tqaforge.llm.settings import API_KEY_ENV, LLMSettings
+from tqaforge.llm.transport import ChatTransport, Endpoint, EndpointStats
+from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, url_password
 from tqaforge.schemas.records import utcnow
 from tqaforge.store import Workspace
 
@@ -146,7 +149,7 @@ class Gateway:
         self.retries = 0  # retried attempts, all calls together
         self._usage_stop: str | None = None  # set by the first reply with impossible usage
         # Our credentials, masked in whatever the endpoint sends back or a URL shows.
-        self._secrets = tuple(x for x in (settings.api_key, url_password(settings.base_url)) if x)
+        self._secrets = tuple(x for x in (settings.api_key, *map(url_password, settings.endpoint_urls)) if x)
         self._sem = asyncio.Semaphore(settings.concurrency)
         self._rpm = TokenBucket(settings.requests_per_minute) if settings.requests_per_minute else None
         self._tpm = TokenBucket(settings.tokens_per_minute) if settings.tokens_per_minute else None
@@ -157,7 +160,7 @@ class Gateway:
         # Set by the step runner: requests not in the store go aside for a batch instead of out.
         self.put_aside: PutAside | None = None
         self.deferred_calls = 0  # requests put aside (or waiting in an open batch)
-        self._client: openai.AsyncOpenAI | None = None
+        self._transport = ChatTransport(settings, self._secrets)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -173,8 +176,7 @@ class Gateway:
             return
         self._closed = True
         await self.settled()
-        if self._client is not None:
-            await self._client.close()
+        await self._transport.aclose()
         self.ledger.close()
 
     @property
@@ -189,34 +191,16 @@ class Gateway:
 
     @property
     def endpoint(self) -> str:
-        """The endpoint's URL as stored and shown: without its password."""
-        return redact_url(self.settings.base_url or os.environ.get(BASE_URL_ENV) or "https://api.openai.com/v1")
+        """The endpoint's URL as stored and shown, without its password (several: comma-separated)."""
+        return ", ".join(e.shown for e in self._transport.endpoints)
+
+    def endpoint_stats(self) -> list[EndpointStats]:
+        """Each endpoint's requests, failures and down events so far, in the settings' order."""
+        return self._transport.stats()
 
     def redact(self, text: str) -> str:
         """``text`` (from the endpoint or a URL) with our API key and URL password masked."""
         return redact_secrets(text, self._secrets)
-
-    def _openai(self) -> openai.AsyncOpenAI:
-        # Made on the first paid call, so a fully cached re-run needs no key and no endpoint.
-        if self._client is None:
-            key = self.settings.api_key
-            if key is None:
-                if self.settings.base_url is None:
-                    raise EndpointAuthError(
-                        "no API key for OpenAI",
-                        hint=f"set {API_KEY_ENV} (or [llm] api_key_env), or point [llm] base_url at a local server",
-                    )
-                key = "unused"  # vLLM, Ollama and llama.cpp accept any key unless told otherwise
-            # The response hook caps every body (ok or error) before the client reads it, and
-            # identity encoding keeps a compressed body from inflating past the cap.
-            http = openai.DefaultAsyncHttpxClient(
-                event_hooks={"response": [hard_cap_hook(self.settings.max_reply_bytes)]}
-            )
-            self._client = openai.AsyncOpenAI(
-                api_key=key, base_url=self.settings.base_url, max_retries=0, timeout=self.settings.timeout_s,
-                http_client=http, default_headers={"Accept-Encoding": "identity"},
-            )
-        return self._client
 
     @contextlib.contextmanager
     def watching(self, listener: Callable[[Completion], None]) -> Iterator[None]:
@@ -370,23 +354,6 @@ class Gateway:
         if self._usage_stop is not None:
             raise ImpossibleUsage(f"{self._usage_stop}; no further requests were sent", hint=_USAGE_HINT)
 
-    async def _send(self, client: openai.AsyncOpenAI, body: dict[str, Any], meter: Meter) -> Any:
-        """POST the request under a deadline for the whole exchange and a byte limit for its body.
-
-        client.post is the openai client's documented way to send a body as is: the same auth,
-        errors and timeouts as chat.completions.create, without its typed request transform and
-        response model (half the CPU of a call), and the record keeps the endpoint's JSON exactly
-        as it came. The client's own timeout applies to each read only; wait_for makes
-        ``timeout_s`` a deadline for the request as a whole (cancelling it closes the connection).
-        """
-        token = METER.set(meter)
-        try:
-            return await asyncio.wait_for(
-                client.post("/chat/completions", body=body, cast_to=dict), timeout=self.settings.timeout_s
-            )
-        finally:
-            METER.reset(token)
-
     async def _paid_call(
         self,
         call_id: str,
@@ -413,6 +380,7 @@ class Gateway:
 
         failure = _Attempts(call_id, messages, wire, seed, sample, purpose)
         retries = malformed = 0
+        endpoint: Endpoint | None = None  # the last attempt's: a retry prefers another
         while True:
             self._halted()
             if self._rpm is not None:
@@ -420,7 +388,7 @@ class Gateway:
             est_tokens = est_prompt + (max_tokens or 0)
             if self._tpm is not None:
                 await self._tpm.acquire(est_tokens)
-            client = self._openai()
+            self._transport.open()
             # An unpriced model costs nothing and is never stopped by a budget.
             held = None if price is None else await self.budget.reserve(worst)
             try:
@@ -432,7 +400,9 @@ class Gateway:
             started = time.perf_counter()
             wait_hint: float | None = None  # what the endpoint said to wait
             try:
-                reply = await self._send(client, {"model": s.model, "messages": messages, **wire}, meter)
+                endpoint = await self._transport.pick(avoid=endpoint)
+                failure.endpoint = endpoint.shown
+                reply = await self._transport.send(endpoint, {"model": s.model, "messages": messages, **wire}, meter)
                 if meter.problem is not None:
                     raise Oversize(meter.problem)
                 text, usage = usable_reply(reply, bounds)
@@ -456,7 +426,7 @@ class Gateway:
                 failure.charge(worst, None)
                 failure.body = {"claimed_usage": short(self.redact(json.dumps(usage_of(reply), default=str)), 500)}
                 problem = self.redact(f"impossible usage from the endpoint: {exc}")
-                self._usage_stop = f"{purpose}: model {s.model} at {self.endpoint}: {problem}"
+                self._usage_stop = f"{purpose}: model {s.model} at {failure.endpoint}: {problem}"
                 return self._failure(failure, problem, hint=_USAGE_HINT, error_cls=ImpossibleUsage)
             except openai.APIStatusError as exc:
                 self._settle(held, 0.0)
@@ -492,7 +462,7 @@ class Gateway:
                     text, reply = self.redact_own(text), map_strings(reply, self.redact_own)
                 total = cost + failure.cost
                 record = dict(
-                    id=call_id, model=s.model, endpoint=self.endpoint, messages=messages, params=wire,
+                    id=call_id, model=s.model, endpoint=endpoint.shown, messages=messages, params=wire,
                     seed=seed, sample=sample, response=reply,
                     text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     cost=total, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
@@ -565,14 +535,15 @@ class Gateway:
         """The failure's record (never ok: a later run retries the call) and its error."""
         self.failed_calls += 1
         problem = self.redact(problem)
+        endpoint = attempts.endpoint or self.endpoint  # the last attempt's; before any: all of them
         record = dict(
-            id=attempts.call_id, model=self.settings.model, endpoint=self.endpoint, messages=attempts.messages,
+            id=attempts.call_id, model=self.settings.model, endpoint=endpoint, messages=attempts.messages,
             params=attempts.params, seed=attempts.seed, sample=attempts.sample, response=attempts.body, text=None,
             prompt_tokens=attempts.tokens[0], completion_tokens=attempts.tokens[1], cost=attempts.cost,
             latency_ms=None, status="error", error=problem, purpose=attempts.purpose, created_at=utcnow(),
             **_price_fields(self.settings),
         )
-        message = f"{attempts.purpose}: model {self.settings.model} at {self.endpoint}: {problem}"
+        message = f"{attempts.purpose}: model {self.settings.model} at {endpoint}: {problem}"
         if issubclass(error_cls, InvalidReply):
             return record, error_cls(message, call_ids=[attempts.call_id], hint=hint)
         return record, error_cls(message, hint=hint)
@@ -599,6 +570,7 @@ class _Attempts:
     tokens: list[int] = field(default_factory=lambda: [0, 0])
     body: dict[str, Any] | None = None  # what is kept of the last unusable body
     error_cls: type[LLMError] = LLMError
+    endpoint: str = ""  # the endpoint of the last attempt, without its password
 
     def charge(self, cost: float, tokens: tuple[int, int] | None) -> None:
         self.cost += cost

@@ -65,7 +65,9 @@ def quote(settings: LLMSettings, *, transport: str = "online") -> PriceQuote:
     if override is not None:
         return _override_quote(override, transport, settings.batch_discount)
     # The URL the openai client will call: without base_url it reads OPENAI_BASE_URL itself.
-    return _library_quote(settings.model, settings.base_url or os.environ.get(BASE_URL_ENV) or None, transport)
+    # With several endpoints ([llm] base_urls), the first names the provider.
+    url = settings.endpoint_urls[0]
+    return _library_quote(settings.model, url or os.environ.get(BASE_URL_ENV) or None, transport)
 
 
 def require_price(settings: LLMSettings, *, transport: str = "online", budget: Budget | None = None) -> None:

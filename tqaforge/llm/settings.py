@@ -66,6 +66,11 @@ class LLMSettings:
     model: str
     base_url: str | None = None  # OPENAI_BASE_URL or [llm] base_url; None: OpenAI
     api_key: str | None = None  # OPENAI_API_KEY or the variable named by [llm] api_key_env
+    # Several endpoints ([llm] base_urls; when set, they replace base_url): see tqaforge.llm.transport.
+    base_urls: tuple[str, ...] = ()
+    endpoint_concurrency: int | None = None  # requests in flight per endpoint; None: concurrency
+    endpoint_failures: int = 3  # failures in a row (connection, timeout, 5xx) that mark an endpoint down
+    endpoint_cooldown_s: float = 30.0  # how long a down endpoint is left alone before one request probes it
     concurrency: int = 8
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
@@ -87,7 +92,8 @@ class LLMSettings:
             raise ConfigError(f"[llm] concurrency must be at least 1, not {self.concurrency}")
         # NaN compares false with everything and inf passes every check: either would switch
         # the limit it sets off without a word, so only positive finite numbers pass.
-        for name in ("requests_per_minute", "tokens_per_minute", "max_cost", "timeout_s", "backoff_s", "backoff_max_s"):
+        for name in ("requests_per_minute", "tokens_per_minute", "max_cost", "timeout_s", "backoff_s", "backoff_max_s",
+                     "endpoint_cooldown_s"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{_SETTING_NAMES.get(name, f'[llm] {name}')} must be a positive finite number, "
@@ -103,12 +109,32 @@ class LLMSettings:
             raise ConfigError(f"[llm] max_reply_bytes must be at least 1024, not {self.max_reply_bytes}")
         if self.base_url is not None:
             _check_base_url(self.base_url)
+        if self.endpoint_concurrency is not None and self.endpoint_concurrency < 1:
+            raise ConfigError(f"[llm] endpoint_concurrency must be at least 1, not {self.endpoint_concurrency}")
+        if self.endpoint_failures < 1:
+            raise ConfigError(f"[llm] endpoint_failures must be at least 1, not {self.endpoint_failures}")
+        if isinstance(self.base_urls, str):
+            raise ConfigError("[llm] base_urls must be a list of URLs", hint='e.g. base_urls = ["http://a:8000/v1", "http://b:8000/v1"]')
+        object.__setattr__(self, "base_urls", tuple(self.base_urls))  # a list given in Python: kept as given
+        for url in self.base_urls:
+            _check_base_url(url, where="[llm] base_urls")
+        if len(set(self.base_urls)) < len(self.base_urls):
+            twice = next(u for u in self.base_urls if self.base_urls.count(u) > 1)
+            raise ConfigError(f"[llm] base_urls names {redact_url(twice)} twice",
+                              hint="list each endpoint once; endpoint_concurrency sets how much each one takes")
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         shown["api_key"] = None if self.api_key is None else "***"
         shown["base_url"] = None if self.base_url is None else redact_url(self.base_url)
+        shown["base_urls"] = tuple(redact_url(u) for u in self.base_urls)
         return "LLMSettings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @property
+    def endpoint_urls(self) -> tuple[str | None, ...]:
+        """The endpoints requests go to: ``base_urls`` when set, else ``base_url`` (None: the
+        ``openai`` client's own default, ``OPENAI_BASE_URL`` or OpenAI)."""
+        return self.base_urls or (self.base_url,)
 
     @property
     def price(self) -> Price | None:
@@ -126,7 +152,7 @@ class LLMSettings:
         return quote(self).source
 
 
-def _check_base_url(url: str) -> None:
+def _check_base_url(url: str, where: str = f"{BASE_URL_ENV} or [llm] base_url") -> None:
     """ConfigError, naming the URL without its password, for a base URL no request can go to
     (another scheme, a port that is no number, a broken [IPv6] address): said once, here, not
     as a traceback from the HTTP client or six failed attempts."""
@@ -139,7 +165,7 @@ def _check_base_url(url: str) -> None:
     else:
         problem = None if parts.scheme in ("http", "https") and parts.hostname else "not an http:// or https:// URL"
     if problem is not None:
-        raise ConfigError(f"the LLM endpoint {redact_url(url)} ({BASE_URL_ENV} or [llm] base_url) is not usable: {problem}",
+        raise ConfigError(f"the LLM endpoint {redact_url(url)} ({where}) is not usable: {problem}",
                           hint="e.g. http://127.0.0.1:8000/v1 for a local server; leave it unset for OpenAI")
 
 
@@ -153,6 +179,10 @@ _INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tok
 _FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s",
                "batch_discount"}
 _STR_KEYS = {"model", "base_url", "api_key"}
+
+# The per-endpoint settings of [llm] base_urls (see tqaforge.llm.transport).
+_INT_KEYS |= {"endpoint_concurrency", "endpoint_failures"}
+_FLOAT_KEYS |= {"endpoint_cooldown_s"}
 
 
 def _parse_prices(raw: Any, where: str) -> dict[str, Price]:
@@ -188,6 +218,10 @@ def _coerce(key: str, value: Any, where: str) -> Any:
             return float(value)
         if key in _STR_KEYS:
             return str(value)
+        if key == "base_urls":
+            if isinstance(value, str) or not all(isinstance(u, str) for u in value):
+                raise TypeError
+            return tuple(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: [llm] {key} = {value!r} is not a valid value") from None
     return value
@@ -220,7 +254,11 @@ def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
     if values.get("base_url") == "":
         values.pop("base_url")
     if os.environ.get(BASE_URL_ENV):
+        # The environment overrides the file: one endpoint, whatever base_urls lists.
         values["base_url"] = os.environ[BASE_URL_ENV]
+        if values.pop("base_urls", None):
+            log.warning("%s is set, so requests go to %s only, not to the [llm] base_urls of %s",
+                        BASE_URL_ENV, redact_url(values["base_url"]), where)
     key_env = str(section.get("api_key_env") or API_KEY_ENV)
     api_key = os.environ.get(key_env) or os.environ.get(API_KEY_ENV)
     if api_key:
@@ -233,6 +271,8 @@ def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
         if key_name not in known:
             raise TypeError(f"load_llm_settings() got an unknown setting {key_name!r}")
         values[key_name] = _parse_prices(value, "overrides") if key_name == "prices" else _coerce(key_name, value, "overrides")
+        if key_name == "base_url":
+            values.pop("base_urls", None)  # an endpoint given on the command line is the one meant
     if not values.get("model"):
         raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
     return LLMSettings(**values)

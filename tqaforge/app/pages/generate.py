@@ -17,8 +17,9 @@ max_cost = st.number_input("budget for this run (USD)", min_value=0.0, value=1.0
 llm: LLMSettings | None = None
 try:
     llm = load_llm_settings(ws, model=model or None, max_cost=max_cost)
-    ready = bool(llm.base_url or llm.api_key)
-    endpoint = redact_url(llm.base_url) if llm.base_url else "api.openai.com"  # shown: never its password
+    urls = [u for u in llm.endpoint_urls if u]  # base_urls, else base_url
+    ready = bool(urls or llm.api_key)
+    endpoint = ", ".join(map(redact_url, urls)) or "api.openai.com"  # shown: never a password
 except ConfigError as exc:
     ready, endpoint = False, str(exc)
 if not ready:
