@@ -62,10 +62,10 @@ from tqaforge.llm.batchfiles import (
     write_requests,
 )
 from tqaforge.llm.budget import Budget, SharedBudget
-from tqaforge.llm.calls import BatchRequest, request_id, request_params, wire_seed
+from tqaforge.llm.calls import BatchRequest, request_params
 from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
 from tqaforge.llm.prices import OFFLINE_SOURCE, quote
-from tqaforge.llm.replies import UsageBounds, short
+from tqaforge.llm.replies import short
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings, Price
 from tqaforge.progress import Progress
 from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
@@ -109,18 +109,8 @@ def batch_request(
 ) -> BatchRequest:
     """The request the online transport would send for this call, put aside for a batch: the
     same LLMCall id, body and stored parameters as :meth:`Gateway.complete <tqaforge.llm.gateway.Gateway.complete>`."""
-    params = request_params(temperature, max_tokens, response_format)
-    call_id = request_id(settings.model, messages, params, seed, sample)
-    wire = dict(params)
-    sent_seed = wire_seed(seed, sample)
-    if sent_seed is not None:
-        wire["seed"] = sent_seed
-    wire["max_tokens"] = cap = max_tokens if max_tokens is not None else settings.default_max_tokens
-    return BatchRequest(
-        call_id=call_id, model=settings.model, body={"model": settings.model, "messages": messages, **wire},
-        messages=messages, params=wire, seed=seed, sample=sample, purpose=purpose,
-        worst_prompt=UsageBounds.of(messages, cap).worst_prompt, max_tokens=cap,
-    )
+    return BatchRequest.of(settings.model, messages, request_params(temperature, max_tokens, response_format), seed,
+                           sample, purpose, settings.default_max_tokens)
 
 
 # -- prices ------------------------------------------------------------------------------------
@@ -145,12 +135,19 @@ def is_open(batch: LLMBatch) -> bool:
     return batch.state not in ENDED_STATES
 
 
+def waiting_call_ids(ws: Workspace) -> dict[str, str]:
+    """LLMCall id -> batch id of every request in an open batch (prepared, submitted or written
+    and not yet collected or ended): such a request is never sent again, online or in another
+    batch, before its batch is collected."""
+    query = select(LLMBatch.id, LLMBatch.custom_ids).where(col(LLMBatch.state).notin_(ENDED_STATES))
+    with ws.session() as s:  # the columns the rule needs, not the stored requests
+        rows = s.exec(query).all()
+    return {call_id: batch_id for batch_id, custom_ids in rows for call_id in custom_ids or []}
+
+
 def open_call_ids(ws: Workspace) -> set[str]:
     """The LLMCall ids of the requests in open batches (never put in another one)."""
-    query = select(LLMBatch.custom_ids).where(col(LLMBatch.state).notin_(ENDED_STATES))
-    with ws.session() as s:  # the column the rule needs, not the stored requests
-        rows = s.exec(query).all()
-    return {call_id for custom_ids in rows for call_id in custom_ids or []}
+    return set(waiting_call_ids(ws))
 
 
 @dataclass(frozen=True)

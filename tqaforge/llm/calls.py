@@ -14,7 +14,8 @@ from typing import Any, Callable
 from tqaforge import ids
 from tqaforge.ids import content_hash
 
-__all__ = ["BatchRequest", "Completion", "Deferred", "PutAside", "request_id", "request_params", "wire_seed"]
+__all__ = ["BatchRequest", "Completion", "Deferred", "PutAside", "request_id", "request_params", "wire_params",
+           "wire_seed"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,19 @@ def request_id(
     return ids.request_id(model, messages, params, seed, sample)
 
 
+def wire_params(params: Mapping[str, Any], seed: int | None, sample: int, default_max_tokens: int) -> tuple[dict[str, Any], int]:
+    """The parameters as sent, and the ``max_tokens`` sent: the wire seed of the sample, and
+    ``max_tokens`` always (the call's, else ``default_max_tokens``: without it a reply has no
+    worst case; it is not part of the call's identity)."""
+    wire = dict(params)
+    sent_seed = wire_seed(seed, sample)
+    if sent_seed is not None:
+        wire["seed"] = sent_seed
+    max_tokens = params.get("max_tokens")
+    wire["max_tokens"] = cap = int(max_tokens) if max_tokens is not None else default_max_tokens
+    return wire, cap
+
+
 def wire_seed(seed: int | None, sample: int) -> int | None:
     """The seed sent for sample ``sample``: the caller's for sample 0, a derived one after."""
     if sample == 0:
@@ -77,6 +91,17 @@ class BatchRequest:
     purpose: str
     worst_prompt: int
     max_tokens: int
+
+    @classmethod
+    def of(cls, model: str, messages: list[dict[str, str]], params: Mapping[str, Any], seed: int | None, sample: int,
+           purpose: str, default_max_tokens: int) -> "BatchRequest":
+        """The request the online transport would send for this call (same id, body and stored
+        parameters as ``Gateway.complete``), put aside for a batch."""
+        from tqaforge.llm.replies import UsageBounds  # replies needs the HTTP library; calls stays light
+
+        wire, cap = wire_params(params, seed, sample, default_max_tokens)
+        return cls(request_id(model, messages, params, seed, sample), model, {"model": model, "messages": messages, **wire},
+                   messages, wire, seed, sample, purpose, UsageBounds.of(messages, cap).worst_prompt, cap)
 
 
 class Deferred(Exception):

@@ -87,7 +87,7 @@ from tqaforge.errors import (
     ReplyTooLarge,
 )
 from tqaforge.llm.budget import Budget, Hold
-from tqaforge.llm.calls import BatchRequest, Completion, PutAside, request_id, request_params, wire_seed
+from tqaforge.llm.calls import BatchRequest, Completion, PutAside, request_id, request_params, wire_params
 from tqaforge.llm.ledger import Ledger
 from tqaforge.llm.limits import RETRYABLE_STATUS, TokenBucket, backoff_delay, retry_after
 from tqaforge.llm.prices import require_price
@@ -365,7 +365,7 @@ class Gateway:
     ) -> tuple[dict[str, Any], Completion | LLMError]:
         """Send with retries; the record to store and the completion or the error to raise."""
         s = self.settings
-        wire, cap = self._wire(params, seed, sample)
+        wire, cap = wire_params(params, seed, sample, s.default_max_tokens)
         max_tokens = params.get("max_tokens")
         est_prompt = self._estimate_prompt_tokens(messages)
         bounds = UsageBounds.of(messages, cap)
@@ -483,24 +483,11 @@ class Gateway:
                         wait, call_id)
             await asyncio.sleep(wait)
 
-    def _wire(self, params: dict[str, Any], seed: int | None, sample: int) -> tuple[dict[str, Any], int]:
-        """The parameters as sent (the wire seed of the sample, ``max_tokens`` always: without it
-        a reply has no worst case; it is not part of the call's identity) and that max_tokens."""
-        wire = dict(params)
-        sent_seed = wire_seed(seed, sample)
-        if sent_seed is not None:
-            wire["seed"] = sent_seed
-        max_tokens = params.get("max_tokens")
-        wire["max_tokens"] = cap = max_tokens if max_tokens is not None else self.settings.default_max_tokens
-        return wire, cap
-
     def _batch_request(self, call_id: str, messages: list[dict[str, str]], params: dict[str, Any], seed: int | None,
                        sample: int, purpose: str) -> BatchRequest:
         """This request as a batch line would send it (the same body as the online transport)."""
-        wire, cap = self._wire(params, seed, sample)
-        body = {"model": self.settings.model, "messages": messages, **wire}
-        return BatchRequest(call_id, self.settings.model, body, messages, wire, seed, sample, purpose,
-                            UsageBounds.of(messages, cap).worst_prompt, cap)
+        return BatchRequest.of(self.settings.model, messages, params, seed, sample, purpose,
+                               self.settings.default_max_tokens)
 
     def _settle(self, held: Hold | None, cost: float) -> None:
         """Give back an attempt's hold on the budget and spend what it cost (an unpriced model

@@ -45,13 +45,14 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Awaitable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlmodel import col, delete, select
+from sqlmodel import col, delete
 
 from tqaforge.errors import ConfigError, LLMError, StoreError
+from tqaforge.llm import batches
 from tqaforge.llm.budget import Budget, SharedBudget
 from tqaforge.llm.calls import Deferred, PutAside
 from tqaforge.llm.claims import Claims, worker_name
@@ -59,10 +60,10 @@ from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
 from tqaforge.llm.settings import LLMSettings
 from tqaforge.progress import Progress
-from tqaforge.schemas.records import LLMBatch, WorkClaim
+from tqaforge.schemas.records import WorkClaim
 from tqaforge.store import Workspace
 
-__all__ = ["ENDED_STATES", "TRANSPORTS", "CallSummary", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
+__all__ = ["TRANSPORTS", "CallSummary", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -90,7 +91,10 @@ class Step(Protocol[P, R]):
 
     def commit(self, piece: P, result: R) -> Awaitable[None] | None:
         """Store the result (None), or return an awaitable that makes follow-up calls and then
-        stores it; called in the order of :meth:`pending`."""
+        stores it; called in the order of :meth:`pending`.
+
+        A step that starts tasks of its own on the gateway may also have ``async def aclose()``:
+        the runner awaits it at the end of each pass, before it closes the pass's gateway."""
         ...
 
 
@@ -284,8 +288,14 @@ def _drop_dead_claims(ws: Workspace, family: str) -> None:
 async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: RunnerOptions, budget: Budget | None,
                     on_progress: Progress | None, summary: CallSummary) -> list[str]:
     """Run what is left once, with every worker; the batches this pass submitted."""
-    gateway = Gateway(ws, llm, budget=budget)
-    gateway.put_aside = PutAside(_waiting(ws), collect=options.transport != "online")
+    # The workers share one gateway with ``concurrency`` requests in flight for each of them (as
+    # many as that many worker processes would have), one budget and one set of requests put aside.
+    shared = budget if budget is not None else Budget(llm.max_cost)
+    put_aside = PutAside(batches.waiting_call_ids(ws), collect=options.transport != "online")
+    together = llm if options.workers == 1 else replace(llm, concurrency=llm.concurrency * options.workers)
+    gateway = Gateway(ws, together, budget=shared)
+    gateway.put_aside = put_aside
+    gateways = [gateway]
     waiting: set[str] = set()  # pieces whose requests wait in a batch: left for the next pass
     # Pieces this pass finished: never taken again in it, even when the step's commit leaves
     # them pending (a person's decision the commit must not overwrite, say).
@@ -297,8 +307,9 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
 
     def report() -> None:
         if on_progress is not None:
-            on_progress(done[0], total[0], f"${gateway.spent:.4f} ({gateway.paid_calls} paid, "
-                                           f"{gateway.cached_calls} cached)")
+            on_progress(done[0], total[0], f"${sum(g.spent for g in gateways):.4f} "
+                                           f"({sum(g.paid_calls for g in gateways)} paid, "
+                                           f"{sum(g.cached_calls for g in gateways)} cached)")
 
     async def renew() -> None:
         while not stop_renewing.is_set():
@@ -308,7 +319,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                 for w in workers:
                     await asyncio.to_thread(w.claims.renew)
 
-    async def work(worker: _Worker[P, R]) -> None:
+    async def work(worker: _Worker[P, R], gateway: Gateway) -> None:
         chunk = options.chunk or 4 * options.window
         while summary.stopped is None:
             todo = [p for p in step.pending() if step.key(p) not in waiting and step.key(p) not in finished]
@@ -375,21 +386,26 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
 
     renewing = asyncio.create_task(renew())
     try:
-        await asyncio.gather(*(work(w) for w in workers))
+        await asyncio.gather(*(work(w, gateway) for w in workers))
     finally:
         stop_renewing.set()
         await renewing
+        # A step's own tasks on the gateway (follow-ups started early) end before the gateway does.
+        closing = getattr(step, "aclose", None)
+        if closing is not None:
+            await closing()
         for w in workers:
             await asyncio.to_thread(w.claims.release_all)
             summary.retaken += w.claims.retaken
-        await gateway.aclose()
-        summary.add(gateway)
-    put_aside = gateway.put_aside.requests
+        for gw in gateways:
+            await gw.aclose()
+            summary.add(gw)
     summary.waiting += len(waiting)
-    if not put_aside or summary.stopped is not None:
+    if not put_aside.requests or summary.stopped is not None:
         return []
     try:
-        return await asyncio.to_thread(_submit, ws, llm, step, options, budget, list(put_aside.values()), summary)
+        return await asyncio.to_thread(_submit, ws, llm, step, options, shared, list(put_aside.requests.values()),
+                                       summary)
     except LLMError as exc:  # the batch's worst case would pass the budget
         summary.stop(exc)
         return []
@@ -400,24 +416,9 @@ class _Worker(Generic[P, R]):
         self.claims = Claims(ws, step.name, worker_name(index), lease_s=options.lease_s)
 
 
-#: Batch states after which its requests no longer wait: collected (replies in the store), failed
-#: (the provider processed none), abandoned (an offline file given up).
-ENDED_STATES = ("collected", "failed", "abandoned")
-
-
-def _waiting(ws: Workspace) -> dict[str, str]:
-    """Call id -> batch id of every request in a batch prepared, submitted or written and not yet
-    collected or ended: such a request is never sent again before its batch is collected."""
-    with ws.session() as s:
-        rows = s.exec(select(LLMBatch.id, LLMBatch.custom_ids).where(col(LLMBatch.state).not_in(ENDED_STATES))).all()
-    return {call_id: batch_id for batch_id, ids in rows for call_id in ids or []}
-
-
 def _submit(ws: Workspace, llm: LLMSettings, step: Step[Any, Any], options: RunnerOptions, budget: Budget | None,
             requests: list[Any], summary: CallSummary) -> list[str]:
     """Submit the requests put aside (batch) or write them to the batch file (offline)."""
-    from tqaforge.llm import batches
-
     if options.transport == "offline":
         assert options.offline_file is not None
         batch = batches.export_offline(ws, requests, options.offline_file, step=step.name)
@@ -433,8 +434,6 @@ def _submit(ws: Workspace, llm: LLMSettings, step: Step[Any, Any], options: Runn
 
 def _wait_and_collect(ws: Workspace, llm: LLMSettings, ids: list[str], options: RunnerOptions,
                       on_progress: Progress | None) -> None:
-    from tqaforge.llm import batches
-
     for batch_id in ids:
         batches.wait_batch(ws, llm, batch_id, poll_s=options.poll_s, timeout_s=options.batch_timeout_s,
                            on_progress=on_progress)
