@@ -237,7 +237,7 @@ def store_report(n: int, workers: int) -> None:
                 took = time.perf_counter() - started
                 print(f"  {label:18} {summary.questions:5} typed, {summary.changed:5} changed, "
                       f"{summary.paid_calls} paid, {summary.cached_calls} cached: {took:6.2f} s "
-                      f"({1000 * took / max(summary.questions, 1):.2f} ms a question)")
+                      f"({1000 * took / n:.2f} ms a selected question)")
         ws.close()
 
 
