@@ -275,7 +275,7 @@ def test_a_model_run_through_the_gateway_is_resumable_and_judged(
         full = runner.invoke(app, ["evaluate", "--release", str(release), "--model", "m1", "--out", str(tmp_path / "b"), *ws])
         n = len(gold)
         assert full.exit_code == 0, full.output
-        assert f"{n} of {n} rows answered" in full.output and f"{n - 10} paid calls, 10 from the store" in full.output
+        assert f"{n} of {n} rows answered" in full.output and f"{n - 10} paid calls, 10 from the cache" in full.output
         scores = json.loads((tmp_path / "b" / "scores.json").read_text())
         overall = next(r for r in scores["rows"] if r["group"] == "FactChecking")
         assert overall["system"] == "m1/DP" and overall["normalised"] == 100.0

@@ -128,7 +128,7 @@ def priced(ws: Workspace, prices: dict[str, Price], server: OpenAIServer | None 
 
 
 def printed_cost(output: str) -> float:
-    match = re.search(r"\(\d+ paid calls, \d+ from the store, ([0-9.]+) USD\)", output)
+    match = re.search(r"cost \$([0-9.]+): \d+ paid calls, \d+ from the cache", output)
     assert match, output
     return float(match.group(1))
 
