@@ -57,6 +57,7 @@ bench: install
 	$(BIN)/python benchmarks/import_tables.py
 	$(BIN)/python benchmarks/agreement.py
 	$(BIN)/python benchmarks/gateway.py
+	$(BIN)/python benchmarks/batch.py
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/release.py
 	$(BIN)/python benchmarks/app.py

@@ -299,37 +299,44 @@ class OpenAIServer:
 
     def _render(self, body: dict, script: Scripted, request_headers: dict[str, str] | None = None
                 ) -> tuple[int, bytes, dict[str, str]]:
-        headers = dict(script.headers or {})
-        if script.raw is not None:
-            return script.status, script.raw, headers
-        if script.status != 200:
-            message = f"scripted {script.status}"
-            if script.echo_headers:  # what careless proxies do: quote the request back
-                auth = {k.lower(): v for k, v in (request_headers or {}).items()}.get("authorization", "")
-                message += f"; you sent Authorization: {auth}"
-            return script.status, _error_body(script.status, message), headers
-        prompt = script.prompt_tokens
-        if prompt is None:
-            prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
-        completion = script.completion_tokens
-        if completion is None:
-            completion = estimate_tokens(script.text or "")
-        choices = [] if script.empty_choices else [{
-            "index": 0,
-            "message": {"role": "assistant", "content": script.text},
-            "finish_reason": script.finish_reason,
-            "logprobs": None,
-        }]
-        reply = {
-            "id": "chatcmpl-" + fingerprint(body),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "unknown"),
-            "choices": choices,
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion} if script.usage is None else script.usage,
-        }
-        return 200, json.dumps(reply).encode(), headers
+        return render_reply(body, script, request_headers)
+
+
+def render_reply(body: dict, script: Scripted, request_headers: dict[str, str] | None = None
+                 ) -> tuple[int, bytes, dict[str, str]]:
+    """The status, body and headers of the reply that ``script`` scripts for request ``body``
+    (shared with tests/batch_server.py, whose batch lines carry the same bodies)."""
+    headers = dict(script.headers or {})
+    if script.raw is not None:
+        return script.status, script.raw, headers
+    if script.status != 200:
+        message = f"scripted {script.status}"
+        if script.echo_headers:  # what careless proxies do: quote the request back
+            auth = {k.lower(): v for k, v in (request_headers or {}).items()}.get("authorization", "")
+            message += f"; you sent Authorization: {auth}"
+        return script.status, _error_body(script.status, message), headers
+    prompt = script.prompt_tokens
+    if prompt is None:
+        prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+    completion = script.completion_tokens
+    if completion is None:
+        completion = estimate_tokens(script.text or "")
+    choices = [] if script.empty_choices else [{
+        "index": 0,
+        "message": {"role": "assistant", "content": script.text},
+        "finish_reason": script.finish_reason,
+        "logprobs": None,
+    }]
+    reply = {
+        "id": "chatcmpl-" + fingerprint(body),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "unknown"),
+        "choices": choices,
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion} if script.usage is None else script.usage,
+    }
+    return 200, json.dumps(reply).encode(), headers
 
 
 def _load_reply(spec: str) -> Reply:

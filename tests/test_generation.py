@@ -7,6 +7,7 @@ which counts every request it receives and every reply it delivers ("paid").
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 import json
@@ -806,7 +807,7 @@ def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspac
     table_ids = import_tables(workspace, 1)
     for i in range(2):
         _question(workspace, table_ids[0], f"Seeded accepted question number {i}?", status="accepted")
-    original = generation._Generator._commit
+    original = generation.QuestionStep._commit
     seen: dict[str, tuple[str, bool]] = {}
 
     def commit_after_a_concurrent_run(self, prepared, verdicts):
@@ -824,7 +825,7 @@ def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspac
             seen["control"] = (control_qid, verdicts[control_qid][0].accepted)
         return original(self, prepared, verdicts)
 
-    monkeypatch.setattr(generation._Generator, "_commit", commit_after_a_concurrent_run)
+    monkeypatch.setattr(generation.QuestionStep, "_commit", commit_after_a_concurrent_run)
     with OpenAIServer(model_reply) as server:
         summary = generate_questions(workspace, options(per_round=4, target=2, human_share=0.0, seed=3), llm_settings(server))
     person_qid, agent_accepts = seen["person"]
@@ -839,3 +840,151 @@ def test_the_verification_agent_leaves_a_question_people_reviewed_alone(workspac
     assert labels[control_qid] == [(f"agent:{MODEL}", "accept" if control_accepts else "reject")]
     assert summary.left_to_people == 1
     assert "1 verdicts on questions people had reviewed: left alone" in summary.lines()
+
+
+# --- the step runner: workers and the batch transport ------------------------------------------
+
+
+def _headers(ws: Workspace) -> dict[str, str]:
+    """Table id -> how its markdown header starts in a prompt."""
+    with ws.session() as s:
+        return {t.id: f"| {' | '.join(t.header[:2])}" for t in s.exec(select(TableRecord)).all()}
+
+
+def _twins_reply(slow: set[str]) -> Any:
+    """Every step proposes the same question and a near twin of it (so which table keeps it depends on
+    the order of the commits), plus distinct ones; the generation requests of tables whose header
+    is in ``slow`` take long, so a second worker's steps are answered before the first's."""
+    def reply(body: dict) -> Scripted | str:
+        if is_verification(body):
+            return json.dumps(verdict(body))
+        questions = random_questions(body)
+        questions[0] = "Count the entries whose name starts with a vowel."
+        questions[1] = "Count the entries whose name starts with a consonant."
+        text = json.dumps(questions)
+        return Scripted(text, delay_s=0.4) if any(h in prompt_of(body) for h in slow) else text
+    return reply
+
+
+def _records(ws: Workspace) -> dict[str, Any]:
+    snap = _snapshot(ws)
+    del snap["calls"]  # the same requests, but not always in the same order of arrival
+    return snap
+
+
+def test_two_workers_store_the_records_of_one(workspace, tmp_path, monkeypatch):
+    """Two workers (two steps at a time each, the first worker's steps slow at the endpoint) store
+    what one worker stores: a step is deduplicated against exactly the steps before it. The
+    control, without the wait for earlier steps, stores other records (the second worker's twin
+    questions win), so the comparison can see a wrong order; no run stores a duplicate."""
+    from tqaforge.generation import questions as generation
+    from tqaforge.llm.step import RunnerOptions
+
+    reference = _setup_workspace(tmp_path / "reference", None)
+    control = _setup_workspace(tmp_path / "control", None)
+    table_ids = import_tables(workspace, 3)
+    opts = options(per_round=4, target=0, seed=11)
+    slow = {h for tid, h in _headers(workspace).items() if tid in table_ids[:2]}
+    try:
+        with OpenAIServer(_twins_reply(slow)) as server:
+            one = generate_questions(reference, opts, llm_settings(server))
+            two = generate_questions(workspace, opts, llm_settings(server),
+                                     runner=RunnerOptions(workers=2, window=2, chunk=2))
+            assert two.calls.workers == 2 and one.stopped is None and two.stopped is None
+            assert (two.steps_done, two.questions_new, two.duplicates_exact, two.duplicates_rouge) == (
+                one.steps_done, one.questions_new, one.duplicates_exact, one.duplicates_rouge) == (3, 7, 2, 3)
+            assert _records(workspace) == _records(reference)
+            assert_consistent(workspace)
+            # The control: no wait for earlier steps, and the first worker's steps are asked only
+            # once the last table's step is stored.
+            async def no_wait(self: Any, pair: Any, gateway: Any) -> bool:
+                return True
+
+            original_call = generation.QuestionStep.call
+
+            async def late_call(self: Any, gateway: Any, piece: Any) -> Any:
+                deadline = time.monotonic() + 30
+                while piece.table_id != table_ids[2] and not any(
+                        st.table_id == table_ids[2] for st in all_rows(control, GenerationStep)):
+                    assert time.monotonic() < deadline, "the last table's step was never stored"
+                    await asyncio.sleep(0.02)
+                return await original_call(self, gateway, piece)
+
+            monkeypatch.setattr(generation.QuestionStep, "_wait_for_earlier", no_wait)
+            monkeypatch.setattr(generation.QuestionStep, "call", late_call)
+            generate_questions(control, opts, llm_settings(server), runner=RunnerOptions(workers=2, window=2, chunk=2))
+            assert _records(control) != _records(reference)
+        for ws in (workspace, reference, control):
+            texts = [q.text for q in generated(ws)]
+            assert len(texts) == len(set(texts)) == 7  # never a duplicate stored, whatever the order
+        vowel = [next(q.table_id for q in generated(ws) if "vowel" in q.text) for ws in (workspace, control)]
+        assert vowel[0] == table_ids[0] != vowel[1]
+    finally:
+        reference.close()
+        control.close()
+
+
+def _collect(ws: Workspace, server: OpenAIServer, requests: list[Any]) -> None:
+    """What collecting a batch does: the reply of every request put aside, stored under its id
+    (here asked online, through a gateway, from the same body)."""
+    from tqaforge.llm import Gateway, run
+
+    async def go() -> None:
+        async with Gateway(ws, llm_settings(server)) as gw:
+            for req in requests:
+                done = await gw.complete(req.messages, purpose=req.purpose, temperature=req.body["temperature"],
+                                         max_tokens=req.max_tokens, seed=req.seed, sample=req.sample)
+                assert done.call_id == req.call_id
+    run(go())
+
+
+def test_batch_transport_generates_then_verifies_then_commits(workspace, tmp_path, monkeypatch):
+    """With the batch transport the first pass puts every generation request aside; after they are
+    collected, the second dedups, routes and puts the verification requests aside, committing
+    nothing (a step whose verification waits is not stored half-done); the third commits, and the
+    records are those of an online run. No request of a pass reaches the endpoint."""
+    from tqaforge.llm import step as step_module
+    from tqaforge.llm.step import RunnerOptions
+
+    submitted: list[list[Any]] = []
+
+    def submit(ws: Any, llm: Any, step: Any, options: Any, budget: Any, requests: list[Any], summary: Any) -> list[str]:
+        assert options.transport == "batch" and step.name == f"questions:{MODEL}"
+        submitted.append(list(requests))
+        return []
+
+    monkeypatch.setattr(step_module, "_submit", submit)
+    reference = _setup_workspace(tmp_path / "reference", None)
+    import_tables(workspace, 3)
+    opts = options(per_round=3, target=0, human_share=0.0, seed=4)
+    batch = RunnerOptions(transport="batch")
+    try:
+        with OpenAIServer(model_reply) as server:
+            online = generate_questions(reference, opts, llm_settings(server))
+            assert online.routed_agent == 9
+            sent = len(server.requests)
+
+            first = generate_questions(workspace, opts, llm_settings(server), runner=batch)
+            assert len(server.requests) == sent  # nothing reached the endpoint
+            assert first.calls.deferred == 3 and first.calls.waiting == 3 and not first.failed
+            assert [r.purpose for r in submitted[0]] == ["generate_questions"] * 3
+            assert first.steps_done == 0 and all_rows(workspace, GenerationStep) == []
+            _collect(workspace, server, submitted[0])
+            sent = len(server.requests)
+
+            second = generate_questions(workspace, opts, llm_settings(server), runner=batch)
+            assert len(server.requests) == sent
+            assert second.calls.cached == 3 and second.calls.deferred == 9 and second.calls.waiting == 3
+            assert [r.purpose for r in submitted[1]] == ["verify_question"] * 9
+            assert second.steps_done == 0 and all_rows(workspace, GenerationStep) == [] and generated(workspace) == []
+            _collect(workspace, server, submitted[1])
+            sent = len(server.requests)
+
+            third = generate_questions(workspace, opts, llm_settings(server), runner=batch)
+            assert len(server.requests) == sent and len(submitted) == 2  # all from the store: nothing put aside
+            assert (third.steps_done, third.questions_new, third.verified_accepted + third.verified_rejected) == (3, 9, 9)
+            assert third.calls.paid == 0 and third.calls.deferred == 0
+        assert _snapshot(workspace) == _snapshot(reference)
+        assert_consistent(workspace)
+    finally:
+        reference.close()

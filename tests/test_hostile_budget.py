@@ -312,3 +312,65 @@ def test_a_budget_that_is_no_budget_is_refused(new_workspace, tmp_path) -> None:
         result = CliRunner().invoke(app, ["-w", str(ws.root), "evaluate", "--release", str(tmp_path), "--model", MODEL,
                                           "--max-cost", value])
         assert result.exit_code == 1 and "positive finite" in result.output and "Traceback" not in result.output
+
+
+# --- a budget for a model with no known price ------------------------------------------------
+
+LOCAL_MODEL = "some-local-model"  # neither [llm.prices] nor genai-prices knows it
+
+
+def _refusal_args(ws: Workspace, tmp_path: Path, command: str) -> list[str]:
+    if command == "evaluate":
+        release = release_of(ws, tmp_path / f"release-{ws.root.name}")
+        return ["evaluate", "--release", str(release), "--model", LOCAL_MODEL, "--limit", "2", "--no-plots",
+                "--out", str(tmp_path / f"o-{ws.root.name}")]
+    return {"answers": ["generate", "answers", "--questions", "all", "--methods", "dp", "--model", LOCAL_MODEL],
+            "questions": ["generate", "questions", "--subtypes", "Counting", "--per-round", "1", "--model", LOCAL_MODEL],
+            "typing": ["questions", "classify", "--method", "llm", "--limit", "2", "--model", LOCAL_MODEL]}[command]
+
+
+@pytest.mark.parametrize("command", ["answers", "questions", "typing", "evaluate"])
+def test_a_budget_for_an_unpriced_model_is_refused_before_any_request(new_workspace, tmp_path, monkeypatch, command) -> None:
+    """Issue 25: `--max-cost` with a model nobody has a price for ran, paid and printed "cost
+    $0.0000". Now the command exits 1 with the fix and the server receives nothing; the control,
+    the same command with the model priced in [llm.prices], reaches the server."""
+    received = {}
+    for with_price in (False, True):
+        ws = new_workspace(f"ws-{with_price}")
+        args = _refusal_args(ws, tmp_path, command)
+        with OpenAIServer(lambda body: "Final Answer: 1") as server:
+            priced(ws, {LOCAL_MODEL: Price(0.0, 0.0)} if with_price else {}, server, monkeypatch)
+            result = CliRunner().invoke(app, ["-w", str(ws.root), *args, "--max-cost", "1"])
+            received[with_price] = len(server.requests)
+        assert "Traceback" not in result.output, result.output
+        if not with_price:
+            assert result.exit_code != 0, result.output
+            flat = " ".join(result.output.split())  # the console wraps long lines
+            assert f"'{LOCAL_MODEL}' has no known price" in flat and "refused before any call" in flat, result.output
+            assert f'[llm.prices."{LOCAL_MODEL}"]' in flat and "leave out --max-cost" in flat, result.output
+            assert not ledger(ws)
+    assert received[False] == 0 and received[True] > 0, received
+
+
+def test_a_gateway_with_a_shared_budget_and_no_price_is_never_made(tmp_path, monkeypatch) -> None:
+    """A shared Budget with a limit is a budget as much as settings.max_cost: no gateway for an
+    unpriced model is made with it, and nothing is sent; with an unlimited budget it runs."""
+    from tqaforge.errors import ConfigError
+
+    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
+    ws = init_workspace(tmp_path / "ws", name="ws")
+    try:
+        with OpenAIServer(lambda body: "y") as server:
+            st = LLMSettings(model=LOCAL_MODEL, base_url=server.url, api_key="k")
+
+            async def go(budget: Budget) -> Any:
+                async with Gateway(ws, st, budget=budget) as gw:
+                    return await gw.complete([{"role": "user", "content": "hi"}], purpose="t")
+
+            with pytest.raises(ConfigError, match="no known price"):
+                run(go(Budget(5.0)))
+            assert len(server.requests) == 0
+            assert run(go(Budget(None))).text == "y"  # the control: no limit, no refusal
+            assert len(server.requests) == 1
+    finally:
+        ws.close()

@@ -152,24 +152,29 @@ def test_cli_runs_as_a_process_without_a_terminal(ws_dir: Path) -> None:
     assert "no tables" in result.stdout
 
 
-def test_two_generations_at_once_one_refuses_with_a_message(ws_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_generations_at_once_one_refuses_with_a_message(ws_dir: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Concurrency: two commands on one workspace either both succeed or one refuses with a message.
 
     A second `generate questions` while one runs would send the same requests and pay twice.
     """
     from tqaforge.store import open_workspace
 
+    # A table to generate for: the plan is checked before the step runner takes its lock.
+    imported = runner.invoke(app, ["-w", str(ws_dir), "tables", "import", str(_csv(tmp_path / "t.csv", ["a", "b"]))])
+    assert imported.exit_code == 0, imported.output
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     ws = open_workspace(ws_dir)
     try:
-        with ws.lock("generate"):
+        with ws.lock("step questions"):  # the step runner's lock of question rounds (SQLite: one process)
             result = runner.invoke(app, ["-w", str(ws_dir), "generate", "questions", "--model", "m", "--max-cost", "1"])
     finally:
         ws.close()
     assert result.exit_code == 1
-    assert "another tqaforge command" in result.output and "generate" in result.output
-    assert "Traceback" not in result.output
+    said = " ".join(result.output.split())  # as one line, however the console wrapped it
+    assert "another tqaforge command" in said and "running step questions" in said
+    assert "PostgreSQL" in said and "Traceback" not in said
 
 
 def test_import_size_limit_and_encoding_are_flags(ws_dir: Path, tmp_path: Path) -> None:

@@ -335,9 +335,10 @@ def test_budget_counts_prompt_tokens_and_cached_calls_are_free(workspace: Worksp
         assert gw2.paid_calls == 1 and gw2.cached_calls == 2 and len(server.requests) == 3
 
 
-def test_unpriced_model_is_not_limited_by_max_cost(workspace: Workspace) -> None:
+def test_unpriced_model_without_a_budget_runs_and_says_its_price_is_unknown(workspace: Workspace) -> None:
+    # With a budget it is refused (tests/test_hostile_budget.py); without one it is only counted.
     with OpenAIServer(lambda b: "free") as server:
-        st = settings(server, prices={"other-model": Price(1e6, 1e6)}, max_cost=0.01)
+        st = settings(server, prices={"other-model": Price(1e6, 1e6)})
 
         async def go() -> Gateway:
             async with Gateway(workspace, st) as gw:
@@ -347,6 +348,8 @@ def test_unpriced_model_is_not_limited_by_max_cost(workspace: Workspace) -> None
 
         gw = run(go())
     assert gw.paid_calls == 3 and gw.spent == 0.0
+    assert {(r.price_input, r.price_output, r.price_source, r.transport) for r in records(workspace)} == {
+        (None, None, "unknown", "online")}
 
 
 # -- JSON replies -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,13 @@ def test_every_walkthrough_command_runs(tmp_path: Path) -> None:
         result.stdout[-3000:]
     assert re.search(r"ana@lab\.org.*question_review", result.stdout), result.stdout[-3000:]
     assert "no annotators yet" not in result.stdout
+    # Issue 25: the walkthrough's `--model gpt-4o-mini --max-cost ...` once ran uncounted ("cost
+    # $0.0000"): the model had no price. genai-prices knows it, so every call is charged at
+    # OpenAI's price and the budget holds something.
+    with sqlite3.connect(tmp_path / "mybench" / "tqaforge.db") as db:
+        calls = db.execute("SELECT model, price_input, price_output, price_source, cost FROM llm_calls").fetchall()
+    assert calls and {c[:3] for c in calls} == {("gpt-4o-mini", 0.15, 0.6)}, calls[:3]
+    assert all(c[3].startswith("genai-prices ") and c[3].endswith(": openai gpt-4o-mini") and c[4] > 0 for c in calls)
 
 
 @pytest.mark.parametrize("line", [ln for ln in walkthrough_script().splitlines() if ln.startswith("tqaforge ")])

@@ -67,10 +67,14 @@ url = {url}
 # max_retries = 5                        # on 429, 5xx, timeouts and connection errors
 # timeout_s = 60
 # max_cost = 5.0                         # USD per run; the run stops before it would pass this
-# Prices in USD per million tokens. A model without a price costs 0 and max_cost never stops it.
+# batch_discount = 0.5                   # Batch API price / online price, for [llm.prices] entries
+# Prices (USD per million tokens) come from the genai-prices library bundled with tqaforge; an
+# entry here overrides it for that model. With max_cost set, a model with no price is refused.
 # [llm.prices."gpt-4o-mini"]
 # input = 0.15
 # output = 0.60
+# batch_input = 0.075                   # optional: the Batch API rates (default: x batch_discount)
+# batch_output = 0.30
 
 # [generation]              # question generation; `generate questions` options override these
 # per_round = 5             # questions asked for per (round, subtype, table)
@@ -339,7 +343,8 @@ class LLMSection(Section):
     malformed_retries: int | None = _key(_INTEGER, "retries of replies with no usable content")
     default_max_tokens: int | None = _key(_INTEGER, "max_tokens sent when a call sets none: its worst case for the budget")
     max_reply_bytes: int | None = _key(_INTEGER, "hard cap on a reply body")
-    prices: dict[str, Any] | None = _key(_TABLE, "model -> {input, output} in USD per million tokens")
+    batch_discount: float | None = _key(_NUMBER, "Batch API price / online price for [llm.prices] entries")
+    prices: dict[str, Any] | None = _key(_TABLE, "model -> {input, output, batch_input, batch_output} in USD per million tokens")
 
 
 @dataclass(frozen=True)
@@ -572,6 +577,11 @@ class WorkspacePaths:
     def releases(self) -> Path:
         """Frozen releases."""
         return self.root / "releases"
+
+    @property
+    def batches(self) -> Path:
+        """Batch request files and the output and error files downloaded for them."""
+        return self.root / "batches"
 
     @property
     def locks(self) -> Path:

@@ -122,3 +122,14 @@ def labelstudio_copy_id(task_id: str, annotator: str) -> str:
     """The id of one annotator's copy of an annotation task in Label Studio (their own project):
     the same pair as the ``labelstudio_task_copies`` unique constraint."""
     return content_hash({"task": task_id, "labelstudio_annotator": annotator})
+
+
+def batch_id(call_ids: Iterable[str], model: str, endpoint: str | None, kind: str, attempt: int = 0) -> str:
+    """The id of a batch of LLM calls: its requests (the LLMCall ids, sorted), model, endpoint and
+    kind (a provider's Batch API or an offline file), so preparing the same set again finds the
+    same batch. ``attempt`` counts the earlier batches of the same set that ended (collected or
+    failed): sending what they left unanswered again is a new batch."""
+    key: dict[str, Any] = {"batch": sorted(set(call_ids)), "model": model, "endpoint": endpoint, "kind": kind}
+    if attempt:
+        key["attempt"] = int(attempt)
+    return content_hash(key)

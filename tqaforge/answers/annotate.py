@@ -24,7 +24,6 @@ store and pays only for the rest.
 from __future__ import annotations
 
 import asyncio
-import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,11 +41,12 @@ from tqaforge.answers.agents import (
 )
 from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, NotFound, TqaforgeError
-from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
+from tqaforge.generation._costs import stop_advice
 from tqaforge.ids import candidate_id, content_hash
 from tqaforge.labels import ANSWER_VERIFICATION, Authority, left_alone
-from tqaforge.llm import Gateway, LLMSettings, run
-from tqaforge.llm.runner import Job, StopReason, run_ordered
+from tqaforge.llm import Gateway, LLMSettings
+from tqaforge.llm.runner import StopReason
+from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
 from tqaforge.sandbox import Limits, Sandbox
@@ -147,11 +147,27 @@ class AnswerSummary:
     kept_gold: int = 0
     left_to_people: int = 0  # questions whose answer people settled: their decision left alone
     isolation_missing: list[str] = field(default_factory=list)
-    cost: float = 0.0
-    paid_calls: int = 0
-    cached_calls: int = 0
-    stopped: str | None = None
-    stop_reason: StopReason | None = None
+    calls: CallSummary = field(default_factory=CallSummary)
+
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def stopped(self) -> str | None:
+        return self.calls.stopped
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self.calls.stop_reason
 
     @property
     def failed(self) -> bool:
@@ -176,13 +192,15 @@ class AnswerSummary:
             lines.append(f"{self.left_to_people} questions whose answer people settled: left alone (their gold kept)")
         if self.isolation_missing:
             lines.append("sandbox isolation not available here: " + ", ".join(self.isolation_missing))
-        lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+        lines.extend(self.calls.lines())
         return lines
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["stop_reason"] = self.stop_reason.value if self.stop_reason is not None else None
-        data.update(failed=self.failed, advice=self.advice)
+        data["calls"] = self.calls.as_dict()
+        data.update(cost=self.cost, paid_calls=self.paid_calls, cached_calls=self.cached_calls, stopped=self.stopped,
+                    stop_reason=self.stop_reason.value if self.stop_reason is not None else None,
+                    failed=self.failed, advice=self.advice)
         return data
 
 
@@ -211,6 +229,20 @@ def select_questions(ws: Workspace, selection: tuple[str, ...]) -> list[Question
         return list(rows)
 
 
+def _unvoted(ws: Workspace, selection: tuple[str, ...]) -> tuple[list[Question], int]:
+    """The selected questions without a vote, in id order, and how many selected ones have one."""
+    questions = select_questions(ws, selection)
+    ids = [q.id for q in questions]
+    voted: set[str] = set()
+    with ws.session() as s:
+        for start in range(0, len(ids), 500):
+            voted.update(s.exec(
+                select(Answer.question_id).where(col(Answer.question_id).in_(ids[start:start + 500]),
+                                                 Answer.method == VOTE_METHOD)
+            ).all())
+    return [q for q in questions if q.id not in voted], len(voted)
+
+
 def generate_answers(
     ws: Workspace,
     options: AnswerOptions,
@@ -218,91 +250,83 @@ def generate_answers(
     *,
     sandbox: Sandbox | None = None,
     on_progress: Progress | None = None,
+    runner: RunnerOptions | None = None,
 ) -> AnswerSummary:
     """Answer, vote and route (module docs). ``sandbox``: a running pool to use (else one is started
-    from ``[sandbox]`` when PoT or a chart question needs it, and closed at the end).
+    from ``[sandbox]`` when PoT or a chart question needs it, and closed at the end). ``runner``:
+    workers, transport and a shared budget (:class:`~tqaforge.llm.step.RunnerOptions`).
 
     Stops cleanly, with everything finished stored, when the budget would be passed, the key is
     refused or the endpoint fails (``summary.stopped``, ``summary.stop_reason``, ``summary.advice``).
     """
-    return run(_Annotator(ws, options, llm, sandbox, on_progress).run())
+    answering = AnswerStep(ws, options, llm, sandbox)
+    todo, present = _unvoted(ws, options.questions)
+    if not todo and not present:
+        raise NotFound(
+            f"no questions to answer (selection: {' '.join(options.questions)})",
+            hint="accept questions first (tqaforge questions review), or pass --questions all",
+        )
+    summary = answering.summary
+    summary.questions_total, summary.questions_present = len(todo), present
+    if not todo:
+        return summary
+    runner = runner or RunnerOptions(window=max(4, 2 * llm.concurrency))
+
+    def progress(done: int, total: int | None, note: str = "") -> None:
+        if on_progress is not None:
+            on_progress(summary.questions_done, summary.questions_total, f"{note}, {summary.consistent} consistent")
+
+    try:
+        run_step(ws, answering, llm, runner, on_progress=progress, summary=summary.calls)
+    finally:
+        answering.close()
+    return summary
 
 
-class _Annotator:
-    def __init__(
-        self, ws: Workspace, options: AnswerOptions, llm: LLMSettings, sandbox: Sandbox | None, on_progress: Progress | None
-    ) -> None:
+class AnswerStep:
+    """Answering as a step of the runner (:mod:`tqaforge.llm.step`): a piece is a selected
+    question without a vote; its calls are every method's samples (PoT and charts run in the
+    sandbox); its commit is the candidates and the vote, in one transaction."""
+
+    def __init__(self, ws: Workspace, options: AnswerOptions, llm: LLMSettings, sandbox: Sandbox | None) -> None:
         self.ws = ws
         self.options = options
         self.llm = llm
+        self.name = f"answers:{llm.model}"[:128]
         self.sandbox = sandbox
         self.own_sandbox = False
-        self.on_progress = on_progress
         self.summary = AnswerSummary()
-        self.gateway: Gateway | None = None
+        self._tables: dict[str, tuple[Any, str]] = {}  # table id -> (Table, its CSV)
 
-    def _todo(self) -> list[AnswerItem]:
-        questions = select_questions(self.ws, self.options.questions)
-        if not questions:
-            raise NotFound(
-                f"no questions to answer (selection: {' '.join(self.options.questions)})",
-                hint="accept questions first (tqaforge questions review), or pass --questions all",
-            )
-        ids = [q.id for q in questions]
-        with self.ws.session() as s:
-            voted: set[str] = set()
-            for start in range(0, len(ids), 500):
-                voted.update(s.exec(
-                    select(Answer.question_id).where(col(Answer.question_id).in_(ids[start:start + 500]),
-                                                     Answer.method == VOTE_METHOD)
-                ).all())
-            tables: dict[str, Any] = {}
-            items = []
-            for q in questions:
-                if q.id in voted:
-                    self.summary.questions_present += 1
-                    continue
-                if q.table_id not in tables:
-                    record = s.get(TableRecord, q.table_id)
-                    assert record is not None
-                    tables[q.table_id] = record.to_table()
-                chart = chart_type_for(q.text, q.meta) if q.subtype == CHART_SUBTYPE else None
-                items.append(AnswerItem(q.id, q.text, q.subtype, tables[q.table_id], chart))
-        self.summary.questions_total = len(items)
-        return items
+    def pending(self) -> list[Question]:
+        return _unvoted(self.ws, self.options.questions)[0]
 
-    async def run(self) -> AnswerSummary:
-        items = self._todo()
-        if not items:
-            return self.summary
-        needs_code = AnswerMethod.POT in self.options.methods or any(item.is_chart for item in items)
+    def key(self, piece: Question) -> str:
+        return piece.id
+
+    def close(self) -> None:
+        if self.own_sandbox and self.sandbox is not None:
+            self.sandbox.close()
+
+    def _item(self, q: Question) -> tuple[AnswerItem, str]:
+        if q.table_id not in self._tables:
+            with self.ws.session() as s:
+                record = s.get(TableRecord, q.table_id)
+                if record is None:
+                    raise NotFound(f"question {q.id}: its table {q.table_id} is not in the store")
+                table = record.to_table()
+            self._tables[q.table_id] = (table, write_csv(table))
+        table, table_csv = self._tables[q.table_id]
+        chart = chart_type_for(q.text, q.meta) if q.subtype == CHART_SUBTYPE else None
+        return AnswerItem(q.id, q.text, q.subtype, table, chart), table_csv
+
+    async def call(self, gateway: Gateway, piece: Question) -> tuple[AnswerItem, list[Candidate]]:
+        item, table_csv = self._item(piece)
+        o = self.options
+        needs_code = AnswerMethod.POT in o.methods or item.is_chart
         if needs_code and self.sandbox is None:
             self.sandbox = sandbox_for(self.ws)
             self.own_sandbox = True
-        self.gateway = Gateway(self.ws, self.llm)
-        csv_cache: dict[str, str] = {}
-        items_by_id = {item.question_id: item for item in items}
-        jobs = [Job(item.question_id, functools.partial(self._answer, item=item, csv_cache=csv_cache)) for item in items]
-        try:
-            outcome = await run_ordered(
-                self.gateway, jobs, window=max(4, 2 * self.llm.concurrency),
-                on_result=lambda job, candidates: self._commit(items_by_id[job.key], candidates),
-                on_progress=lambda _p: self._report(),
-            )
-            if outcome.error is not None:
-                record_stop(self.summary, outcome.error)
-        finally:
-            sync_costs(self.summary, self.gateway)
-            await self.gateway.aclose()
-            if self.own_sandbox and self.sandbox is not None:
-                self.sandbox.close()
-        return self.summary
-
-    async def _answer(self, gateway: Gateway, item: AnswerItem, csv_cache: dict[str, str]) -> list[Candidate]:
-        table_csv = csv_cache.get(item.table.id)
-        if table_csv is None:
-            table_csv = csv_cache[item.table.id] = write_csv(item.table)
-        o = self.options
         tasks = [
             asyncio.ensure_future(answer_once(
                 gateway, self.sandbox, AGENTS[method], item, sample=sample, serialization=o.serialization,
@@ -311,12 +335,21 @@ class _Annotator:
             for method in o.methods for sample in range(o.samples)
         ]
         try:
-            return list(await asyncio.gather(*tasks))
+            # Every method's request reaches the gateway before a failure or a Deferred (a request
+            # put aside for a batch) ends the piece, so one batch carries all of them.
+            results = await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return item, list(results)  # type: ignore[arg-type]
+
+    def commit(self, piece: Question, result: tuple[AnswerItem, list[Candidate]]) -> None:
+        self._commit(*result)
 
     def _commit(self, item: AnswerItem, candidates: list[Candidate]) -> None:
         """One question's candidates and its vote, in one transaction."""
@@ -386,15 +419,8 @@ class _Annotator:
                 if layer not in summary.isolation_missing:
                     summary.isolation_missing.append(layer)
 
-    def _report(self) -> None:
-        sync_costs(self.summary, self.gateway)
-        if self.on_progress is not None:
-            s = self.summary
-            self.on_progress(s.questions_done, s.questions_total,
-                             cost_note(s.cost, s.paid_calls, s.cached_calls, f"{s.consistent} consistent"))
-
 
 __all__ = [
-    "AnswerOptions", "AnswerOptionsError", "AnswerSummary", "SELECTIONS", "VOTE_METHOD",
+    "AnswerOptions", "AnswerStep", "AnswerOptionsError", "AnswerSummary", "SELECTIONS", "VOTE_METHOD",
     "generate_answers", "load_answer_options", "routing_draw", "sandbox_for", "select_questions",
 ]

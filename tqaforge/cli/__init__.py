@@ -18,6 +18,7 @@ from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
 from tqaforge.cli.answers import answers_app
+from tqaforge.cli.batches import batches_app
 from tqaforge.cli.generate import generate_app
 from tqaforge.cli.labelstudio import annotators_app, labelstudio_app
 from tqaforge.cli.questions import questions_app
@@ -58,6 +59,7 @@ app.add_typer(answers_app, name="answers")
 app.add_typer(labelstudio_app, name="labelstudio")
 app.add_typer(annotators_app, name="annotators")
 app.add_typer(release_app, name="release")
+app.add_typer(batches_app, name="batches")
 _evaluate.register(app)
 _serve.register(app)
 

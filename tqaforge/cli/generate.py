@@ -8,6 +8,11 @@ from typing import Any, Optional
 import typer
 
 from tqaforge.cli._common import (
+    BATCH_FILE_OPTION,
+    BUDGET_OPTION,
+    TRANSPORT_OPTION,
+    WAIT_OPTION,
+    WORKERS_OPTION,
     WORKSPACE_OPTION,
     err,
     friendly_errors,
@@ -15,6 +20,7 @@ from tqaforge.cli._common import (
     noted_progress,
     open_ws,
     print_summary,
+    runner_options,
     styled,
 )
 
@@ -36,9 +42,16 @@ def generate_questions_cmd(
     few_shot: Optional[int] = typer.Option(None, "--few-shot", min=0, help="Seed questions shown per prompt (default 3)."),
     serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run again the steps whose model reply was invalid."),
+    workers: int = WORKERS_OPTION,
+    transport: str = TRANSPORT_OPTION,
+    budget: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice."""
+    """Self-inspired question generation rounds (TableBench); re-running resumes without paying twice.
+    Several workers (--workers, or several processes on one PostgreSQL store) store the same records
+    as one."""
     from tqaforge.generation.questions import generate_questions, load_generation_options
     from tqaforge.llm import load_llm_settings
 
@@ -50,11 +63,9 @@ def generate_questions_cmd(
         serialization=serialization, retry_failed=retry_failed,
     )
     llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    runner = runner_options(workers, transport, budget, batch_file, wait)
     with noted_progress(f"generating ({llm.model})") as on_progress:
-        # One generation per workspace at a time: two would send the same requests and pay twice
-        # before either could store the reply the other would have read from the cache.
-        with ws.lock("generate", wait=False):
-            summary = generate_questions(ws, options, llm, on_progress=on_progress)
+        summary = generate_questions(ws, options, llm, on_progress=on_progress, runner=runner)
     _finish(summary)
 
 
@@ -82,6 +93,11 @@ def generate_answers_cmd(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed of the routing draw and the requests (stored)."),
     serialization: Optional[str] = typer.Option(None, "--serialization", help="How the table is shown (default markdown)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workers: int = WORKERS_OPTION,
+    transport: str = TRANSPORT_OPTION,
+    budget: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
     """Answer questions with TCoT / SCoT / PoT agents (PoT runs in the sandbox), vote, and route: consistent
@@ -97,8 +113,7 @@ def generate_answers_cmd(
         manual_share=manual_share, seed=seed, serialization=serialization,
     )
     llm = load_llm_settings(ws, model=model, max_cost=max_cost)
+    runner = runner_options(workers, transport, budget, batch_file, wait, window=max(4, 2 * llm.concurrency))
     with noted_progress(f"answering ({llm.model})") as on_progress:
-        # One answering run per workspace at a time: two would pay for the same requests.
-        with ws.lock("generate-answers", wait=False):
-            summary = generate_answers(ws, options, llm, on_progress=on_progress)
+        summary = generate_answers(ws, options, llm, on_progress=on_progress, runner=runner)
     _finish(summary, json_out)

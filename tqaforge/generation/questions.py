@@ -26,6 +26,12 @@ step is compared with are always those of the steps before it, whether the run w
 interrupted or not, so an interrupted and resumed run stores the same records as an
 uninterrupted one.
 
+Workers and transports. The rounds are a step of the runner (:class:`QuestionStep`,
+:mod:`tqaforge.llm.step`): ``--workers`` in one process, or several processes on one
+PostgreSQL store, split the steps through claims and store the same records as one worker
+(see :class:`QuestionStep` for how, and for what a killed worker changes); the batch
+transport puts the generation requests aside, then the verification requests, then commits.
+
 Routing past the target (TableBench: beyond 50 per category, 30% are checked by people, the
 rest by another agent). In a round that started with the subtype at or past ``target``, each
 new question draws a number in [0, 1) from a hash of (seed, question id): below
@@ -38,31 +44,37 @@ and call id in ``Question.meta["verification"]`` and as an Annotation by ``agent
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from tqaforge.errors import (
     InvalidReply,
+    StoreError,
     TaxonomyError,
     TqaforgeError,
 )
-from tqaforge.generation._costs import cost_line, cost_note, record_stop, stop_advice, sync_costs
+from tqaforge.generation._costs import stop_advice
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
 from tqaforge.labels import agent_review
 from tqaforge.llm import Gateway, LLMSettings, run
-from tqaforge.llm.runner import Job, StopReason, run_ordered, settle
+from tqaforge.llm.budget import Budget
+from tqaforge.llm.calls import Deferred
+from tqaforge.llm.runner import StopReason, settle
+from tqaforge.llm.step import CallSummary, RunnerOptions, run_step_async
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import Origin, QuestionStatus, StepStatus
-from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord
+from tqaforge.schemas.records import GenerationRound, GenerationStep, Question, TableRecord, WorkClaim, utcnow
 from tqaforge.store import Workspace
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.tables.table import Table
@@ -73,6 +85,8 @@ STEP_DONE = StepStatus.DONE
 STEP_INVALID = StepStatus.INVALID_REPLY
 _AVOID_MAX = 30  # earlier questions of the same table shown as "do not repeat"
 _QUESTION_MAX_CHARS = 1000
+_WAIT_S = 0.05  # how often a step waiting for an earlier one held by another worker looks again
+_LOOK_BACK = timedelta(minutes=2)  # how far back a refresh of the stored questions reads (commits are quick)
 
 
 class GenerationError(TqaforgeError):
@@ -134,7 +148,8 @@ class GenerationSummary:
 
     A run *failed* (:attr:`failed`; the CLI exits non-zero) when it stopped early
     (``stop_reason`` says why, ``stopped`` is the message, :attr:`advice` the next step) or
-    when every step it ran got an invalid reply (:attr:`all_invalid`).
+    when every step it ran got an invalid reply (:attr:`all_invalid`). Its model calls (cost,
+    paid, cached, put aside for a batch, what stopped the run) are in :attr:`calls`.
     """
 
     steps_total: int = 0
@@ -150,12 +165,31 @@ class GenerationSummary:
     verified_rejected: int = 0
     verification_failed: int = 0
     left_to_people: int = 0  # verdicts on questions people had reviewed: left alone
-    cost: float = 0.0
-    paid_calls: int = 0
-    cached_calls: int = 0
     rounds: list[int] = field(default_factory=list)
-    stopped: str | None = None  # the message of what stopped the run early (with its hint), else None
-    stop_reason: StopReason | None = None  # what kind of stop ``stopped`` is
+    calls: CallSummary = field(default_factory=CallSummary)
+
+    # The calls' figures under the names this summary had before it held a CallSummary.
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def stopped(self) -> str | None:
+        """The message of what stopped the run early (with its hint), else None."""
+        return self.calls.stopped
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        """What kind of stop :attr:`stopped` is."""
+        return self.calls.stop_reason
 
     @property
     def all_invalid(self) -> bool:
@@ -178,7 +212,7 @@ class GenerationSummary:
         return None
 
     def lines(self) -> list[str]:
-        """What the CLI prints on stdout after the run: steps and questions, routing (when any), cost.
+        """What the CLI prints on stdout after the run: steps and questions, routing (when any), calls.
 
         What went wrong (:attr:`stopped`, :attr:`advice`) is for stderr and not among these lines.
         """
@@ -195,19 +229,17 @@ class GenerationSummary:
             )
         if self.left_to_people:
             lines.append(f"{self.left_to_people} verdicts on questions people had reviewed: left alone")
-        lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+        lines.extend(self.calls.lines())
         return lines
 
     def as_dict(self) -> dict[str, Any]:
-        """The counters, the stop and the verdict (``failed``, ``advice``) as JSON-able data."""
+        """The counters, the calls, the stop and the verdict (``failed``, ``advice``) as JSON-able data."""
         data = asdict(self)
-        data["stop_reason"] = self.stop_reason.value if self.stop_reason is not None else None
-        data.update(all_invalid=self.all_invalid, failed=self.failed, advice=self.advice)
+        data["calls"] = self.calls.as_dict()
+        data.update(cost=self.cost, paid_calls=self.paid_calls, cached_calls=self.cached_calls, stopped=self.stopped,
+                    stop_reason=self.stop_reason.value if self.stop_reason is not None else None,
+                    all_invalid=self.all_invalid, failed=self.failed, advice=self.advice)
         return data
-
-    def progress_note(self) -> str:
-        """The note passed to ``on_progress``: running cost, calls and new questions."""
-        return cost_note(self.cost, self.paid_calls, self.cached_calls, f"{self.questions_new} new questions")
 
 
 @dataclass(frozen=True)
@@ -223,6 +255,15 @@ class _Pair:
     def step_id(self) -> str:
         return step_id(self.subtype, self.round.round, self.table_id)
 
+    @property
+    def key(self) -> str:
+        return piece_key(self.subtype, self.round.round, self.table_id, self.attempt)
+
+
+def piece_key(subtype: str, round_no: int, table_id: str, attempt: int) -> str:
+    """A step's name among the runner's pieces: its id and its attempt (a retry is new work)."""
+    return f"{step_id(subtype, round_no, table_id)}:{attempt}"
+
 
 @dataclass
 class _Generated:
@@ -231,6 +272,7 @@ class _Generated:
     questions: list[str] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     error: str | None = None
+    gateway: Gateway | None = field(default=None, repr=False)  # this pass's: the verifications go through it
 
 
 @dataclass
@@ -245,14 +287,16 @@ class _Verdict:
         return self.answerable and self.matches_subtype and self.unambiguous
 
 
+_VerifyResult = tuple["_Verdict | None", list[str], "str | None"]
+
+
 @dataclass
 class _Prepared:
-    """A step after dedup and routing, waiting for its verifications before the commit."""
+    """A step after dedup and routing: what its commit stores."""
 
     generated: _Generated
     new: list[tuple[str, str, dict[str, Any]]]  # (question id, text, lineage extras)
     duplicates: list[dict[str, Any]]
-    verifications: dict[str, asyncio.Task[tuple[_Verdict | None, list[str], str | None]]]
 
 
 def generate_questions(
@@ -261,18 +305,22 @@ def generate_questions(
     llm: LLMSettings,
     *,
     on_progress: Progress | None = None,
+    runner: RunnerOptions | None = None,
+    budget: Budget | None = None,
 ) -> GenerationSummary:
     """Run generation rounds (see the module docs); the CLI's ``generate questions``.
 
     Stops cleanly -- everything finished is stored, ``summary.stopped`` says what and
-    ``summary.stop_reason`` which kind -- when the budget (``llm.max_cost``) would be exceeded,
-    the key is missing or refused, the endpoint reports impossible usage, or it fails after its
-    retries. ``summary.failed`` tells the CLI to exit non-zero, ``summary.advice`` what to say,
-    ``summary.lines()`` what to print. ``on_progress`` (:class:`~tqaforge.progress.Progress`) is
-    called after every model call and step with the steps committed, the steps to run and a note
-    of the running cost, calls and new questions.
+    ``summary.stop_reason`` which kind -- when the budget (``llm.max_cost``, or the shared one
+    ``runner.budget`` names, or ``budget``) would be exceeded, the key is missing or refused, the
+    endpoint reports impossible usage, or it fails after its retries. ``summary.failed`` tells the
+    CLI to exit non-zero, ``summary.advice`` what to say, ``summary.lines()`` what to print.
+    ``runner`` (:class:`~tqaforge.llm.step.RunnerOptions`): workers, transport (online, batch,
+    offline), a shared budget. ``on_progress`` (:class:`~tqaforge.progress.Progress`) is called
+    after every model call and step with the steps committed, the steps to run and a note of the
+    running cost, calls and new questions.
     """
-    return run(generate_questions_async(ws, options, llm, on_progress=on_progress))
+    return run(generate_questions_async(ws, options, llm, on_progress=on_progress, runner=runner, budget=budget))
 
 
 async def generate_questions_async(
@@ -281,32 +329,78 @@ async def generate_questions_async(
     llm: LLMSettings,
     *,
     on_progress: Progress | None = None,
+    runner: RunnerOptions | None = None,
+    budget: Budget | None = None,
 ) -> GenerationSummary:
     """:func:`generate_questions` for callers that already run an event loop."""
-    generator = _Generator(ws, options, llm, on_progress)
-    return await generator.run()
+    step = QuestionStep(ws, options, llm)
+    summary = step.summary
+    summary.steps_total, summary.steps_present = step.counts()
+    runner = runner or RunnerOptions(window=max(4, 4 * llm.concurrency))
+
+    def progress(done: int, total: int | None, note: str = "") -> None:  # the runner's counts: ours instead
+        if on_progress is not None:
+            # The runner's note, "$0.0123 (4 paid, 2 cached)", with the new questions inside.
+            more = f"{summary.questions_new} new questions"
+            note = f"{note[:-1]}, {more})" if note.endswith(")") else f"{note} ({more})".strip()
+            on_progress(summary.steps_done, summary.steps_total, note)
+
+    try:
+        await run_step_async(ws, step, llm, runner, budget=budget, on_progress=progress, summary=summary.calls)
+    finally:
+        await step.aclose()
+    return summary
 
 
-class _Generator:
-    """One run: the plan, the gateway, the dedup indexes and the counters."""
+class QuestionStep:
+    """Question rounds as a step of the runner (:mod:`tqaforge.llm.step`).
 
-    def __init__(
-        self,
-        ws: Workspace,
-        options: GenerationOptions,
-        llm: LLMSettings,
-        on_progress: Progress | None,
-    ) -> None:
+    A piece is a (round, subtype, table, attempt) generation step still to do in the store: the
+    lowest round with work left, whose rounds rows are made (frozen) when it is first returned;
+    a later round only once every step of the ones before it is committed. Its call is the one
+    generation request (with its repair); its commit, in step order, is dedup and routing, the
+    verification agent's calls, then the questions, verdicts and step row in one transaction.
+
+    Dedup with several workers (in this process or in others on one PostgreSQL store). The
+    stored questions are read again (what was added since the last look) before every dedup, and
+    a step's final dedup runs when every earlier step of its round and subtype is committed: it
+    waits while one is held by a live worker (a claim in the store). So the questions a step is
+    compared with are exactly those of the steps before it, and the records are those of one
+    worker running the steps in order, whatever the number of workers or processes. What that
+    cannot cover: an earlier step held by a worker that died is waited for until its lease lapses,
+    then passed over (it is compared with what is stored when it runs again); a question stored
+    meanwhile by other means (``questions add``, a run of another model on the same step) is
+    caught by id in the commit, not by ROUGE-L. The verifications a step needs are started as
+    soon as its commit is called, from a prediction (the store plus the earlier steps' questions
+    not yet committed); the final dedup keeps those it still needs and asks for any it lacks.
+
+    Batch transport: the first pass puts every generation request aside; the next (after the
+    batch is collected) dedups and routes, and puts the verification requests aside: a step
+    whose verification is put aside is not committed (nor, to keep the order, any later step of
+    its round and subtype in that pass); the pass after that finds everything in the store and
+    commits.
+    """
+
+    def __init__(self, ws: Workspace, options: GenerationOptions, llm: LLMSettings) -> None:
         self.ws = ws
         self.options = options
         self.llm = llm
-        self.on_progress = on_progress
+        self.name = f"questions:{llm.model}"[:128]
         self.taxonomy = ws.config.taxonomy()
         self.summary = GenerationSummary()
-        self.gateway: Gateway | None = None
-        self.tables: dict[str, Table] = {}
-        self.indexes: dict[Any, DedupIndex] = {}
-        self.verifying: list[asyncio.Task[Any]] = []  # cancelled when the run stops
+        self.subtypes = self._subtypes()
+        self.table_ids = self._table_ids()
+        self._order = {tid: i for i, tid in enumerate(self.table_ids)}
+        self._retry = self._invalid_at_start() if options.retry_failed else {}
+        self._rounds: dict[str, GenerationRound] = {}
+        self._tables: dict[str, Table] = {}
+        self._stored = _StoredIndex(ws, self.subtypes, options)
+        # Steps whose commit was called but that are not committed yet: their predicted new
+        # questions, which the steps after them are compared with when their verifications start.
+        self._predicted: dict[str, tuple[_Pair, list[tuple[str, str]]]] = {}
+        # Steps whose call or follow-up was put aside for a batch, with the pass (its gateway).
+        self._deferred: dict[str, Gateway] = {}
+        self._verifying: set[asyncio.Task[_VerifyResult]] = set()
 
     # -- the plan ----------------------------------------------------------------------------
     def _subtypes(self) -> tuple[str, ...]:
@@ -336,33 +430,56 @@ class _Generator:
             raise GenerationError("no tables to generate questions for", hint="import tables first: tqaforge tables import PATH")
         return ids
 
+    def _invalid_at_start(self) -> dict[str, int]:
+        """Step id -> attempt of the steps with an invalid reply before this run: --retry-failed
+        runs each once more (a retry that is invalid again waits for the next run)."""
+        with self.ws.session() as s:
+            rows = s.exec(select(GenerationStep.id, GenerationStep.attempt).where(
+                GenerationStep.status == STEP_INVALID, col(GenerationStep.subtype).in_(list(self.subtypes)))).all()
+        return {sid: attempt for sid, attempt in rows}
+
     def _ensure_round(self, subtype: str, round_no: int) -> GenerationRound:
         """The frozen round, created from the current corpus and counts when first needed."""
         rid = round_id(subtype, round_no)
+        known = self._rounds.get(rid)
+        if known is not None:
+            return known
         with self.ws.session() as s:
             existing = s.get(GenerationRound, rid)
-            if existing is not None:
-                return existing
+        if existing is None:
+            existing = self._new_round(rid, subtype, round_no)
+        self._rounds[rid] = existing
+        return existing
+
+    def _new_round(self, rid: str, subtype: str, round_no: int) -> GenerationRound:
         corpus = workspace_corpus(self.ws)
         category = corpus.category(subtype)
         promoted = _promoted_sources(self.ws, subtype)
         pool = [{"text": text, "source": promoted.get(text, "corpus")} for text in category.seeds]
-        with self.ws.session() as s:
-            accepted = s.exec(
-                select(func.count()).select_from(Question).where(
-                    Question.subtype == subtype,
-                    Question.status.in_([QuestionStatus.ACCEPTED.value, QuestionStatus.SEED.value]),  # type: ignore[attr-defined]
+        try:
+            with self.ws.session() as s:
+                accepted = s.exec(
+                    select(func.count()).select_from(Question).where(
+                        Question.subtype == subtype,
+                        Question.status.in_([QuestionStatus.ACCEPTED.value, QuestionStatus.SEED.value]),  # type: ignore[attr-defined]
+                    )
+                ).one()
+                record = GenerationRound(
+                    id=rid, subtype=subtype, round=round_no, definition=category.definition, seed_pool=pool,
+                    target=self.options.target, accepted_at_start=accepted, past_target=accepted >= self.options.target,
                 )
-            ).one()
-            record = GenerationRound(
-                id=rid, subtype=subtype, round=round_no, definition=category.definition, seed_pool=pool,
-                target=self.options.target, accepted_at_start=accepted, past_target=accepted >= self.options.target,
-            )
-            s.add(record)
-        return record
+                s.add(record)
+            return record
+        except (IntegrityError, StoreError):
+            # Another worker froze it first: its row is the round.
+            with self.ws.session() as s:
+                existing = s.get(GenerationRound, rid)
+            if existing is None:
+                raise
+            return existing
 
-    def _pending(self, subtypes: Sequence[str], table_ids: Sequence[str], round_no: int) -> tuple[list[tuple[str, str, int]], int]:
-        """(subtype, table, attempt) of the steps still to run in a round, and how many are done."""
+    def _todo(self, round_no: int, subtypes: Sequence[str]) -> tuple[list[tuple[str, str, int]], int]:
+        """(subtype, table, attempt) of the steps of a round still to run, and how many are done."""
         with self.ws.session() as s:
             steps = {
                 (st.subtype, st.table_id): st
@@ -373,75 +490,68 @@ class _Generator:
         todo: list[tuple[str, str, int]] = []
         present = 0
         for subtype in subtypes:
-            for table_id in table_ids:
+            for table_id in self.table_ids:
                 step = steps.get((subtype, table_id))
                 if step is None:
                     todo.append((subtype, table_id, 0))
-                elif step.status == STEP_INVALID and self.options.retry_failed:
+                elif self._retryable(step):
                     todo.append((subtype, table_id, step.attempt + 1))
                 else:
                     present += 1
         return todo, present
 
-    # -- the run -----------------------------------------------------------------------------
-    async def run(self) -> GenerationSummary:
-        subtypes = self._subtypes()
-        table_ids = self._table_ids()
-        plan = []
+    def _retryable(self, step: GenerationStep) -> bool:
+        return step.status == STEP_INVALID and self._retry.get(step.id) == step.attempt
+
+    def counts(self) -> tuple[int, int]:
+        """Steps to run and steps already done, over every round asked for (for the summary)."""
+        total = present = 0
         for round_no in range(1, self.options.rounds + 1):
-            todo, present = self._pending(subtypes, table_ids, round_no)
-            plan.append((round_no, todo))
-            self.summary.steps_present += present
-            self.summary.steps_total += len(todo)
-        self.gateway = Gateway(self.ws, self.llm)
-        try:
-            for round_no, todo in plan:
-                if not todo:
-                    continue
-                rounds = {st: self._ensure_round(st, round_no) for st in dict.fromkeys(p[0] for p in todo)}
-                pairs = [_Pair(rounds[st], st, tid, attempt) for st, tid, attempt in todo]
-                self.summary.rounds.append(round_no)
-                self._load_indexes(subtypes)
-                await self._run_steps(pairs)
-                if self.summary.stopped:
-                    break
-        finally:
-            sync_costs(self.summary, self.gateway)
-            await self.gateway.aclose()
-        return self.summary
+            todo, done = self._todo(round_no, self.subtypes)
+            total += len(todo)
+            present += done
+        return total, present
 
-    async def _run_steps(self, pairs: list[_Pair]) -> None:
-        """Generate concurrently; dedup and route, verify and commit in step order (module docs)."""
-        assert self.gateway is not None
-        jobs = [Job(pair.step_id, functools.partial(self._generate, pair=pair)) for pair in pairs]
-        try:
-            outcome = await run_ordered(
-                self.gateway, jobs, window=max(4, 4 * self.llm.concurrency),
-                on_result=lambda _job, generated: self._verify_and_commit(self._dedup_and_route(generated)),
-                on_progress=lambda _progress: self._report(),
-            )
-        finally:
-            # Verification calls of steps that will not be committed are dropped unpaid.
-            await settle(self.verifying)
-            self.verifying = []
-        if outcome.error is not None:
-            record_stop(self.summary, outcome.error)
+    # -- the Step protocol -------------------------------------------------------------------
+    def pending(self) -> list[_Pair]:
+        """The steps still to run of the lowest round that has any, in step order (subtype, then
+        table id), read from the store; its rounds rows made first."""
+        for round_no in range(1, self.options.rounds + 1):
+            todo, _ = self._todo(round_no, self.subtypes)
+            if todo:
+                rounds = {st: self._ensure_round(st, round_no) for st in dict.fromkeys(t[0] for t in todo)}
+                return [_Pair(rounds[st], st, tid, attempt) for st, tid, attempt in todo]
+        return []
 
-    async def _verify_and_commit(self, prepared: _Prepared) -> None:
-        """A step's verdicts, then its commit; the runner awaits this in step order."""
-        verdicts = {}
+    def key(self, piece: _Pair) -> str:
+        return piece.key
+
+    async def call(self, gateway: Gateway, piece: _Pair) -> _Generated:
+        """The generation request (and its repair); a Deferred one is noted for the steps after it."""
+        self._deferred.pop(piece.key, None)
         try:
-            for qid, task in prepared.verifications.items():
-                verdicts[qid] = await task
-        except BaseException:
-            await settle(prepared.verifications.values())
+            return await self._generate(gateway, piece)
+        except Deferred:
+            self._deferred[piece.key] = gateway
             raise
-        self._commit(prepared, verdicts)
+
+    def commit(self, piece: _Pair, result: _Generated) -> Awaitable[None]:
+        """Dedup and route now (a prediction, so the verifications start at once); the awaitable
+        waits for the steps before it, dedups for good, verifies and commits."""
+        self._stored.refresh()
+        new, _ = self._dedup(result, [self._stored.index(piece.subtype, piece.table_id), self._overlay(piece)])
+        self._predicted[piece.key] = (piece, [(qid, text) for qid, text, _ in new])
+        tasks = {qid: self._start_verification(result, text) for qid, text, extra in new if extra.get("route") == "agent"}
+        return self._verify_and_commit(piece, result, tasks)
+
+    async def aclose(self) -> None:
+        """Cancel the verifications of steps the runner dropped (a stopped run)."""
+        await settle(list(self._verifying))
 
     # -- one step ----------------------------------------------------------------------------
     async def _generate(self, gateway: Gateway, pair: _Pair) -> _Generated:
         seeds = self._draw_seeds(pair)
-        generated = _Generated(pair, seeds)
+        generated = _Generated(pair, seeds, gateway=gateway)
         messages = [{"role": "user", "content": self._prompt(pair, seeds)}]
         per_round = self.options.per_round
         try:
@@ -485,13 +595,13 @@ class _Generator:
         )
 
     def _table(self, table_id: str) -> Table:
-        table = self.tables.get(table_id)
+        table = self._tables.get(table_id)
         if table is None:
             with self.ws.session() as s:
                 rec = s.get(TableRecord, table_id)
                 assert rec is not None
                 table = rec.to_table()
-            self.tables[table_id] = table
+            self._tables[table_id] = table
         return table
 
     def _earlier_questions(self, pair: _Pair) -> list[str]:
@@ -506,51 +616,111 @@ class _Generator:
             ).all()
         return list(reversed(rows))
 
-    def _load_indexes(self, subtypes: Sequence[str]) -> None:
-        self.indexes = {}
-        with self.ws.session() as s:
-            rows = s.exec(
-                select(Question.id, Question.text, Question.subtype, Question.table_id)
-                .where(Question.subtype.in_(list(subtypes)))  # type: ignore[union-attr]
-                .order_by(col(Question.created_at), col(Question.id))
-            ).all()
-        for qid, text, subtype, table_id in rows:
-            if subtype is not None:  # the query selects subtypes in a list, so never None
-                self._index(subtype, table_id).add(qid, text)
+    # -- dedup and routing -------------------------------------------------------------------
+    def _in_scope_before(self, other: _Pair, pair: _Pair) -> bool:
+        """True when ``other`` is a step before ``pair`` whose questions ``pair`` is compared with."""
+        if other.round.round != pair.round.round or other.subtype != pair.subtype:
+            return False
+        if self.options.dedup_scope == "table":
+            return False  # one step per (round, subtype, table): nothing before it in its scope
+        return self._order[other.table_id] < self._order[pair.table_id]
 
-    def _index(self, subtype: str, table_id: str) -> DedupIndex:
-        key = subtype if self.options.dedup_scope == "subtype" else (subtype, table_id)
-        index = self.indexes.get(key)
-        if index is None:
-            index = self.indexes[key] = DedupIndex(self.options.rouge_threshold)
-        return index
+    def _overlay(self, pair: _Pair) -> DedupIndex:
+        """The predicted questions of the steps before ``pair`` that are not committed yet."""
+        overlay = DedupIndex(self.options.rouge_threshold)
+        earlier = sorted((p for p, _ in self._predicted.values() if self._in_scope_before(p, pair)),
+                         key=lambda p: self._order[p.table_id])
+        for p in earlier:
+            for qid, text in self._predicted[p.key][1]:
+                overlay.add(qid, text)
+        return overlay
 
-    def _dedup_and_route(self, generated: _Generated) -> _Prepared:
+    def _dedup(self, generated: _Generated, indexes: list[DedupIndex]) -> tuple[list[tuple[str, str, dict[str, Any]]], list[dict[str, Any]]]:
+        """The step's new questions (with their route) and its duplicates, against ``indexes``
+        (in order: what came first wins a tie) and the step's own earlier questions."""
         pair = generated.pair
-        index = self._index(pair.subtype, pair.table_id)
+        own = DedupIndex(self.options.rouge_threshold)
         new: list[tuple[str, str, dict[str, Any]]] = []
         duplicates: list[dict[str, Any]] = []
-        verifications: dict[str, asyncio.Task[tuple[_Verdict | None, list[str], str | None]]] = {}
         for text in generated.questions:
-            dup: Duplicate | None = index.find(text)
+            dup = _first_duplicate([*indexes, own], text)
             if dup is not None:
                 duplicates.append(dup.as_dict(text))
                 continue
             qid = Question.make_id(pair.table_id, text, pair.subtype)
-            index.add(qid, text)
+            own.add(qid, text)
             extra: dict[str, Any] = {}
             if pair.round.past_target:
                 draw = int(content_hash({"seed": self.options.seed, "question": qid, "purpose": "route"}), 16) / 16**32
                 extra = {"route": "human" if draw < self.options.human_share else "agent", "route_draw": round(draw, 6)}
-                if extra["route"] == "agent":
-                    verifications[qid] = asyncio.create_task(self._verify(pair, text))
-                    self.verifying.append(verifications[qid])
             new.append((qid, text, extra))
-        return _Prepared(generated, new, duplicates, verifications)
+        return new, duplicates
 
-    async def _verify(self, pair: _Pair, question: str) -> tuple[_Verdict | None, list[str], str | None]:
+    def _start_verification(self, generated: _Generated, text: str) -> asyncio.Task[_VerifyResult]:
+        assert generated.gateway is not None
+        task = asyncio.ensure_future(self._verify(generated.gateway, generated.pair, text))
+        self._verifying.add(task)
+        task.add_done_callback(self._verifying.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # read when dropped: no warning
+        return task
+
+    async def _wait_for_earlier(self, pair: _Pair, gateway: Gateway | None) -> bool:
+        """Wait until every earlier step of the round and subtype is committed or held by no
+        live worker. False when one of them waits for a batch in this pass: this step waits too."""
+        if self.options.dedup_scope == "table":
+            return True
+        while True:
+            todo, _ = self._todo(pair.round.round, [pair.subtype])
+            earlier = [piece_key(st, pair.round.round, tid, attempt) for st, tid, attempt in todo
+                       if self._order[tid] < self._order[pair.table_id]]
+            if not earlier:
+                return True
+            if any(self._deferred.get(k) is gateway for k in earlier):
+                return False
+            if not self._claimed(earlier):
+                return True  # left by a stopped worker, or waiting for a batch of another pass
+            await asyncio.sleep(_WAIT_S)
+
+    def _claimed(self, keys: list[str]) -> bool:
+        with self.ws.session() as s:
+            return s.exec(select(WorkClaim.piece).where(
+                WorkClaim.step == self.name, col(WorkClaim.piece).in_(keys), WorkClaim.expires_at >= utcnow(),
+            ).limit(1)).first() is not None
+
+    async def _verify_and_commit(self, pair: _Pair, generated: _Generated,
+                                 tasks: dict[str, asyncio.Task[_VerifyResult]]) -> None:
+        """After the earlier steps: the final dedup, the verdicts, the commit (in step order)."""
+        try:
+            prepared: _Prepared | None = None
+            if await self._wait_for_earlier(pair, generated.gateway):
+                self._stored.refresh()
+                new, duplicates = self._dedup(generated, [self._stored.index(pair.subtype, pair.table_id)])
+                wanted = {qid: text for qid, text, extra in new if extra.get("route") == "agent"}
+                for qid in [q for q in tasks if q not in wanted]:
+                    tasks.pop(qid).cancel()  # predicted, but a duplicate after all
+                for qid, text in wanted.items():
+                    if qid not in tasks:
+                        tasks[qid] = self._start_verification(generated, text)
+                prepared = _Prepared(generated, new, duplicates)
+            # Every verification reaches the gateway (or the batch) before anything is raised.
+            results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException) and not isinstance(result, Deferred):
+                    raise result
+            deferred = next((r for r in results if isinstance(r, Deferred)), None)
+            if prepared is None or deferred is not None:
+                # Not committed: the step (and so the steps after it) waits for the next pass.
+                assert generated.gateway is not None
+                self._deferred[pair.key] = generated.gateway
+                raise deferred if deferred is not None else Deferred(pair.key)
+            verdicts = {qid: r for qid, r in zip(tasks, results) if not isinstance(r, BaseException)}
+            self._commit(prepared, verdicts)
+            self._predicted.pop(pair.key, None)
+        finally:
+            await settle([t for t in tasks.values() if not t.done()])
+
+    async def _verify(self, gateway: Gateway, pair: _Pair, question: str) -> _VerifyResult:
         """The verification agent's verdict, its call ids, and an error if its reply was invalid."""
-        assert self.gateway is not None
         prompt = render(
             "verify_question",
             subtype=pair.subtype,
@@ -561,7 +731,7 @@ class _Generator:
             question=question,
         )
         try:
-            verdict, completions = await self.gateway.complete_json(
+            verdict, completions = await gateway.complete_json(
                 [{"role": "user", "content": prompt}],
                 validate=parse_verdict,
                 purpose=VERIFY_PURPOSE,
@@ -588,6 +758,12 @@ class _Generator:
         }
         counts = {"agent": 0, "human": 0, "accepted": 0, "rejected": 0, "failed": 0, "left_alone": 0, "present": 0}
         with self.ws.session() as s:
+            held_step = s.get(GenerationStep, pair.step_id)
+            if held_step is not None and not (held_step.status == STEP_INVALID and held_step.attempt < pair.attempt):
+                # Committed meanwhile by a run that does not share our claims (another model):
+                # its records stand.
+                self.summary.steps_present += 1
+                return
             for qid, text, extra in prepared.new:
                 held = s.get(Question, qid)
                 if held is not None:
@@ -649,7 +825,7 @@ class _Generator:
                     label.update({k: v[k] for k in ("answerable", "matches_subtype", "unambiguous", "reasons", "call_id")})
                     agent_review(s, question, label, model=model)
                     counts["accepted" if accepted else "rejected"] += 1
-            step = s.get(GenerationStep, pair.step_id) or GenerationStep(
+            step = held_step or GenerationStep(
                 id=pair.step_id, round_id=pair.round.id, table_id=pair.table_id, subtype=pair.subtype,
                 round=pair.round.round, model=model,
             )
@@ -664,6 +840,9 @@ class _Generator:
             step.error = generated.error
             s.add(step)
         summary = self.summary
+        if pair.round.round not in summary.rounds:
+            summary.rounds.append(pair.round.round)
+            summary.rounds.sort()
         summary.steps_done += 1
         summary.steps_failed += bool(generated.error)
         summary.questions_new += len(prepared.new) - counts["present"]
@@ -676,12 +855,58 @@ class _Generator:
         summary.verified_rejected += counts["rejected"]
         summary.verification_failed += counts["failed"]
 
-    # -- progress ----------------------------------------------------------------------------
-    def _report(self) -> None:
-        sync_costs(self.summary, self.gateway)
-        if self.on_progress is not None:
-            s = self.summary
-            self.on_progress(s.steps_done, s.steps_total, s.progress_note())
+
+class _StoredIndex:
+    """Dedup indexes of the stored questions of the run's subtypes (one per subtype, or per
+    subtype and table), brought up to date from the store by :meth:`refresh`: it reads what was
+    stored since its last look (by anyone), so a step sees the other workers' commits."""
+
+    def __init__(self, ws: Workspace, subtypes: Sequence[str], options: GenerationOptions) -> None:
+        self.ws = ws
+        self.subtypes = list(subtypes)
+        self.options = options
+        self._indexes: dict[Any, DedupIndex] = {}
+        self._known: set[str] = set()
+        self._seen_until: Any = None  # the newest created_at read so far
+
+    def index(self, subtype: str, table_id: str) -> DedupIndex:
+        key = subtype if self.options.dedup_scope == "subtype" else (subtype, table_id)
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = DedupIndex(self.options.rouge_threshold)
+        return index
+
+    def refresh(self) -> None:
+        query = select(  # type: ignore[call-overload]
+            Question.id, Question.text, Question.subtype, Question.table_id, Question.created_at,
+        ).where(col(Question.subtype).in_(self.subtypes))
+        if self._seen_until is not None:
+            # A question is stamped before its transaction commits: look back a while, so one
+            # committed late by another worker is still read (the ids read are skipped).
+            query = query.where(col(Question.created_at) >= self._seen_until - _LOOK_BACK)
+        with self.ws.session() as s:
+            rows = s.exec(query.order_by(col(Question.created_at), col(Question.id))).all()
+        for qid, text, subtype, table_id, created_at in rows:
+            if self._seen_until is None or created_at > self._seen_until:
+                self._seen_until = created_at
+            if qid in self._known or subtype is None:  # the query selects subtypes in a list: never None
+                continue
+            self._known.add(qid)
+            self.index(subtype, table_id).add(qid, text)
+
+
+def _first_duplicate(indexes: Sequence[DedupIndex], text: str) -> Duplicate | None:
+    """What ``text`` duplicates in several indexes read as one, in order: the first exact
+    repeat, else the best ROUGE-L match (the earliest of equal ones)."""
+    found = [d for d in (index.find(text) for index in indexes) if d is not None]
+    exact = next((d for d in found if d.kind == "exact"), None)
+    if exact is not None:
+        return exact
+    best: Duplicate | None = None
+    for d in found:
+        if best is None or d.score > best.score:
+            best = d
+    return best
 
 
 def parse_question_list(value: Any, limit: int) -> list[str]:
@@ -750,7 +975,7 @@ def _promoted_sources(ws: Workspace, subtype: str) -> dict[str, str]:
 
 
 __all__ = [
-    "GenerationError", "GenerationOptions", "GenerationSummary",
+    "GenerationError", "GenerationOptions", "GenerationSummary", "QuestionStep",
     "generate_questions", "generate_questions_async", "load_generation_options",
     "parse_question_list", "parse_verdict", "round_id", "step_id",
 ]

@@ -10,6 +10,8 @@
 - :mod:`~tqaforge.llm.gateway`: :class:`Gateway`, which ties them together, and :func:`run`
 - :mod:`~tqaforge.llm.runner`: :func:`run_ordered`, the ordered, resumable, budgeted runner of
   many jobs, with its :class:`StopReason` and :class:`RunProgress`
+- :mod:`~tqaforge.llm.batches`: requests put aside, sent through a provider's Batch API or written
+  for local inference, and collected into the ledger (:mod:`~tqaforge.llm.batchfiles`: their JSONL)
 """
 
 from tqaforge.llm.calls import Completion, request_id, request_params

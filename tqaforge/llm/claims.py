@@ -123,5 +123,7 @@ class Claims:
             self._run(go)
 
     def release_all(self) -> None:
-        """Give up every claim of this worker (it is stopping)."""
-        self._run(lambda conn: conn.execute(delete(_CLAIMS).where(_CLAIMS.c.owner == self.owner)))
+        """Give up every claim of this worker (it is stopping), and clear the step's lapsed claims:
+        those a dead worker left on pieces it finished before it died, which nobody takes again."""
+        self._run(lambda conn: conn.execute(delete(_CLAIMS).where(
+            (_CLAIMS.c.owner == self.owner) | ((_CLAIMS.c.step == self.step) & (_CLAIMS.c.expires_at < utcnow())))))

@@ -38,8 +38,9 @@ What it guarantees:
   for those in flight, and once spent + it alone would pass, :class:`BudgetExceeded` is raised
   before sending and every later paid call is refused too, so a run stops cleanly with its
   finished calls stored. A reply is charged its usage clamped to that worst case, whatever the
-  endpoint claims, so spent never passes ``max_cost``. A model with no entry in ``prices`` costs
-  0, and ``max_cost`` then never stops it. ``max_cost`` must be a positive finite number.
+  endpoint claims, so spent never passes ``max_cost``. Prices come from ``[llm.prices]``, else
+  genai-prices (:mod:`tqaforge.llm.prices`); a model with neither and a ``max_cost`` is refused
+  when the gateway is made, before any call. ``max_cost`` must be a positive finite number.
 - **Usage is checked, not believed.** A reply whose usage its request cannot have produced
   (completion tokens above ``max_tokens``, prompt tokens far beyond the prompt's bytes, negative
   or non-numeric counts) raises :class:`ImpossibleUsage`: the call is recorded as an error at
@@ -85,6 +86,7 @@ from tqaforge.llm.budget import Budget, Hold
 from tqaforge.llm.calls import BatchRequest, Completion, PutAside, request_id, request_params, wire_seed
 from tqaforge.llm.ledger import Ledger
 from tqaforge.llm.limits import RETRYABLE_STATUS, TokenBucket, backoff_delay, retry_after
+from tqaforge.llm.prices import require_price
 from tqaforge.llm.replies import (
     METER,
     Impossible,
@@ -130,6 +132,7 @@ class Gateway:
         on_call: Callable[[Completion], None] | None = None,
         budget: Budget | None = None,
     ) -> None:
+        require_price(settings, budget=budget)  # a budget that could never stop the model: refused before any call
         self.ws = ws
         self.settings = settings
         self._listeners: list[Callable[[Completion], None]] = [on_call] if on_call is not None else []
@@ -493,7 +496,7 @@ class Gateway:
                     seed=seed, sample=sample, response=reply,
                     text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     cost=total, latency_ms=latency_ms, status="ok", error=None, purpose=purpose,
-                    created_at=utcnow(),
+                    created_at=utcnow(), **_price_fields(s),
                 )
                 # The call's cost includes replies that came back unusable but were billed.
                 return record, Completion(call_id, text, False, total, prompt_tokens, completion_tokens)
@@ -567,6 +570,7 @@ class Gateway:
             params=attempts.params, seed=attempts.seed, sample=attempts.sample, response=attempts.body, text=None,
             prompt_tokens=attempts.tokens[0], completion_tokens=attempts.tokens[1], cost=attempts.cost,
             latency_ms=None, status="error", error=problem, purpose=attempts.purpose, created_at=utcnow(),
+            **_price_fields(self.settings),
         )
         message = f"{attempts.purpose}: model {self.settings.model} at {self.endpoint}: {problem}"
         if issubclass(error_cls, InvalidReply):
@@ -618,6 +622,13 @@ def _status_hint(status: int) -> str:
         return "check [llm] base_url (it usually ends in /v1) and the model name"
     return "the endpoint rejected the request; see the message above"
 
+
+
+def _price_fields(settings: LLMSettings) -> dict[str, Any]:
+    """What a call record says of its price: the rates it was charged at and their source."""
+    price = settings.price
+    return dict(price_input=None if price is None else price.input, price_output=None if price is None else price.output,
+                price_source=settings.price_source, transport="online")
 
 
 def run(coro: Awaitable[T]) -> T:

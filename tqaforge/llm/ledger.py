@@ -24,7 +24,7 @@ from tqaforge.llm.calls import Completion
 from tqaforge.schemas.records import LLMCall
 from tqaforge.store import Workspace
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "upsert_statement"]
 
 T = TypeVar("T")
 
@@ -34,11 +34,12 @@ _CACHED = select(_CALLS.c.text, _CALLS.c.prompt_tokens, _CALLS.c.completion_toke
 )
 
 
-def _upsert_statement(dialect: str) -> Any:
+def upsert_statement(dialect: str) -> Any:
     """One INSERT .. ON CONFLICT statement for the whole row, built once (SQLite, PostgreSQL).
 
     An error row never replaces an ok one (another run may have answered the request
-    meanwhile); anything else replaces what was there. None for other databases.
+    meanwhile); anything else replaces what was there. None for other databases. Shared with
+    :mod:`~tqaforge.llm.batches`, whose collected replies obey the same rule.
     """
     if dialect not in ("sqlite", "postgresql"):
         return None
@@ -60,7 +61,7 @@ class Ledger:
         self.ws = ws
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tqaforge-llm-store")
         self._db_conn: Connection | None = None  # opened and used by that thread only
-        self._upsert = _upsert_statement(ws.engine.dialect.name)
+        self._upsert = upsert_statement(ws.engine.dialect.name)
 
     async def lookup(self, call_id: str) -> Completion | None:
         """The stored ok answer to this request (a cached Completion), None when there is none."""

@@ -31,15 +31,20 @@ API_KEY_ENV = "OPENAI_API_KEY"
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens; ``batch_input`` / ``batch_output``: the provider's Batch API rates
+    when an ``[llm.prices]`` entry gives them (None: ``[llm] batch_discount`` x the online rate)."""
 
     input: float
     output: float
+    batch_input: float | None = None
+    batch_output: float | None = None
 
     def __post_init__(self) -> None:
         # A NaN or infinite price makes every budget comparison false: the budget would be off.
-        for name in ("input", "output"):
+        for name in ("input", "output", "batch_input", "batch_output"):
             value = getattr(self, name)
+            if value is None and name.startswith("batch_"):
+                continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
                 raise ConfigError(
                     f"[llm.prices] {name} = {value!r} is not a price",
@@ -73,6 +78,7 @@ class LLMSettings:
     malformed_retries: int = 2  # retries of replies with no usable content (within max_retries)
     default_max_tokens: int = 4096  # max_tokens sent when a call sets none (so the budget has a worst case)
     max_reply_bytes: int = 4 * 1024 * 1024  # hard cap on a reply body, whatever max_tokens says
+    batch_discount: float = 0.5  # an [llm.prices] rate x this for Batch API calls (OpenAI bills half)
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -90,6 +96,9 @@ class LLMSettings:
             raise ConfigError("[llm] max_retries and malformed_retries cannot be negative")
         if self.default_max_tokens < 1:
             raise ConfigError(f"[llm] default_max_tokens must be at least 1, not {self.default_max_tokens}")
+        if not (isinstance(self.batch_discount, (int, float)) and 0 < self.batch_discount <= 1):
+            raise ConfigError(f"[llm] batch_discount must be a number above 0 and at most 1, not {self.batch_discount!r}",
+                              hint="the Batch API price as a share of the online price, e.g. batch_discount = 0.5")
         if self.max_reply_bytes < 1024:
             raise ConfigError(f"[llm] max_reply_bytes must be at least 1024, not {self.max_reply_bytes}")
         if self.base_url is not None:
@@ -103,8 +112,18 @@ class LLMSettings:
 
     @property
     def price(self) -> Price | None:
-        """The price of this settings' model, None when the table has none."""
-        return self.prices.get(self.model)
+        """The online price of this settings' model: ``[llm.prices]``, else genai-prices; None
+        when neither knows it (see :func:`tqaforge.llm.prices.quote`)."""
+        from tqaforge.llm.prices import quote  # prices builds on this module
+
+        return quote(self).price
+
+    @property
+    def price_source(self) -> str:
+        """Where :attr:`price` comes from, e.g. ``"[llm.prices]"`` or ``"genai-prices 0.2.3: openai gpt-4o-mini"``."""
+        from tqaforge.llm.prices import quote
+
+        return quote(self).source
 
 
 def _check_base_url(url: str) -> None:
@@ -131,7 +150,8 @@ _SETTING_HINTS = {
     "timeout_s": "[llm] timeout_s is the seconds a whole request may take, e.g. 60",
 }
 _INT_KEYS = {"concurrency", "max_retries", "malformed_retries", "default_max_tokens", "max_reply_bytes"}
-_FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s"}
+_FLOAT_KEYS = {"requests_per_minute", "tokens_per_minute", "timeout_s", "max_cost", "backoff_s", "backoff_max_s",
+               "batch_discount"}
 _STR_KEYS = {"model", "base_url", "api_key"}
 
 
@@ -146,11 +166,12 @@ def _parse_prices(raw: Any, where: str) -> dict[str, Price]:
             prices[model] = entry
             continue
         try:
-            prices[model] = Price(input=float(entry["input"]), output=float(entry["output"]))
-        except (TypeError, KeyError, ValueError):
+            batch = {k: float(entry[k]) for k in ("batch_input", "batch_output") if entry.get(k) is not None}
+            prices[model] = Price(input=float(entry["input"]), output=float(entry["output"]), **batch)
+        except (TypeError, KeyError, ValueError, AttributeError):
             raise ConfigError(
                 f"{where}: [llm.prices.{json.dumps(model)}] needs numbers input = ... and output = ...",
-                hint="USD per million tokens, e.g. input = 0.15, output = 0.60",
+                hint="USD per million tokens, e.g. input = 0.15, output = 0.60 (optionally batch_input, batch_output)",
             ) from None
     return prices
 

@@ -43,12 +43,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlmodel import col, select
+from sqlmodel import col, delete, select
 
 from tqaforge.errors import ConfigError, LLMError, StoreError
 from tqaforge.llm.budget import Budget, SharedBudget
@@ -58,7 +59,7 @@ from tqaforge.llm.gateway import Gateway, run
 from tqaforge.llm.runner import Job, StopReason, run_ordered
 from tqaforge.llm.settings import LLMSettings
 from tqaforge.progress import Progress
-from tqaforge.schemas.records import LLMBatch
+from tqaforge.schemas.records import LLMBatch, WorkClaim
 from tqaforge.store import Workspace
 
 __all__ = ["ENDED_STATES", "TRANSPORTS", "CallSummary", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
@@ -262,6 +263,7 @@ def _one_writer(ws: Workspace, step: Step[Any, Any], summary: CallSummary) -> It
     try:
         with ws.lock(f"step {family}", wait=False):
             summary.notes.append("SQLite: one process at a time runs this step (use PostgreSQL to run several)")
+            _drop_dead_claims(ws, family)
             yield
     except StoreError as exc:
         if "lock" not in str(exc).lower() and "held" not in str(exc).lower() and "running" not in str(exc).lower():
@@ -271,12 +273,23 @@ def _one_writer(ws: Workspace, step: Step[Any, Any], summary: CallSummary) -> It
                               "several workers or machines at once") from None
 
 
+def _drop_dead_claims(ws: Workspace, family: str) -> None:
+    """Under the SQLite lock no other worker of ``family`` lives: claims left in the store are a
+    killed run's, and are dropped now rather than waited for until their lease lapses."""
+    with ws.session() as s:
+        s.exec(delete(WorkClaim).where(  # type: ignore[call-overload]
+            (col(WorkClaim.step) == family) | col(WorkClaim.step).startswith(f"{family}:")))
+
+
 async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: RunnerOptions, budget: Budget | None,
                     on_progress: Progress | None, summary: CallSummary) -> list[str]:
     """Run what is left once, with every worker; the batches this pass submitted."""
     gateway = Gateway(ws, llm, budget=budget)
     gateway.put_aside = PutAside(_waiting(ws), collect=options.transport != "online")
     waiting: set[str] = set()  # pieces whose requests wait in a batch: left for the next pass
+    # Pieces this pass finished: never taken again in it, even when the step's commit leaves
+    # them pending (a person's decision the commit must not overwrite, say).
+    finished: set[str] = set()
     done = [0]
     total = [len(step.pending())]
     workers = [_Worker(ws, step, options, i) for i in range(options.workers)]
@@ -298,7 +311,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
     async def work(worker: _Worker[P, R]) -> None:
         chunk = options.chunk or 4 * options.window
         while summary.stopped is None:
-            todo = [p for p in step.pending() if step.key(p) not in waiting]
+            todo = [p for p in step.pending() if step.key(p) not in waiting and step.key(p) not in finished]
             if not todo:
                 return
             by_key = {step.key(p): p for p in todo}
@@ -310,7 +323,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                 return
             # Another worker may have finished some of them between our look and our claim (it
             # commits, then lets go): look again, now that they are ours.
-            still = {step.key(p) for p in step.pending()}
+            still = {step.key(p) for p in step.pending()} - finished
             gone = [k for k in mine if k not in still]
             if gone:
                 await asyncio.to_thread(worker.claims.release, gone)
@@ -324,18 +337,38 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                 except Deferred:
                     return _DEFERRED
 
-            def finish(job: Job[Any], result: Any, by_key: dict[str, P] = by_key) -> Awaitable[None] | None:
+            follow_ups: dict[str, Awaitable[None]] = {}  # commits with follow-up calls, not yet awaited
+
+            def finish(job: Job[Any], result: Any, by_key: dict[str, P] = by_key,
+                       follow_ups: dict[str, Awaitable[None]] = follow_ups) -> Awaitable[None] | None:
                 if result is _DEFERRED:
                     waiting.add(job.key)
                     return None
+                finished.add(job.key)
+                rest = step.commit(by_key[job.key], result)
+                if rest is not None:
+                    follow_ups[job.key] = rest
+                return follow_up(job.key, follow_ups)
+
+            async def follow_up(key: str, follow_ups: dict[str, Awaitable[None]]) -> None:
+                if key in follow_ups:
+                    try:
+                        await follow_ups.pop(key)
+                    except Deferred:  # a follow-up call waits for a batch: not committed, left for the next pass
+                        waiting.add(key)
+                        return
                 done[0] += 1
-                return step.commit(by_key[job.key], result)
+                # Committed: let go of it at once, so the claims in the store are the work in progress.
+                await asyncio.to_thread(worker.claims.release, [key])
 
             jobs = [Job(k, functools.partial(call, piece=by_key[k])) for k in mine]
             try:
                 outcome = await run_ordered(gateway, jobs, window=options.window, on_result=finish,
                                             on_progress=lambda _p: report())
             finally:
+                for rest in follow_ups.values():  # dropped by run_ordered (a stop): never started
+                    if inspect.iscoroutine(rest):
+                        rest.close()
                 await asyncio.to_thread(worker.claims.release, mine)
             if outcome.error is not None:
                 summary.stop(outcome.error)
