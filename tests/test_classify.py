@@ -579,33 +579,49 @@ def test_typing_with_two_workers_stores_what_one_worker_does(tmp_path):
     assert stored[1]["How many silver medals did Canada win?"][1]["model"] == "typist"
 
 
-def test_typing_under_the_batch_transport_puts_its_requests_aside(sqlite_workspace, tmp_path, monkeypatch):
-    """--transport batch: no request reaches the endpoint; each question's request is put aside
-    for one batch, and nothing is typed until its reply is in the store."""
-    import tqaforge.llm.step as step_module
+def _answer_offline(requests: Path, output: Path, reply: Any) -> int:
+    """What a local inference tool (``vllm run-batch``) writes for a batch file: one reply a line."""
+    lines = []
+    for n, raw in enumerate(requests.read_text().splitlines()):
+        line = json.loads(raw)
+        text = reply(line["body"])
+        body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": line["body"]["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
+        lines.append(json.dumps({"id": f"o{n}", "custom_id": line["custom_id"],
+                                 "response": {"status_code": 200, "body": body}, "error": None}))
+    output.write_text("".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def test_typing_through_an_offline_batch_then_online_pays_nothing_twice(sqlite_workspace, tmp_path):
+    """--transport offline: no request reaches the endpoint, every question's request goes into
+    one batch file and nothing is typed; once its output is imported, the run online finds the
+    replies in the store and only the repairs are sent."""
+    from tqaforge.llm.batches import import_offline
     from tqaforge.llm.step import RunnerOptions
 
-    submitted: list[list] = []
-
-    def submit(ws, llm, step, options, budget, requests, summary):
-        submitted.append(list(requests))
-        summary.batches.append("batch-1")
-        return ["batch-1"]
-
-    monkeypatch.setattr(step_module, "_submit", submit)
     _import(sqlite_workspace, tmp_path)
     before = _typings(sqlite_workspace)
+    requests = tmp_path / "requests.jsonl"
     with OpenAIServer(scripted_typist) as server:
-        summary = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server),
-                                     runner=RunnerOptions(transport="batch"))
+        first = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server),
+                                   runner=RunnerOptions(transport="offline", offline_file=requests))
         assert server.requests == []
-    assert summary.calls.deferred == 6 and summary.calls.waiting == 6 and summary.questions == 0
-    assert len(submitted) == 1 and len(submitted[0]) == 6  # one batch carries every question's request
-    asked = sorted(_question_of(r.body) for r in submitted[0])
-    assert asked == sorted(text for text, _ in _ITEMS)
-    assert all(r.body["model"] == "typist" and r.body["temperature"] == 0 for r in submitted[0])
-    assert _typings(sqlite_workspace) == before  # nothing typed yet
-    assert any("batch-1" in line for line in summary.lines())
+        assert first.calls.deferred == 6 and first.calls.waiting == 6 and first.questions == 0 and not first.failed
+        assert _typings(sqlite_workspace) == before  # nothing typed yet
+        sent = [json.loads(line)["body"] for line in requests.read_text().splitlines()]
+        assert sorted(_question_of(b) for b in sent) == sorted(text for text, _ in _ITEMS)
+        assert {b["model"] for b in sent} == {"typist"} and any(str(requests) in line for line in first.lines())
+
+        assert _answer_offline(requests, tmp_path / "out.jsonl", scripted_typist) == 6
+        assert import_offline(sqlite_workspace, tmp_path / "out.jsonl").ok == 6
+        second = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server))
+        # The six replies from the store; the two invalid ones get their repair online.
+        assert (second.cached_calls, second.paid_calls, len(server.requests)) == (6, 2, 2)
+        assert all(len(body["messages"]) > 1 for body in server.requests)  # only repairs were sent
+        assert (second.questions, second.invalid, second.already) == (5, 1, 0)
+    assert _typings(sqlite_workspace)["How many silver medals did Canada win?"][0] == "extraction"
 
 
 def test_a_stopped_typing_run_resumes_where_it_stopped(sqlite_workspace, tmp_path):

@@ -383,32 +383,43 @@ def test_the_model_run_and_the_judge_with_two_workers_give_what_one_worker_gives
     assert {v.correct for v in verdicts[1].values()} == {True, False}  # the verdicts differ: the test sees them
 
 
-def test_the_model_run_under_the_batch_transport_puts_its_requests_aside(
+def test_the_model_run_through_an_offline_batch_scores_once_its_replies_are_in(
     grid_release: Path, sqlite_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`evaluate --model M --transport batch`: no request reaches the endpoint, every row's request
-    goes into one batch, nothing is scored until the replies are in (the command says so)."""
+    """`evaluate --model M --transport offline --batch-file F`: no request reaches the endpoint,
+    every row's request goes into the file, nothing is scored (the command says why); once the
+    file's output is imported, the same command scores from the store and pays nothing."""
     from openai_server import OpenAIServer
 
-    import tqaforge.llm.step as step_module
+    from tqaforge.llm.batches import import_offline
 
-    submitted: list[list[Any]] = []
-
-    def submit(ws, llm, step, options, budget, requests, summary):  # type: ignore[no-untyped-def]
-        submitted.append(list(requests))
-        summary.batches.append("batch-1")
-        return ["batch-1"]
-
-    monkeypatch.setattr(step_module, "_submit", submit)
+    requests, output = tmp_path / "requests.jsonl", tmp_path / "output.jsonl"
+    args = ["evaluate", "--release", str(grid_release), "--model", "m1", "--limit", "5", "--no-plots",
+            "--out", str(tmp_path / "o"), "--workspace", str(sqlite_workspace.root)]
     with OpenAIServer(_echo_question) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        result = CliRunner().invoke(app, ["evaluate", "--release", str(grid_release), "--model", "m1", "--limit", "5",
-                                          "--transport", "batch", "--model-workers", "2", "--no-plots",
-                                          "--out", str(tmp_path / "o"), "--workspace", str(sqlite_workspace.root)])
+        result = CliRunner().invoke(app, [*args, "--transport", "offline", "--batch-file", str(requests),
+                                          "--model-workers", "2"])
         assert server.requests == []
-    assert result.exit_code == 0, result.output
-    assert "0 of 5 rows answered" in result.output and "5 put aside for a batch" in result.output
-    assert "5 rows wait for their replies" in result.output and "batch-1" in result.output
-    assert len(submitted) == 1 and len(submitted[0]) == 5 and {r.model for r in submitted[0]} == {"m1"}
-    assert not (tmp_path / "o" / "scores.json").exists()  # nothing scored yet
+        assert result.exit_code == 0, result.output
+        assert "0 of 5 rows answered" in result.output and "5 put aside for a batch" in result.output
+        assert "5 rows wait for their replies" in result.output
+        assert not (tmp_path / "o" / "scores.json").exists()  # nothing scored yet
+        lines = [json.loads(line) for line in requests.read_text().splitlines()]
+        assert len(lines) == 5 and {line["body"]["model"] for line in lines} == {"m1"}
+
+        with output.open("w") as fh:  # what local inference (vllm run-batch) writes back
+            for n, line in enumerate(lines):
+                body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "m1",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": _echo_question(line["body"])},
+                                     "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}}
+                fh.write(json.dumps({"id": f"o{n}", "custom_id": line["custom_id"],
+                                     "response": {"status_code": 200, "body": body}, "error": None}) + "\n")
+        assert import_offline(sqlite_workspace, output).ok == 5
+        again = CliRunner().invoke(app, args)
+        assert server.requests == []  # every reply from the store
+    assert again.exit_code == 0, again.output
+    assert "5 of 5 rows answered" in again.output and "0 paid calls, 5 from the cache" in again.output
+    assert (tmp_path / "o" / "scores.json").exists()
