@@ -751,11 +751,13 @@ class _Typing:
     meanwhile, is not written and not asked again in this run (the next run asks the cache).
 
     Results are written in order, in transactions of ``_LLM_CHUNK`` (one transaction a question
-    made the run twice as slow on SQLite, against the ledger's own writes): :meth:`commit` adds
-    to the pending writes and hands the runner a full chunk to write; :meth:`flush` writes the
-    rest, and runs at each :meth:`pending` (between a worker's claims) and when the run ends,
-    stopped or not, so what the runner finished is stored (a kill loses at most a chunk, whose
-    replies are in the ledger).
+    contended with the ledger's own writes on SQLite: see ``benchmarks/question_typing.py
+    --store``): :meth:`commit` adds to the unwritten results and hands the runner a full chunk
+    to write; :meth:`flush` writes the rest, at each :meth:`pending` (between a worker's claims)
+    and when the run ends, stopped or not, so what the runner finished is stored. A kill loses
+    at most a chunk of writes, whose replies are in the ledger; and between the runner letting go
+    of a question and its chunk being written, a worker of another process may type it again,
+    from the cache, to the same record (never paying twice).
     """
 
     def __init__(self, ws: Workspace, work: list[_Work], options: ClassifyOptions, finder: CueFinder | None,
