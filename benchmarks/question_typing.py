@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/question_typing.py [--tagger auto|nltk|wordlist]
     .venv/bin/python benchmarks/question_typing.py --llm 100 [--model M] [--max-cost USD]
+    .venv/bin/python benchmarks/question_typing.py --store 2000   # classify_questions on a loopback model
 
 FREB-TQA's folders are its labels: ``01_str`` holds extraction questions, ``02_rel`` and
 ``03_agg_com`` reasoning questions. We read one file per question set (``02_rel/tat`` and the
@@ -18,6 +19,12 @@ Without ``--llm`` no model is called. With ``--llm N`` (and an endpoint configur
 script also types a seeded sample of N questions per file with the LLM classifier and scores
 the lexical rule, the model and FREB-TQA's combination side by side on that sample. Model calls
 are cached in ``--workspace`` (default ``.bench-typing``), so a rerun pays nothing.
+
+``--store N`` measures the stage itself, :func:`classify_questions` with ``method="llm"``: N
+FREB-TQA questions imported into a fresh workspace, typed by a loopback model that answers at
+once (``tests/openai_server.py``), so the time is the stage's own: selection, requests, the
+ledger and the typing writes. It types them twice: the first run pays every call, the second
+finds everything done (or answered from the cache).
 """
 
 from __future__ import annotations
@@ -200,6 +207,40 @@ def llm_report(per_file: int, workspace: Path, model: str | None, max_cost: floa
             for k in ("extraction", "reasoning")))
 
 
+def store_report(n: int, workers: int) -> None:
+    """classify_questions(method="llm") over n imported questions, against a loopback model."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from openai_server import OpenAIServer  # noqa: E402
+
+    from tqaforge.generation.classify import ClassifyOptions, classify_questions
+    from tqaforge.ingest import ImportOptions, import_paths
+    from tqaforge.llm import LLMSettings
+
+    reply = json.dumps({"cells": ["1"], "operations": [], "type": "extraction"})
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = init_workspace(Path(tmp) / "ws", name="bench-store")
+        started = time.perf_counter()
+        files = [FREB / f for f in ("03_agg_com/wtq_nonfactoid_dev_no_shuffle_short_table.jsonl", *FILES.values())]
+        import_paths(ws, list(dict.fromkeys(files)), ImportOptions(format="freb-tqa"))
+        print(f"typing through the stage: imported in {time.perf_counter() - started:.1f} s")
+        with OpenAIServer(lambda body: reply) as server:
+            settings = LLMSettings(model="bench", base_url=server.url, api_key="k", concurrency=64, timeout_s=30.0)
+            for label in ("first run (paid)", "second run"):
+                started = time.perf_counter()
+                kwargs = {}
+                if workers > 1:
+                    from tqaforge.llm.step import RunnerOptions
+                    kwargs["runner"] = RunnerOptions(workers=workers)
+                summary = classify_questions(ws, ClassifyOptions(method="llm", limit=n), settings, **kwargs)
+                took = time.perf_counter() - started
+                print(f"  {label:18} {summary.questions:5} typed, {summary.changed:5} changed, "
+                      f"{summary.paid_calls} paid, {summary.cached_calls} cached: {took:6.2f} s "
+                      f"({1000 * took / n:.2f} ms a selected question)")
+        ws.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tagger", default="auto", choices=("auto", "nltk", "wordlist"))
@@ -210,7 +251,13 @@ def main() -> None:
     parser.add_argument("--workspace", type=Path, default=REPO / ".bench-typing",
                         help="where model calls are cached (default .bench-typing)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", type=int, default=0, metavar="N",
+                        help="only time classify_questions (llm) on N imported questions against a loopback model")
+    parser.add_argument("--workers", type=int, default=1, help="with --store: the step runner's workers")
     args = parser.parse_args()
+    if args.store > 0:
+        store_report(args.store, args.workers)
+        return
     if not FREB.exists():
         sys.exit(f"FREB-TQA data not found at {FREB}")
     available, where = nltk_tagger_status()

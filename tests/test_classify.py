@@ -20,7 +20,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from tqaforge.cli import app
-from tqaforge.errors import BudgetExceeded, ConfigError
+from tqaforge.errors import ConfigError
 from tqaforge.generation.classify import (
     EXTENDED_STRUCTURAL_WORDS,
     PAPER_STRUCTURAL_WORDS,
@@ -41,6 +41,7 @@ from tqaforge.generation.classify import (
 )
 from tqaforge.ingest import ImportOptions, import_paths
 from tqaforge.llm import LLMSettings, Price
+from tqaforge.llm.runner import StopReason
 from tqaforge.schemas.enums import QuestionType
 from tqaforge.schemas.records import LLMCall, Question
 from tqaforge.store import Workspace
@@ -483,9 +484,11 @@ def test_budget_stops_before_the_call(sqlite_workspace, tmp_path):
     imported = {text: q.question_type for text, q in _questions(sqlite_workspace).items()}
     with OpenAIServer(scripted_typist) as server:
         st = _settings(server, prices={"typist": Price(input=1000.0, output=1000.0)}, max_cost=0.01)
-        with pytest.raises(BudgetExceeded):
-            classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), st)
+        summary = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), st)
         assert server.requests == []
+    # The stop is the summary's (as for question rounds and answers), with the budget's advice.
+    assert summary.stop_reason is StopReason.BUDGET and summary.failed and summary.questions == 0
+    assert "--max-cost" in (summary.advice or "") and "budget" in (summary.stopped or "").lower()
     assert {text: q.question_type for text, q in _questions(sqlite_workspace).items()} == imported  # nothing typed
 
 
@@ -538,3 +541,105 @@ def test_cli_classify(tmp_path, monkeypatch):
         assert len(server.requests) == 5
     assert "5 questions typed (comparative words by wordlist, model typist): 2 extraction, 3 reasoning" in result.output
     assert "1 with an invalid model reply" in result.output and "cost $0.0000: 5 paid calls" in result.output
+
+
+# --- question typing as a step of the runner -------------------------------------------------
+
+
+def _typings(ws: Workspace) -> dict[str, tuple[str | None, dict | None]]:
+    return {text: (q.question_type, (q.meta or {}).get("typing")) for text, q in _questions(ws).items()}
+
+
+def test_typing_with_two_workers_stores_what_one_worker_does(tmp_path):
+    """The step runner's workers split the questions; the records are those of one worker, each
+    question asked once, and a second run finds everything typed and asks nothing."""
+    from tqaforge.llm.step import RunnerOptions
+    from tqaforge.store import init_workspace
+
+    stored = {}
+    for workers in (1, 2):
+        ws = init_workspace(tmp_path / f"ws{workers}", name=f"ws{workers}")
+        (tmp_path / f"in{workers}").mkdir()
+        _import(ws, tmp_path / f"in{workers}")
+        with OpenAIServer(scripted_typist) as server:
+            runner = RunnerOptions(workers=workers, window=2, chunk=2)
+            summary = classify_questions(ws, ClassifyOptions(method="combined", tagger="wordlist"), _settings(server),
+                                         runner=runner)
+            assert summary.calls.workers == workers and summary.calls.paid == 5 == server.total_paid
+            assert (summary.questions, summary.invalid, summary.already) == (5, 1, 0)
+            assert max(server.paid.values()) == 1  # no request twice
+            again = classify_questions(ws, ClassifyOptions(method="combined", tagger="wordlist"), _settings(server),
+                                       runner=runner)
+            # Only the question whose reply stayed invalid is left: asked again, from the cache.
+            assert (again.already, again.questions, again.invalid, again.paid_calls, again.cached_calls) == (5, 0, 1, 0, 2)
+            assert server.total_paid == 5
+        stored[workers] = _typings(ws)
+        ws.close()
+    assert stored[1] == stored[2]
+    assert stored[1]["How many silver medals did Canada win?"][1]["model"] == "typist"
+
+
+def _answer_offline(requests: Path, output: Path, reply: Any) -> int:
+    """What a local inference tool (``vllm run-batch``) writes for a batch file: one reply a line."""
+    lines = []
+    for n, raw in enumerate(requests.read_text().splitlines()):
+        line = json.loads(raw)
+        text = reply(line["body"])
+        body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": line["body"]["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
+        lines.append(json.dumps({"id": f"o{n}", "custom_id": line["custom_id"],
+                                 "response": {"status_code": 200, "body": body}, "error": None}))
+    output.write_text("".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def test_typing_through_an_offline_batch_then_online_pays_nothing_twice(sqlite_workspace, tmp_path):
+    """--transport offline: no request reaches the endpoint, every question's request goes into
+    one batch file and nothing is typed; once its output is imported, the run online finds the
+    replies in the store and only the repairs are sent."""
+    from tqaforge.llm.batches import import_offline
+    from tqaforge.llm.step import RunnerOptions
+
+    _import(sqlite_workspace, tmp_path)
+    before = _typings(sqlite_workspace)
+    requests = tmp_path / "requests.jsonl"
+    with OpenAIServer(scripted_typist) as server:
+        first = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server),
+                                   runner=RunnerOptions(transport="offline", offline_file=requests))
+        assert server.requests == []
+        assert first.calls.deferred == 6 and first.calls.waiting == 6 and first.questions == 0 and not first.failed
+        assert _typings(sqlite_workspace) == before  # nothing typed yet
+        sent = [json.loads(line)["body"] for line in requests.read_text().splitlines()]
+        assert sorted(_question_of(b) for b in sent) == sorted(text for text, _ in _ITEMS)
+        assert {b["model"] for b in sent} == {"typist"} and any(str(requests) in line for line in first.lines())
+
+        assert _answer_offline(requests, tmp_path / "out.jsonl", scripted_typist) == 6
+        assert import_offline(sqlite_workspace, tmp_path / "out.jsonl").ok == 6
+        second = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server))
+        # The six replies from the store; the two invalid ones get their repair online.
+        assert (second.cached_calls, second.paid_calls, len(server.requests)) == (6, 2, 2)
+        assert all(len(body["messages"]) > 1 for body in server.requests)  # only repairs were sent
+        assert (second.questions, second.invalid, second.already) == (5, 1, 0)
+    assert _typings(sqlite_workspace)["How many silver medals did Canada win?"][0] == "extraction"
+
+
+def test_a_stopped_typing_run_resumes_where_it_stopped(sqlite_workspace, tmp_path):
+    """The budget stops a run part-way: the questions typed before the stop are stored, and the
+    next run (a larger budget) types only the rest, paying for no question twice."""
+    _import(sqlite_workspace, tmp_path)
+    from tqaforge.llm.step import RunnerOptions
+
+    with OpenAIServer(scripted_typist) as server:
+        # A request's worst case is $0.40 (max_tokens 400 at $1000 per million output tokens), a reply
+        # costs about $0.02: the budget lets a few requests through, one at a time.
+        st = _settings(server, prices={"typist": Price(input=0.0, output=1000.0)}, max_cost=0.45)
+        first = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), st, runner=RunnerOptions(window=1))
+        assert first.stop_reason is StopReason.BUDGET and 0 < first.questions < 5, first.lines()
+        typed = {t for t, (_, rec) in _typings(sqlite_workspace).items() if rec and rec.get("model") == "typist"}
+        assert len(typed) == first.questions  # what the runner finished before the stop is stored
+        paid = server.total_paid
+        rest = classify_questions(sqlite_workspace, ClassifyOptions(method="llm"), _settings(server))
+        assert rest.stopped is None and rest.already == first.questions
+        assert rest.questions + first.questions == 5 and rest.invalid == 1
+    assert max(server.paid.values()) == 1 and server.total_paid == 8 > paid  # every request paid once

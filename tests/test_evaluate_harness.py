@@ -275,7 +275,7 @@ def test_a_model_run_through_the_gateway_is_resumable_and_judged(
         full = runner.invoke(app, ["evaluate", "--release", str(release), "--model", "m1", "--out", str(tmp_path / "b"), *ws])
         n = len(gold)
         assert full.exit_code == 0, full.output
-        assert f"{n} of {n} rows answered" in full.output and f"{n - 10} paid calls, 10 from the store" in full.output
+        assert f"{n} of {n} rows answered" in full.output and f"{n - 10} paid calls, 10 from the cache" in full.output
         scores = json.loads((tmp_path / "b" / "scores.json").read_text())
         overall = next(r for r in scores["rows"] if r["group"] == "FactChecking")
         assert overall["system"] == "m1/DP" and overall["normalised"] == 100.0
@@ -329,3 +329,97 @@ def test_a_pot_program_that_buries_its_scratch_directory_loses_no_score(grid_rel
     assert pot.answered == 1 and pot.ecr == pot.normalised == round(100 / pot.n, 2)  # ran, and answered right
     assert len(rest) == 1 and rest[0].answered == len(base) - 1 and rest[0].normalised == round(100 * (len(base) - 1) / rest[0].n, 2)
     assert (tmp_path / "scores" / "scores.json").exists()
+
+
+# --- the model run and the judge as steps of the runner --------------------------------------
+
+
+def _echo_question(body: dict[str, Any]) -> str:
+    prompt = body["messages"][0]["content"]
+    if prompt.startswith("You grade one reply"):
+        return json.dumps({"correct": "yes" if "Final Answer: A" in prompt.split("<<<", 1)[1] else "no"})
+    return "Final Answer: " + ("A" if len(prompt) % 2 else "B")
+
+
+def test_the_model_run_and_the_judge_with_two_workers_give_what_one_worker_gives(
+    grid_release: Path, sqlite_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--model-workers 2: the rows are split between two workers; the predictions file and the
+    verdicts are those of one worker, and every request is paid once (each run has a workspace
+    of its own, so the second pays too)."""
+    from openai_server import OpenAIServer
+
+    from tqaforge.evaluate.model_run import ModelRunOptions, judge_replies, run_model
+    from tqaforge.evaluate.predictions import load_release
+    from tqaforge.llm import LLMSettings
+    from tqaforge.llm.step import RunnerOptions
+    from tqaforge.store import init_workspace
+
+    files, verdicts = {}, {}
+    spaces = {1: sqlite_workspace, 2: init_workspace(tmp_path / "ws2", name="ws2")}
+    with OpenAIServer(_echo_question, latency_s=0.01) as server:
+        llm = LLMSettings(model="m1", base_url=server.url, api_key="k")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # for the judge's settings
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        for workers in (1, 2):
+            runner = RunnerOptions(workers=workers, window=2, chunk=3)
+            ran = run_model(spaces[workers], ModelRunOptions(release=grid_release, model="m1", limit=12,
+                                                              out=tmp_path / f"w{workers}.jsonl"),
+                            llm=llm, runner=runner)
+            assert ran.complete and ran.answered == 12 and ran.calls.workers == workers and ran.stopped is None
+            files[workers] = (tmp_path / f"w{workers}.jsonl").read_text()
+            release = load_release(grid_release)
+            by_id = {r.id: r for r in release.references}
+            items = [(by_id[row["id"]], "m1", "DP", row["prediction"])
+                     for row in map(json.loads, files[workers].splitlines())]
+            judged = judge_replies(spaces[workers], "judge", items, runner=runner)
+            assert len(judged.verdicts) == 12 and judged.invalid == 0
+            verdicts[workers] = judged.verdicts
+            assert (ran.paid_calls, judged.paid_calls) == (12, 12)
+        # Each request once per run (a workspace each): 24 distinct requests, each paid twice.
+        assert set(server.paid.values()) == {2} and server.total_paid == 48
+    spaces[2].close()
+    assert files[1] == files[2] and verdicts[1] == verdicts[2]
+    assert {v.correct for v in verdicts[1].values()} == {True, False}  # the verdicts differ: the test sees them
+
+
+def test_the_model_run_through_an_offline_batch_scores_once_its_replies_are_in(
+    grid_release: Path, sqlite_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`evaluate --model M --transport offline --batch-file F`: no request reaches the endpoint,
+    every row's request goes into the file, nothing is scored (the command says why); once the
+    file's output is imported, the same command scores from the store and pays nothing."""
+    from openai_server import OpenAIServer
+
+    from tqaforge.llm.batches import import_offline
+
+    requests, output = tmp_path / "requests.jsonl", tmp_path / "output.jsonl"
+    args = ["evaluate", "--release", str(grid_release), "--model", "m1", "--limit", "5", "--no-plots",
+            "--out", str(tmp_path / "o"), "--workspace", str(sqlite_workspace.root)]
+    with OpenAIServer(_echo_question) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        result = CliRunner().invoke(app, [*args, "--transport", "offline", "--batch-file", str(requests),
+                                          "--model-workers", "2"])
+        assert server.requests == []
+        assert result.exit_code == 0, result.output
+        assert "0 of 5 rows answered" in result.output and "5 put aside for a batch" in result.output
+        assert "5 rows wait for their replies" in result.output
+        assert not (tmp_path / "o" / "scores.json").exists()  # nothing scored yet
+        lines = [json.loads(line) for line in requests.read_text().splitlines()]
+        assert len(lines) == 5 and {line["body"]["model"] for line in lines} == {"m1"}
+
+        with output.open("w") as fh:  # what local inference (vllm run-batch) writes back
+            for n, line in enumerate(lines):
+                body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "m1",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": _echo_question(line["body"])},
+                                     "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}}
+                fh.write(json.dumps({"id": f"o{n}", "custom_id": line["custom_id"],
+                                     "response": {"status_code": 200, "body": body}, "error": None}) + "\n")
+        assert import_offline(sqlite_workspace, output).ok == 5
+        again = CliRunner().invoke(app, args)
+        assert server.requests == []  # every reply from the store
+    assert again.exit_code == 0, again.output
+    assert "5 of 5 rows answered" in again.output and "0 paid calls, 5 from the cache" in again.output
+    assert (tmp_path / "o" / "scores.json").exists()

@@ -128,7 +128,7 @@ def priced(ws: Workspace, prices: dict[str, Price], server: OpenAIServer | None 
 
 
 def printed_cost(output: str) -> float:
-    match = re.search(r"\(\d+ paid calls, \d+ from the store, ([0-9.]+) USD\)", output)
+    match = re.search(r"cost \$([0-9.]+): \d+ paid calls, \d+ from the cache", output)
     assert match, output
     return float(match.group(1))
 
@@ -266,6 +266,39 @@ def test_the_model_run_and_its_judge_share_one_max_cost(new_workspace, tmp_path,
             assert len(judged) < 5
             assert sum(worst(b) for b in answered) + sum(worst(b, judge_price) for b in judged) <= 3 + 1e-9
             assert total <= 3 + 1e-9
+
+
+def test_the_model_run_and_its_judge_share_a_named_budget(new_workspace, tmp_path, monkeypatch) -> None:
+    """`evaluate --model M --judge-model J --budget NAME --max-cost X`: the budget kept in the store
+    holds the model's calls and the judge's together within X, and a later command naming it
+    finds it spent (the control: it sends nothing more)."""
+    from tqaforge.llm.budget import SharedBudget
+
+    judge_price = Price(input=10.0, output=2000.0)  # a verdict of 200 tokens: $0.40
+    ws = new_workspace("ws")
+    release = release_of(ws, tmp_path / "release")
+    with OpenAIServer(greedy('{"correct": "yes"}'), latency_s=0.05) as server:
+        priced(ws, {MODEL: PRICE, "judge": judge_price}, server, monkeypatch)
+        args = ["-w", str(ws.root), "evaluate", "--release", str(release), "--model", MODEL, "--limit", "5",
+                "--judge-model", "judge", "--budget", "pilot", "--no-plots", "--out", str(tmp_path / "o")]
+        result = CliRunner().invoke(app, [*args, "--max-cost", "3", "--model-workers", "2"])
+        bodies = list(server.requests)
+        judged = [b for b in bodies if b["model"] == "judge"]
+        answered = [b for b in bodies if b["model"] == MODEL]
+        assert len(answered) == 5 and 0 < len(judged) < 5, result.output
+        assert result.exit_code == 1 and "stopped early" in result.output, result.output
+        assert sum(worst(b) for b in answered) + sum(worst(b, judge_price) for b in judged) <= 3 + 1e-9
+        total = sum(r.cost for r in ledger(ws))
+        shared = SharedBudget(ws, "pilot")
+        try:
+            spent, reserved, limit = shared.state()
+        finally:
+            shared.close()
+        assert spent == pytest.approx(total) and reserved == pytest.approx(0) and limit == 3
+        # The same budget named again (its limit kept): the judge has nothing left to spend.
+        again = CliRunner().invoke(app, args)
+        assert again.exit_code == 1 and "stopped early" in again.output, again.output
+        assert [b for b in server.requests if b["model"] == "judge"] == judged  # no verdict bought past it
 
 
 # --- the budget is used, not lost to congestion ------------------------------------------------

@@ -215,7 +215,9 @@ def test_llm_base_url_password_is_never_printed_nor_stored(ws_dir: Path, tmp_pat
         live = {**dead, "OPENAI_BASE_URL": server.url.replace("http://", f"http://ana:{SECRET}@")}
         answered = ([*w, "evaluate", "--release", str(release), "--model", "m", "--limit", "2", "--no-plots",
                      "--out", str(tmp_path / "scores")], live)
-        results = run_all([*failing, answered], tmp_path)
+        # The live run after the failing ones: on SQLite one evaluate at a time runs its model
+        # (the step runner's lock), and its stored replies would answer the dead run's request.
+        results = run_all(failing, tmp_path) + run_all([answered], tmp_path)
         assert len(server.requests) == 2  # the live endpoint was reached
     for ran in results:
         assert not leaked(ran.output) and "Traceback" not in ran.output, (ran.args, ran.output)

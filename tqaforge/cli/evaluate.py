@@ -7,7 +7,21 @@ from typing import Optional
 
 import typer
 
-from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, names, open_ws, out, print_summary, progress_reporter
+from tqaforge.cli._common import (
+    BATCH_FILE_OPTION,
+    BUDGET_OPTION,
+    TRANSPORT_OPTION,
+    WAIT_OPTION,
+    WORKSPACE_OPTION,
+    err,
+    friendly_errors,
+    names,
+    open_ws,
+    out,
+    print_summary,
+    progress_reporter,
+    runner_options,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +45,11 @@ def evaluate_cmd(
     judge_max_cost: Optional[float] = typer.Option(None, "--judge-max-cost", help="The judge's budget in USD."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code."),
+    model_workers: int = typer.Option(1, "--model-workers", min=1, help="With --model: workers in this process asking the model (the step runner's --workers; --workers here is the sandbox's)."),
+    transport: str = TRANSPORT_OPTION,
+    budget_name: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     no_plots: bool = typer.Option(False, "--no-plots", help="Write scores.json only."),
     as_json: bool = typer.Option(False, "--json", help="Print the scores as JSON."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
@@ -40,28 +59,46 @@ def evaluate_cmd(
     from tqaforge.errors import EvaluateError
     from tqaforge.evaluate.harness import EvaluateOptions, evaluate
     from tqaforge.evaluate.model_run import ModelRunOptions, run_model
-    from tqaforge.llm.budget import Budget
+    from tqaforge.llm.budget import Budget, SharedBudget
 
     if (predictions is None) == (model is None):
         raise EvaluateError("give either --predictions FILE or --model NAME", hint="--model asks the model first, then scores its replies")
+    # The runner's budget by name is made here, not by the runner: the judge spends from it too.
+    runner = runner_options(model_workers, transport, None, batch_file, wait)
     ws = open_ws(ctx, workspace) if model or judge_model else None
-    budget = Budget(max_cost) if max_cost is not None else None  # one for every paid call of the command
-    if model is not None:
+    if budget_name is not None and ws is None:
+        raise EvaluateError("--budget names the budget of --model and --judge-model runs", hint="give one of them")
+    # One budget for every paid call of the command: the model run's and the judge's.
+    budget: Budget | None = None
+    if budget_name is not None:
         assert ws is not None
-        with progress_reporter(f"asking {model}", lazy=True) as on_progress:
-            ran = run_model(ws, ModelRunOptions(release=release, model=model, method=method, subsets=names(subsets),
-                                                serialization=serialization, max_cost=max_cost, limit=limit),
-                            on_progress=on_progress, budget=budget)
-        for line in ran.lines():
-            out.print(line, soft_wrap=True, markup=False, highlight=False)
-        if ran.stopped:  # a partial run's scores would not be the model's: resume it first
-            raise typer.Exit(1)
-        predictions = Path(ran.predictions)
-    assert predictions is not None
-    options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out_dir, workers=workers,
-                              plots=not no_plots, judge_model=judge_model, judge_max_cost=judge_max_cost)
-    with progress_reporter("scoring", lazy=True) as on_progress:
-        report = evaluate(options, ws=ws, on_progress=on_progress, judge_budget=budget if judge_max_cost is None else None)
+        budget = SharedBudget(ws, budget_name, max_cost)
+    elif max_cost is not None:
+        budget = Budget(max_cost)
+    try:
+        if model is not None:
+            assert ws is not None
+            with progress_reporter(f"asking {model}", lazy=True) as on_progress:
+                ran = run_model(ws, ModelRunOptions(release=release, model=model, method=method, subsets=names(subsets),
+                                                    serialization=serialization, max_cost=max_cost, limit=limit),
+                                on_progress=on_progress, budget=budget, runner=runner)
+            for line in ran.lines():
+                out.print(line, soft_wrap=True, markup=False, highlight=False)
+            if ran.stopped:  # a partial run's scores would not be the model's: resume it first
+                raise typer.Exit(1)
+            if not ran.complete:  # rows wait for a batch: scored once every row has its reply
+                err.print(f"{ran.rows - ran.answered} rows wait for their replies; run the command again once the "
+                          "batch is collected (tqaforge batches status / collect) to score them")
+                raise typer.Exit(0)
+            predictions = Path(ran.predictions)
+        assert predictions is not None
+        options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out_dir, workers=workers,
+                                  plots=not no_plots, judge_model=judge_model, judge_max_cost=judge_max_cost)
+        with progress_reporter("scoring", lazy=True) as on_progress:
+            report = evaluate(options, ws=ws, on_progress=on_progress, judge_budget=budget if judge_max_cost is None else None)
+    finally:
+        if budget is not None:
+            budget.close()
     print_summary(report, as_json)
     if report.judge is not None and report.judge.get("stopped"):
         raise typer.Exit(1)

@@ -8,8 +8,13 @@ from typing import Optional
 import typer
 
 from tqaforge.cli._common import (
+    BATCH_FILE_OPTION,
+    BUDGET_OPTION,
     LIMIT_OPTION,
     OFFSET_OPTION,
+    TRANSPORT_OPTION,
+    WAIT_OPTION,
+    WORKERS_OPTION,
     WORKSPACE_OPTION,
     Shown,
     check_choice,
@@ -20,6 +25,8 @@ from tqaforge.cli._common import (
     out,
     plain_table,
     print_count,
+    runner_options,
+    styled,
 )
 
 questions_app = typer.Typer(help="Inspect, type and review questions.", no_args_is_help=True, rich_markup_mode=None)
@@ -59,9 +66,15 @@ def questions_classify(
     tagger: str = typer.Option("auto", "--tagger", help="Comparative words by nltk, wordlist, or auto (nltk when its model is installed)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model for llm and combined (default: the model of tqaforge.toml or TQAFORGE_LLM_MODEL)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop before this run's cost in USD would pass X."),
+    workers: int = WORKERS_OPTION,
+    transport: str = TRANSPORT_OPTION,
+    budget: Optional[str] = BUDGET_OPTION,
+    batch_file: Optional[Path] = BATCH_FILE_OPTION,
+    wait: bool = WAIT_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence)."""
+    """Type questions as extraction or reasoning; sets question_type and meta["typing"] (evidence).
+    With a model (llm, combined), questions this method and model typed before are left as they are."""
     from tqaforge.generation.classify import METHODS, ClassifyOptions, classify_questions
     from tqaforge.llm import load_llm_settings
 
@@ -69,14 +82,17 @@ def questions_classify(
 
     ws = open_ws(ctx, workspace)
     options = ClassifyOptions(method=method, subtype=subtype, status=status, limit=limit, tagger=tagger)  # type: ignore[arg-type]
+    runner = runner_options(workers, transport, budget, batch_file, wait)
     llm = load_llm_settings(ws, model=model, max_cost=max_cost) if method != "lexical" else None
+    # The runner holds the step's lock itself (SQLite: one process at a time types with a model).
     with noted_progress(f"typing ({method})") as on_progress:
-        with ws.lock("classify", wait=False):
-            summary = classify_questions(ws, options, llm, on_progress=on_progress)
+        summary = classify_questions(ws, options, llm, on_progress=on_progress, runner=runner)
     for line in summary.lines():
         out.print(line)
+    if summary.stopped:
+        err.print(styled(("stopped: ", "bold red"), summary.stopped))
     if summary.failed:
-        err.print("every model reply was invalid; nothing was typed")
+        err.print(summary.advice)
         raise typer.Exit(1)
 
 

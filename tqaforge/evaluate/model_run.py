@@ -18,13 +18,22 @@ charged at most that, whatever the endpoint claims. Pass the same ``budget`` to 
 and :func:`judge_replies` to hold a command's model calls and verdicts to one ``--max-cost``. The
 summaries' costs are what the ledger holds for the calls made.
 
+**Steps of the runner.** Both are steps of :mod:`tqaforge.llm.step` (``runner``: workers,
+transport, a budget by name), with one :class:`~tqaforge.llm.step.CallSummary` each. Unlike the
+other stages they keep their results in a file (the predictions) or hand them back (the
+verdicts), not in the store: their work left is what *this run* has not answered yet, and their
+claims are this run's own. Workers in one process split a run; several processes each run the
+whole of their own (the ledger still answers a request already answered from the store, so no
+one pays twice for it).
+
 >>> summary = run_model(ws, ModelRunOptions(release=Path("releases/b-1.0.0"), model="gpt-4o-mini"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -34,9 +43,9 @@ from tqaforge.errors import InvalidReply
 from tqaforge.evaluate.predictions import CONFIGURATIONS, EvaluateError, Reference, Release, load_release
 from tqaforge.files import atomic_write_text
 from tqaforge.llm.budget import Budget
-from tqaforge.llm.gateway import Gateway, run
-from tqaforge.llm.runner import Job, RunProgress, run_ordered
+from tqaforge.llm.gateway import Gateway
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
+from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerMethod
@@ -51,7 +60,6 @@ ACKNOWLEDGE = {
     "duplicate_rows": "The table the model was given has duplicated rows. Say also whether the reply explicitly notes "
                       "that some rows or entries are duplicated.",
 }
-_WINDOW = 32
 
 
 @dataclass(frozen=True)
@@ -74,22 +82,45 @@ class ModelRunOptions:
 
 @dataclass
 class ModelRunSummary:
-    """What a model run did; ``lines()`` for the CLI."""
+    """What a model run did; ``lines()`` for the CLI, ``as_dict()`` for JSON."""
 
     predictions: str
     rows: int
     answered: int = 0
-    paid_calls: int = 0
-    cached_calls: int = 0
-    cost: float = 0.0
-    stopped: str | None = None
+    calls: CallSummary = field(default_factory=CallSummary)
+
+    # The names this summary used before the step runner (its calls are in ``calls`` now).
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def stopped(self) -> str | None:
+        """What stopped the run early (with its hint), None when nothing did."""
+        return self.calls.stopped
+
+    @property
+    def complete(self) -> bool:
+        """True when every selected row has its reply (not stopped, none waiting for a batch)."""
+        return self.answered == self.rows
 
     def lines(self) -> list[str]:
-        out = [f"{self.answered} of {self.rows} rows answered -> {self.predictions} "
-               f"({self.paid_calls} paid calls, {self.cached_calls} from the store, {self.cost:.4f} USD)"]
+        out = [f"{self.answered} of {self.rows} rows answered -> {self.predictions}"]
         if self.stopped:
             out.append(f"stopped early: {self.stopped}; run again to resume (the calls made are stored)")
-        return out
+        return out + self.calls.lines()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"predictions": self.predictions, "rows": self.rows, "answered": self.answered,
+                "complete": self.complete, "calls": self.calls.as_dict()}
 
 
 def _one_method(name: str) -> AnswerMethod:
@@ -111,10 +142,13 @@ def default_predictions_path(release: Path, model: str, method: str) -> Path:
 
 
 def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | None = None,
-              on_progress: Progress | None = None, budget: Budget | None = None) -> ModelRunSummary:
+              on_progress: Progress | None = None, budget: Budget | None = None,
+              runner: RunnerOptions | None = None) -> ModelRunSummary:
     """Ask ``options.model`` every selected row and write the predictions file (module docs);
     ``llm``: the endpoint settings (default: the workspace's, :func:`load_llm_settings`);
-    ``budget``: one shared with other paid calls of the command (default: ``max_cost``'s own)."""
+    ``budget``: one shared with other paid calls of the command (default: ``max_cost``'s own, or
+    the budget ``runner`` names); ``runner``: the step runner's options. The file holds the rows
+    answered: all of them unless the run stopped, or rows wait for a batch (``complete``)."""
     method = _one_method(options.method)
     if options.serialization not in SERIALIZATIONS:
         raise EvaluateError(f"unknown serialization {options.serialization!r}", hint=f"choose from {', '.join(SERIALIZATIONS)}")
@@ -129,39 +163,51 @@ def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | Non
     settings = llm if llm is not None else load_llm_settings(ws, model=options.model, max_cost=options.max_cost)
     out = options.out or default_predictions_path(options.release, options.model, method.value)
     summary = ModelRunSummary(str(out), len(refs))
-    replies: dict[str, str] = {}
-
-    async def ask(gw: Gateway, ref: Reference) -> str:
-        messages = [{"role": "user", "content": _prompt(release, ref, method, options.serialization)}]
-        try:
-            done = await gw.complete(messages, purpose=f"evaluate_{method.value.lower()}", temperature=options.temperature,
-                                     max_tokens=options.max_tokens, seed=options.seed)
-        except InvalidReply:
-            return ""  # a reply the gateway could not use: scored as unparsed, the call is on record
-        return done.text
-
-    def on_result(job: Job[str], text: str) -> None:
-        replies[job.key] = text
-        if on_progress is not None:
-            on_progress(len(replies), len(refs), "rows answered")
-
-    def costs(progress: RunProgress) -> None:
-        summary.paid_calls, summary.cached_calls, summary.cost = progress.paid_calls, progress.cached_calls, progress.cost
-
-    async def main() -> None:
-        async with Gateway(ws, settings, budget=budget) as gw:
-            outcome = await run_ordered(gw, [Job(r.id, functools.partial(ask, ref=r)) for r in refs], window=_WINDOW,
-                                        on_result=on_result, on_progress=costs)
-            summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
-            summary.stopped = outcome.stopped
-
-    run(main())
-    lines = [json.dumps({"id": r.id, "model": options.model, "method": method.value, "prediction": replies[r.id]}, ensure_ascii=False)
-             for r in refs if r.id in replies]
+    step = _Answering(release, refs, method, options)
+    run_step(ws, step, settings, runner, budget=budget, on_progress=on_progress, summary=summary.calls)
+    lines = [json.dumps({"id": r.id, "model": options.model, "method": method.value, "prediction": step.replies[r.id]},
+                        ensure_ascii=False) for r in refs if r.id in step.replies]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "".join(line + "\n" for line in lines))
     summary.answered = len(lines)
     return summary
+
+
+def _run_name(family: str, *parts: str) -> str:
+    """A step name of this run's own: its claims split this run's work among its workers only."""
+    return f"{family}:{':'.join(parts)[:100]}:{uuid.uuid4().hex[:12]}"
+
+
+class _Answering:
+    """The model run as a step (:mod:`tqaforge.llm.step`): a piece is a row of the release; its
+    result the reply's text. The replies are kept here, in this run (the predictions file is
+    written from them at the end), so the work left is the rows this run has not answered yet;
+    the ledger makes asking again free. Several processes each write their own file and run the
+    whole of it; claims only split one run's rows among its workers."""
+
+    def __init__(self, release: Release, refs: list[Reference], method: AnswerMethod, options: ModelRunOptions) -> None:
+        self.release, self.refs, self.method, self.options = release, refs, method, options
+        self.name = _run_name("evaluate", options.model, method.value, release.name)
+        self.replies: dict[str, str] = {}
+
+    def pending(self) -> list[Reference]:
+        return [r for r in self.refs if r.id not in self.replies]
+
+    def key(self, piece: Reference) -> str:
+        return piece.id
+
+    async def call(self, gw: Gateway, piece: Reference) -> str:
+        options = self.options
+        messages = [{"role": "user", "content": _prompt(self.release, piece, self.method, options.serialization)}]
+        try:
+            done = await gw.complete(messages, purpose=f"evaluate_{self.method.value.lower()}",
+                                     temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed)
+        except InvalidReply:
+            return ""  # a reply the gateway could not use: scored as unparsed, the call is on record
+        return done.text
+
+    def commit(self, piece: Reference, result: str) -> None:
+        self.replies[piece.id] = result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,14 +224,34 @@ class Verdict:
 
 @dataclass
 class JudgeRun:
-    """Verdicts by (model, method, row id), and what the judging cost."""
+    """Verdicts by (model, method, row id), and the judge's calls."""
 
     verdicts: dict[tuple[str, str, str], Verdict] = field(default_factory=dict)
     invalid: int = 0
-    paid_calls: int = 0
-    cached_calls: int = 0
-    cost: float = 0.0
-    stopped: str | None = None
+    calls: CallSummary = field(default_factory=CallSummary)
+
+    # The names this summary used before the step runner (its calls are in ``calls`` now).
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def stopped(self) -> str | None:
+        return self.calls.stopped
+
+    def lines(self) -> list[str]:
+        return [f"{len(self.verdicts)} replies judged, {self.invalid} verdicts unreadable", *self.calls.lines()]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"judged": len(self.verdicts), "invalid": self.invalid, "calls": self.calls.as_dict()}
 
 
 def _yes(value: object, key: str) -> bool:
@@ -218,37 +284,59 @@ def judge_prompt(ref: Reference, reply: str) -> tuple[str, str | None]:
 
 def judge_replies(
     ws: Workspace, model: str, items: Sequence[tuple[Reference, str, str, str]], *, max_cost: float | None = None,
-    on_progress: Progress | None = None, budget: Budget | None = None,
+    on_progress: Progress | None = None, budget: Budget | None = None, runner: RunnerOptions | None = None,
 ) -> JudgeRun:
     """Verdicts of judge ``model`` on ``items`` (reference, system model, method, reply);
-    ``budget``: one shared with the command's other paid calls (then ``max_cost`` is unused)."""
+    ``budget``: one shared with the command's other paid calls (then ``max_cost`` is unused);
+    ``runner``: the step runner's options. An item whose verdict waits for a batch has none."""
     settings = load_llm_settings(ws, model=model, max_cost=max_cost)
     result = JudgeRun()
-    keyed = {f"{m}\0{meth}\0{ref.id}": (ref, m, meth, text) for ref, m, meth, text in items}
+    run_step(ws, _Judging(model, items, result), settings, runner, budget=budget, on_progress=on_progress,
+             summary=result.calls)
+    return result
 
-    async def ask(gw: Gateway, key: str) -> Verdict | None:
-        ref, _, _, text = keyed[key]
+
+_Item = tuple[Reference, str, str, str]
+
+
+class _Judging:
+    """The judge as a step (:mod:`tqaforge.llm.step`): a piece is an item (reference, system
+    model, method, reply); its result the verdict, None when unreadable. Like the model run
+    (:class:`_Answering`) its results stay in this run (``result``): the work left is the items
+    this run has not judged yet, and its claims are this run's own."""
+
+    def __init__(self, model: str, items: Sequence[_Item], result: JudgeRun) -> None:
+        self.name = _run_name("judge", model)
+        self.result = result
+        # Keys name an item within the step: hashed, as models, methods and ids may be long.
+        self.items = {self._key(i): i for i in items}
+        self._judged: set[str] = set()
+
+    @staticmethod
+    def _key(item: _Item) -> str:
+        ref, m, meth, _ = item
+        return hashlib.sha256(json.dumps([m, meth, ref.id]).encode("utf-8")).hexdigest()[:32]
+
+    def pending(self) -> list[_Item]:
+        return [i for k, i in self.items.items() if k not in self._judged]
+
+    def key(self, piece: _Item) -> str:
+        return self._key(piece)
+
+    async def call(self, gw: Gateway, piece: _Item) -> Verdict | None:
+        ref, _, _, text = piece
         prompt, perturbation = judge_prompt(ref, text)
         try:
             verdict, _ = await gw.complete_json([{"role": "user", "content": prompt}], validate=_validator(perturbation),
                                                 purpose="evaluate_judge", temperature=0.0, max_tokens=200)
         except InvalidReply:
-            result.invalid += 1
-            return None
+            return None  # counted, never "correct"
         return verdict
 
-    def on_result(job: Job[Verdict | None], verdict: Verdict | None) -> None:
-        if verdict is not None:
-            _, m, meth, _ = keyed[job.key]
-            result.verdicts[(m, meth, keyed[job.key][0].id)] = verdict
-        if on_progress is not None:
-            on_progress(len(result.verdicts) + result.invalid, len(keyed), "replies judged")
-
-    async def main() -> None:
-        async with Gateway(ws, settings, budget=budget) as gw:
-            outcome = await run_ordered(gw, [Job(k, functools.partial(ask, key=k)) for k in keyed], window=_WINDOW, on_result=on_result)
-            result.paid_calls, result.cached_calls, result.cost = gw.paid_calls, gw.cached_calls, gw.spent
-            result.stopped = outcome.stopped
-
-    run(main())
-    return result
+    def commit(self, piece: _Item, result: Verdict | None) -> None:
+        ref, m, meth, _ = piece
+        self._judged.add(self._key(piece))
+        if result is None:
+            self.result.invalid += 1
+        else:
+            self.result.verdicts[(m, meth, ref.id)] = result

@@ -43,20 +43,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import re
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from sqlmodel import select
+from sqlalchemy import select as sa_select
+from sqlmodel import col, select
 
 from tqaforge.errors import ConfigError, InvalidReply
-from tqaforge.generation._costs import cost_line, cost_note
+from tqaforge.generation._costs import stop_advice
 from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, Authority, left_alone
-from tqaforge.llm import Gateway, LLMSettings, run
-from tqaforge.llm.runner import Job, RunProgress, run_ordered
+from tqaforge.llm import Gateway, LLMSettings
+from tqaforge.llm.budget import Budget
+from tqaforge.llm.runner import StopReason
+from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
@@ -452,7 +454,7 @@ def combine(lexical: LexicalVerdict, llm: LLMVerdict | None) -> tuple[QuestionTy
 # Typing stored questions
 
 _BATCH = 500  # questions loaded and written per transaction (lexical)
-_LLM_CHUNK = 64  # questions in flight, and written per transaction (LLM): a kill loses at most these writes
+_LLM_CHUNK = 64  # questions typed by a model written per transaction: a kill loses at most these writes
 
 
 @dataclass(frozen=True)
@@ -496,15 +498,45 @@ class ClassifySummary:
     invalid: int = 0  # model replies still invalid after the repair (left as they were)
     structural: int = 0
     human: int = 0  # typed by people (adjudicated labels): left alone
-    paid_calls: int = 0
-    cached_calls: int = 0
-    cost: float = 0.0
+    already: int = 0  # typed by this method and model before this run: left as they are
+    calls: CallSummary = field(default_factory=CallSummary)  # the model's calls (method llm or combined)
+
+    # The names this summary used before the step runner (its calls are in ``calls`` now).
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def stopped(self) -> str | None:
+        """The message of what stopped the run early (with its hint), None when nothing did."""
+        return self.calls.stopped
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self.calls.stop_reason
 
     @property
     def failed(self) -> bool:
-        """True when the model was asked and every reply was invalid (nothing was typed):
-        the CLI exits non-zero rather than reporting success."""
-        return self.invalid > 0 and self.questions == 0
+        """True when the run stopped early, or the model was asked and every reply was invalid
+        (nothing was typed): the CLI exits non-zero rather than reporting success."""
+        return self.stopped is not None or (self.invalid > 0 and self.questions == 0)
+
+    @property
+    def advice(self) -> str | None:
+        """What to do next, for a run that failed; None for one that did not."""
+        if self.stop_reason is not None:
+            return stop_advice(self.stop_reason, "questions")
+        if self.failed:
+            return "every model reply was invalid; nothing was typed (try a larger model or check the endpoint)"
+        return None
 
     def add(self, kind: QuestionType | None, rule: str, words: Sequence[str]) -> None:
         """Count one typed question."""
@@ -515,7 +547,7 @@ class ClassifySummary:
 
     def lines(self) -> list[str]:
         """What the CLI prints on stdout: the types, each rule's count, what was left, and the
-        cost when a model was asked. (A :attr:`failed` run is reported on stderr besides.)"""
+        model's calls when a model was asked. (A :attr:`failed` run is reported on stderr besides.)"""
         how = f"comparative words by {self.tagger}" if self.tagger else ""
         if self.model:
             how += (", " if how else "") + f"model {self.model}"
@@ -525,6 +557,8 @@ class ClassifySummary:
             f"{self.changed} changed; {self.structural} with structural words"
         ]
         lines += [f"  {n:6} x {rule}" for rule, n in self.rules.most_common()]
+        if self.already:
+            lines.append(f"{self.already} typed by {self.method} with {self.model} before: left as they are")
         if self.no_answer:
             lines.append(f"{self.no_answer} without an answer (the lexical rule needs one): left undecided")
         if self.invalid:
@@ -532,22 +566,22 @@ class ClassifySummary:
         if self.human:
             lines.append(f"{self.human} typed by people (their settled label): left alone")
         if self.model:
-            lines.append(cost_line(self.cost, self.paid_calls, self.cached_calls))
+            lines += self.calls.lines()
         return lines
 
     def as_dict(self) -> dict[str, Any]:
-        """The counts as JSON-able data (``rules`` most frequent first) and ``failed``."""
+        """The counts as JSON-able data (``rules`` most frequent first), ``failed`` and the calls."""
         return {
             "method": self.method, "tagger": self.tagger, "model": self.model, "total": self.total,
             "questions": self.questions, "types": dict(self.types), "rules": dict(self.rules.most_common()),
             "changed": self.changed, "no_answer": self.no_answer, "invalid": self.invalid,
-            "structural": self.structural, "human": self.human, "paid_calls": self.paid_calls,
-            "cached_calls": self.cached_calls, "cost": self.cost, "failed": self.failed,
+            "structural": self.structural, "human": self.human, "already": self.already, "failed": self.failed,
+            "calls": self.calls.as_dict(),
         }
 
     def progress_note(self) -> str:
-        """The note passed to ``on_progress``: running cost and calls when a model is asked, else empty."""
-        return cost_note(self.cost, self.paid_calls, self.cached_calls) if self.model else ""
+        """The note passed to ``on_progress`` by the lexical method (the runner notes the model's cost)."""
+        return ""
 
 
 @dataclass
@@ -596,8 +630,10 @@ def _typing_record(
     lexical: LexicalVerdict | None,
     llm: LLMVerdict | None,
     structural: Iterable[str],
+    *,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    record: dict[str, Any] = {
         "method": method,
         "type": kind.value if kind else None,
         "decision": decision,
@@ -606,6 +642,9 @@ def _typing_record(
         "llm": llm.evidence() if llm else None,
         "structural_words": list(structural),
     }
+    if model is not None:  # a model's typing names it: the next run of this method and model skips it
+        record["model"] = model
+    return record
 
 
 def _write(ws: Workspace, results: list[tuple[str, QuestionType | None, dict[str, Any]]]) -> int:
@@ -637,6 +676,8 @@ def classify_questions(
     llm: LLMSettings | None = None,
     *,
     on_progress: Progress | None = None,
+    runner: RunnerOptions | None = None,
+    budget: Budget | None = None,
 ) -> ClassifySummary:
     """Type stored questions as extraction or reasoning and store the result; the CLI's
     ``questions classify``::
@@ -649,11 +690,17 @@ def classify_questions(
     but the rejected, lexically); questions whose type people settled are skipped and counted. Each gets
     ``question_type`` (None when undecided) and ``meta["typing"]``: the method, the type, the
     decision in words, the answers used, the lexical and model evidence and the structural words
-    found. ``llm`` and ``combined`` need ``llm`` settings; model replies are LLMCall records, so a
-    second run pays nothing. An invalid reply (after one repair) leaves that question as it was
-    and is counted; BudgetExceeded and other LLMErrors are raised after the finished questions
-    are stored. ``on_progress`` (:class:`~tqaforge.progress.Progress`) is called as questions are
-    stored, with the questions done, the questions selected and a note of the running cost.
+    found. ``llm`` and ``combined`` need ``llm`` settings and run as a step of the step runner
+    (:mod:`tqaforge.llm.step`; ``runner``: workers, transport, a shared budget by name;
+    ``budget``: one shared with the caller's other calls): their records name the model too, and
+    a question this method and model typed already is left as it is (``already``), so a run
+    stopped early, or run by several workers or processes, types each question once. Model
+    replies are LLMCall records, so asking again pays nothing. An invalid reply (after one
+    repair) leaves that question as it was and is counted; BudgetExceeded and other LLMErrors
+    stop the run after the finished questions are stored, and the summary says so
+    (``stopped``, ``stop_reason``, ``advice``). ``on_progress``
+    (:class:`~tqaforge.progress.Progress`) is called as questions are stored, with the questions
+    done, the questions to do and a note of the running cost.
     """
     options = options if options is not None else ClassifyOptions()
     method = options.method
@@ -685,85 +732,139 @@ def classify_questions(
         return summary
 
     assert llm is not None
-    run(_classify_with_model(ws, work, options, finder, llm, summary, on_progress))
+    step = _Typing(ws, work, options, finder, llm.model, summary)
+    summary.already = len(work) - len(step.pending())
+    try:
+        run_step(ws, step, llm, runner, budget=budget, on_progress=on_progress, summary=summary.calls)
+    finally:
+        step.flush()  # what the runner finished before it ended (or stopped, or was interrupted)
     return summary
 
 
-async def _classify_with_model(
-    ws: Workspace,
-    work: list[_Work],
-    options: ClassifyOptions,
-    finder: CueFinder | None,
-    settings: LLMSettings,
-    summary: ClassifySummary,
-    on_progress: Progress | None,
-) -> None:
-    """Type ``work`` through the runner: questions in flight together, typed and written in
-    order, in transactions of ``_LLM_CHUNK``; an LLMError other than an invalid reply is
-    raised once the questions typed before it are stored."""
-    loop = asyncio.get_running_loop()
-    method, structural, serialization, seed = options.method, options.structural, options.serialization, options.seed
-    batch: list[tuple[str, QuestionType | None, dict[str, Any]]] = []  # typed, not yet written
-    counted = 0  # results since the last write (invalid replies too)
-    done = 0
+class _Typing:
+    """Question typing with a model as a step of the runner (:mod:`tqaforge.llm.step`).
 
-    async def ask(gw: Gateway, w: _Work) -> tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]:
-        lexical = lexical_type(w.table, w.text, w.answers, cues=finder) if finder is not None else None
+    Its pieces are the selected questions not yet typed by this method and model (the typing
+    record in the store names both, and still matches the question's type and answers): read
+    from the store at each :meth:`pending`, so a stopped run, another worker or another process
+    leaves only the rest. A question whose reply stayed invalid, or whose type people settled
+    meanwhile, is not written and not asked again in this run (the next run asks the cache).
+
+    Results are written in order, in transactions of ``_LLM_CHUNK`` (one transaction a question
+    contended with the ledger's own writes on SQLite: see ``benchmarks/question_typing.py
+    --store``): :meth:`commit` adds to the unwritten results and hands the runner a full chunk
+    to write; :meth:`flush` writes the rest, at each :meth:`pending` (between a worker's claims)
+    and when the run ends, stopped or not, so what the runner finished is stored. A kill loses
+    at most a chunk of writes, whose replies are in the ledger; and between the runner letting go
+    of a question and its chunk being written, a worker of another process may type it again,
+    from the cache, to the same record (never paying twice).
+    """
+
+    def __init__(self, ws: Workspace, work: list[_Work], options: ClassifyOptions, finder: CueFinder | None,
+                 model: str, summary: ClassifySummary) -> None:
+        self.ws, self.work, self.options, self.finder, self.model, self.summary = ws, work, options, finder, model, summary
+        self.name = f"classify:{options.method}:{model}"[:128]
+        self._settled: set[str] = set()  # typed (in the store, or by us), given up or gone: never pending again
+        self._unwritten: list[tuple[str, QuestionType | None, dict[str, Any]]] = []
+
+    def pending(self) -> list[_Work]:
+        self.flush()
+        left = [w for w in self.work if w.question_id not in self._settled]
+        state = _typing_state(self.ws, [w.question_id for w in left])
+        out = []
+        for w in left:
+            st = state.get(w.question_id)
+            if st is None or st.by(self.options.method, self.model, w.answers):
+                self._settled.add(w.question_id)  # deleted, or typed by this method and model
+                continue
+            out.append(w)
+        return out
+
+    def key(self, piece: _Work) -> str:
+        return piece.question_id
+
+    async def call(self, gw: Gateway, piece: _Work) -> tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]:
+        lexical = lexical_type(piece.table, piece.text, piece.answers, cues=self.finder) if self.finder else None
         if lexical is not None and lexical.question_type is not EQ:
             return lexical, None  # combined: the lexical rule decides alone
         try:
-            return lexical, await llm_type(gw, w.table, w.text, serialization=serialization, seed=seed)
+            verdict = await llm_type(gw, piece.table, piece.text, serialization=self.options.serialization,
+                                     seed=self.options.seed)
         except InvalidReply as exc:  # left as it was and counted; any other LLMError stops the run
             return lexical, exc
+        return lexical, verdict
 
-    async def write(results: list[tuple[str, QuestionType | None, dict[str, Any]]], typed: int) -> None:
-        nonlocal done
-        summary.changed += await loop.run_in_executor(None, _write, ws, results)
-        done += typed
-        if on_progress:
-            on_progress(done, summary.total, summary.progress_note())
-
-    def on_result(
-        job: Job[Any], outcome: tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]
-    ) -> Awaitable[None] | None:
-        nonlocal batch, counted
-        w, (lexical, llm) = by_id[job.key], outcome
+    def commit(self, piece: _Work, result: tuple[LexicalVerdict | None, LLMVerdict | InvalidReply | None]
+               ) -> Awaitable[None] | None:
+        lexical, llm = result
+        method, summary = self.options.method, self.summary
+        self._settled.add(piece.question_id)
         if isinstance(llm, InvalidReply):
             summary.invalid += 1
-        else:
-            words = structural_words(w.text, structural)
-            kind: QuestionType | None
-            if method == "llm":
-                assert llm is not None
-                kind, decision, rule = llm.question_type, "model: " + (
-                    ", ".join(llm.operations) or "no operation"), "model"
-            else:
-                assert lexical is not None
-                kind, decision = combine(lexical, llm)
-                rule = lexical.rule if llm is None else f"{lexical.rule}+model_{llm.question_type.value}"
-                summary.no_answer += lexical.rule == "no_answer"
-            summary.add(kind, rule, words)
-            batch.append((w.question_id, kind, _typing_record(method, kind, decision, w, lexical, llm, words)))
-        counted += 1
-        if counted < _LLM_CHUNK:
             return None
-        results, typed, batch, counted = batch, counted, [], 0
-        return write(results, typed)
+        words = structural_words(piece.text, self.options.structural)
+        kind: QuestionType | None
+        if method == "llm":
+            assert llm is not None
+            kind, decision, rule = llm.question_type, "model: " + (", ".join(llm.operations) or "no operation"), "model"
+        else:
+            assert lexical is not None
+            kind, decision = combine(lexical, llm)
+            rule = lexical.rule if llm is None else f"{lexical.rule}+model_{llm.question_type.value}"
+            summary.no_answer += lexical.rule == "no_answer"
+        summary.add(kind, rule, words)
+        self._unwritten.append((piece.question_id, kind, _typing_record(method, kind, decision, piece, lexical, llm,
+                                                                        words, model=self.model)))
+        if len(self._unwritten) < _LLM_CHUNK:
+            return None
+        chunk, self._unwritten = self._unwritten, []
+        return self._write_chunk(chunk)
 
-    def costs(progress: RunProgress) -> None:
-        summary.paid_calls, summary.cached_calls, summary.cost = progress.paid_calls, progress.cached_calls, progress.cost
+    async def _write_chunk(self, chunk: list[tuple[str, QuestionType | None, dict[str, Any]]]) -> None:
+        # In a thread: the event loop keeps the other questions' requests going meanwhile.
+        changed = await asyncio.to_thread(_write, self.ws, chunk)
+        self.summary.changed += changed  # added after the await: workers write concurrently
 
-    by_id = {w.question_id: w for w in work}
-    async with Gateway(ws, settings) as gw:
-        try:
-            jobs = [Job(w.question_id, functools.partial(ask, w=w)) for w in work]
-            outcome = await run_ordered(gw, jobs, window=_LLM_CHUNK, on_result=on_result, on_progress=costs)
-            if counted:
-                await write(batch, counted)  # the last questions, or those typed before a stop
-        finally:
-            summary.paid_calls, summary.cached_calls, summary.cost = gw.paid_calls, gw.cached_calls, gw.spent
-    if outcome.error is not None:
-        raise outcome.error
+    def flush(self) -> None:
+        """Write the results not written yet."""
+        chunk, self._unwritten = self._unwritten, []
+        if chunk:
+            self.summary.changed += _write(self.ws, chunk)
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """What the store says of one question's typing: its type, and its typing record's."""
+
+    question_type: str | None
+    method: str | None
+    model: str | None
+    record_type: str | None
+    answers: Any
+
+    def by(self, method: str, model: str, answers: list[str]) -> bool:
+        """True when this method and model typed the question and the record still holds (its
+        type is the question's, its answers are the question's answers now)."""
+        return (self.method, self.model) == (method, model) and self.record_type == self.question_type \
+            and self.answers == answers
+
+
+def _typing_state(ws: Workspace, ids: list[str]) -> dict[str, _Typed]:
+    """Question id -> what its typing is now (only the few fields of the record that say whose
+    it is, read in SQL); a question that is gone is not in it."""
+    typing = col(Question.meta)["typing"]
+    columns = (col(Question.id), col(Question.question_type), typing["method"].as_string(),
+               typing["model"].as_string(), typing["llm"]["model"].as_string(), typing["type"].as_string(),
+               typing["answers"])
+    out: dict[str, _Typed] = {}
+    with ws.engine.connect() as conn:
+        for start in range(0, len(ids), _BATCH):
+            q = sa_select(*columns).where(col(Question.id).in_(ids[start:start + _BATCH]))
+            for qid, kind, method, model, llm_model, record_type, answers in conn.execute(q):
+                # Records written before the model was named in them: the model verdict's own.
+                out[qid] = _Typed(kind.value if isinstance(kind, QuestionType) else kind, method, model or llm_model,
+                                  record_type, answers)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
