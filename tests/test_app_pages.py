@@ -37,6 +37,7 @@ def page(staged: tuple[Workspace, dict[str, list[str]]], monkeypatch: pytest.Mon
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [str(x.value) for x in at.info]
     parts += [str(x.value) for x in at.warning] + [str(x.value) for x in at.success] + [c.value for c in at.code]
+    parts += [str(x.value) for x in at.error]
     return "\n".join(parts)
 
 
@@ -170,13 +171,37 @@ def test_generate_runs_a_question_round_against_an_endpoint(staged, page, monkey
         at.text_input[0].set_value("demo-model").run()
         assert "No LLM endpoint" not in _text(at)
         at.multiselect[0].set_value(["Counting"])
-        at.text_input[1].set_value(sorted(t.id for t in queries.list_tables(ws, limit=2))[0][:10])
+        at.text_input[2].set_value(sorted(t.id for t in queries.list_tables(ws, limit=2))[0][:10])
         next(b for b in at.button if b.label == "generate questions").click().run()
         assert not at.exception, at.exception
         assert server.total_paid > 0
     with ws.session() as s:
         assert len(s.exec(select(Question)).all()) > before
     assert any("questions" in c.value for c in at.code)  # the run's summary, as the CLI prints it
+
+
+def test_generate_refuses_a_budget_for_an_unpriced_model_before_any_request(staged, page, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: the budget field enforced nothing for a model with no price; now the run is refused
+    with the fix, and the endpoint sees no request. Control: with no budget the same click reaches it."""
+    from openai_server import OpenAIServer
+    from test_generation import model_reply
+
+    ws, _ = staged
+    with OpenAIServer(model_reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        at = page("generate.py")
+        at.text_input[0].set_value("demo-model").run()
+        assert "price unknown" in _text(at) or "unknown" in _text(at)
+        at.number_input[0].set_value(1.0).run()
+        at.multiselect[0].set_value(["Counting"])
+        # Another table than the round test's (the staged workspace is shared): work left to do.
+        at.text_input[2].set_value(sorted(t.id for t in queries.list_tables(ws, limit=3))[-1][:10])
+        next(b for b in at.button if b.label == "generate questions").click().run()
+        assert "llm.prices" in _text(at).replace("\\", "") and server.total_paid == 0 and not server.requests
+        at.number_input[0].set_value(0.0).run()
+        next(b for b in at.button if b.label == "generate questions").click().run()
+        assert server.total_paid > 0, _text(at)
 
 
 def test_annotation_shows_each_annotators_own_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,6 @@ from tqaforge.answers.agents import (
 )
 from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, NotFound, TqaforgeError
-from tqaforge.generation._costs import stop_advice
 from tqaforge.ids import candidate_id, content_hash
 from tqaforge.labels import ANSWER_VERIFICATION, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings
@@ -177,7 +176,7 @@ class AnswerSummary:
     @property
     def advice(self) -> str | None:
         """What to do next after a stop; None when the run was not stopped."""
-        return stop_advice(self.stop_reason, "questions") if self.stop_reason is not None else None
+        return self.calls.advice("questions")
 
     def lines(self) -> list[str]:
         """The run in a few lines (stderr gets :attr:`stopped` and :attr:`advice`)."""

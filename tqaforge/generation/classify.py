@@ -53,7 +53,6 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 
 from tqaforge.errors import ConfigError, InvalidReply
-from tqaforge.generation._costs import stop_advice
 from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings
 from tqaforge.llm.budget import Budget
@@ -533,7 +532,7 @@ class ClassifySummary:
     def advice(self) -> str | None:
         """What to do next, for a run that failed; None for one that did not."""
         if self.stop_reason is not None:
-            return stop_advice(self.stop_reason, "questions")
+            return self.calls.advice("questions")
         if self.failed:
             return "every model reply was invalid; nothing was typed (try a larger model or check the endpoint)"
         return None

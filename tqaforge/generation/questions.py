@@ -60,7 +60,6 @@ from tqaforge.errors import (
     TaxonomyError,
     TqaforgeError,
 )
-from tqaforge.generation._costs import stop_advice
 from tqaforge.generation.corpus import workspace_corpus
 from tqaforge.generation.dedup import DedupIndex, Duplicate, clean_question
 from tqaforge.ids import content_hash, round_id, step_id
@@ -205,7 +204,7 @@ class GenerationSummary:
     def advice(self) -> str | None:
         """What to do next, for a run that failed; None for one that did not."""
         if self.stop_reason is not None:
-            return stop_advice(self.stop_reason, "steps")
+            return self.calls.advice("steps")
         if self.all_invalid:
             return ("every step got an invalid model reply (see the step errors and the LLM calls); try a larger "
                     "model or check the endpoint, then run the command again with --retry-failed")

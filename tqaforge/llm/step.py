@@ -171,6 +171,13 @@ class CallSummary:
             target.deferred += gateway.deferred_calls
             target.cost += gateway.spent
 
+    def advice(self, finished: str) -> str | None:
+        """What to do after the run stopped: ``finished <things> are stored; <remedy>``; None when
+        nothing stopped it."""
+        if self.stop_reason is None:
+            return None
+        return f"finished {finished} are stored; {_REMEDY[self.stop_reason]}"
+
     def stop(self, exc: LLMError) -> None:
         """Note the first error that stopped the run: its message and its kind."""
         if self.stopped is None:
@@ -219,6 +226,15 @@ class CallSummary:
         return data
 
 
+_REMEDY = {
+    StopReason.BUDGET: "run the command again with a larger --max-cost to resume",
+    StopReason.AUTH: "set the API key (OPENAI_API_KEY or the variable named by [llm] api_key_env) and run the "
+                     "command again to resume",
+    StopReason.IMPOSSIBLE_USAGE: "the endpoint's token counts cannot be trusted: check OPENAI_BASE_URL / [llm] "
+                                 "base_url before running the command again",
+    StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is --model right?) and run the command again "
+                         "to resume",
+}
 _DEFERRED = object()  # a piece's result when one of its requests was put aside
 
 

@@ -8,15 +8,21 @@ import streamlit as st
 from tqaforge.app.common import attempt, md, run_step, workspace_or_stop
 from tqaforge.errors import ConfigError
 from tqaforge.llm import LLMSettings, load_llm_settings
+from tqaforge.llm.step import RunnerOptions
 from tqaforge.redact import redact_url
 
 st.title("Generate")
 ws = workspace_or_stop()
 model = st.text_input("model", value=str(ws.config.llm.values().get("model") or ""), placeholder="e.g. gpt-4o-mini")
-max_cost = st.number_input("budget for this run (USD)", min_value=0.0, value=1.0, step=0.5)
+max_cost = st.number_input("budget for this run (USD; 0: none)", min_value=0.0, value=0.0, step=0.5,
+                           help="Refused for a model with no known price: add its price to [llm.prices] in tqaforge.toml.")
+shared_budget = st.text_input("shared budget name (optional)",
+                              help="A budget kept in the store and shared with the CLI, other workers and machines "
+                                   "that name it; the amount above sets its limit.")
+workers = st.number_input("workers", min_value=1, value=1, help="Workers in this process (the same as --workers).")
 llm: LLMSettings | None = None
 try:
-    llm = load_llm_settings(ws, model=model or None, max_cost=max_cost)
+    llm = load_llm_settings(ws, model=model or None, max_cost=max_cost or None)
     urls = [u for u in llm.endpoint_urls if u]  # base_urls, else base_url
     ready = bool(urls or llm.api_key)
     endpoint = ", ".join(map(redact_url, urls)) or "api.openai.com"  # shown: never a password
@@ -29,7 +35,10 @@ if not ready:
         f"Everything else in the app works without one. ({md(endpoint)})"
     )
 else:
-    st.caption(f"endpoint {md(endpoint)} · model {md(llm.model if llm else '?')}")
+    st.caption(f"endpoint {md(endpoint)} · model {md(llm.model if llm else '?')} · price "
+               f"{md(llm.price_source if llm else '?')}")
+runner = RunnerOptions(workers=int(workers), budget=shared_budget.strip() or None,
+                       window=max(4, 2 * (llm.concurrency if llm else 8)))
 
 taxonomy = ws.config.taxonomy()
 tab_questions, tab_answers = st.tabs(["Question rounds", "Answer annotation"])
@@ -49,7 +58,8 @@ with tab_questions:
             per_round=int(per_round), rounds=int(rounds)))
         if options is not None:
             chosen = options
-            run_step("generating", lambda on_progress: generate_questions(ws, chosen, endpoint_settings, on_progress=on_progress))
+            run_step("generating", lambda on_progress: generate_questions(ws, chosen, endpoint_settings, on_progress=on_progress,
+                                                                                runner=runner))
 with tab_answers:
     with st.form("answers"):
         which = st.text_input("questions", value="accepted", help="accepted, all, or question ids")
@@ -63,4 +73,5 @@ with tab_answers:
                                                              methods=tuple(methods)))
         if answer_options is not None:
             how = answer_options
-            run_step("answering", lambda on_progress: generate_answers(ws, how, answer_settings, on_progress=on_progress))
+            run_step("answering", lambda on_progress: generate_answers(ws, how, answer_settings, on_progress=on_progress,
+                                                                            runner=runner))
