@@ -10,6 +10,13 @@ A last online pass over the collected requests shows they are all answered from 
 
     .venv/bin/python benchmarks/batch.py [--requests 10000] [--concurrency 32] [--latency 0.05]
 
+Section 2 (workers): ``generate answers`` (DP, one call a question) through the step runner with
+1 and then 3 workers in one process, against a server answering in 200 ms: the speed-up of
+more workers on latency-bound work (target >= 2.5x). Several processes on one PostgreSQL split
+the same way (tests/test_workers_postgres.py).
+
+    .venv/bin/python benchmarks/batch.py --only workers [--questions 600] [--worker-latency 0.2]
+
 Each section is a function returning its figures; ``main`` runs them in order (add a section by
 adding a function and a line to ``SECTIONS``).
 """
@@ -135,8 +142,72 @@ def print_online_vs_batch(f: dict[str, Any], args: argparse.Namespace) -> bool:
     return f["batch_ok"] == n and f["after_paid"] == 0 and abs(ratio - 0.5) < 0.01
 
 
+def answering_workspace(root: Path, name: str, questions: int) -> Workspace:
+    """A workspace with one real table and ``questions`` accepted questions on it."""
+    from sqlmodel import select
+
+    from tqaforge.ingest import import_paths
+    from tqaforge.schemas.records import Question, TableRecord
+
+    ws = workspace(root, name)
+    import_paths(ws, [TESTS.parent / "data" / "tables" / "wtq_cricket_batting.tsv"])
+    with ws.session() as s:
+        table_id = s.exec(select(TableRecord.id)).first()
+        assert table_id is not None
+        for i in range(questions):
+            text = f"What is question {i} times three?"
+            s.add(Question(id=Question.make_id(table_id, text, "Counting"), table_id=table_id, text=text,
+                           subtype="Counting", qtype="NumericalReasoning", status="accepted", origin="llm"))
+    return ws
+
+
+def answer_with(ws: Workspace, url: str, workers: int, concurrency: int) -> tuple[float, Any]:
+    """Answer every accepted question (DP, one call each) with the step runner: time and summary."""
+    from tqaforge.answers.annotate import AnswerOptions, generate_answers
+    from tqaforge.llm.step import RunnerOptions
+    from tqaforge.schemas.enums import AnswerMethod
+
+    llm = LLMSettings(model=MODEL, base_url=url, api_key="unused", concurrency=concurrency, prices={MODEL: PRICE})
+    begun = time.perf_counter()
+    summary = generate_answers(ws, AnswerOptions(methods=(AnswerMethod.DP,), max_tokens=1024), llm,
+                               runner=RunnerOptions(workers=workers, window=2 * concurrency))  # as the CLI
+    return time.perf_counter() - begun, summary
+
+
+def section_workers(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Section 2: ``generate answers`` with 1 and with 3 workers against a latency-bound server."""
+    n, latency, concurrency = args.questions, args.worker_latency, args.worker_concurrency
+    figures: dict[str, Any] = {"questions": n, "latency": latency, "concurrency": concurrency}
+    proc, url = start("openai_server.py", "--latency", str(latency), "--echo")
+    try:
+        for workers in (1, 3):
+            ws = answering_workspace(root, f"workers-{workers}", n)
+            figures[f"w{workers}_s"], summary = answer_with(ws, url, workers, concurrency)
+            figures[f"w{workers}_paid"], figures[f"w{workers}_done"] = summary.calls.paid, summary.questions_done
+            if summary.calls.stopped:
+                raise SystemExit(f"the {workers}-worker run stopped: {summary.calls.stopped}")
+            ws.close()
+    finally:
+        stop(proc)
+    return figures
+
+
+def print_workers(f: dict[str, Any], args: argparse.Namespace) -> bool:
+    n = f["questions"]
+    ideal = n * f["latency"] / f["concurrency"]
+    print(f"2. generate answers (DP, {n:,} questions, SQLite) against a server answering in {f['latency'] * 1000:.0f} ms, "
+          f"concurrency {f['concurrency']} a worker (one worker's ideal {ideal:.1f} s)")
+    for w in (1, 3):
+        print(f"   {w} worker{'s' if w > 1 else ' '}        : {f[f'w{w}_s']:8.2f} s  ({n / f[f'w{w}_s']:6.1f} questions/s), "
+              f"{f[f'w{w}_paid']:,} paid, {f[f'w{w}_done']:,} voted")
+    speedup = f["w1_s"] / f["w3_s"]
+    print(f"   speed-up         : {speedup:.2f}x  target >= 2.5x: {'met' if speedup >= 2.5 else 'NOT met'}")
+    return speedup >= 2.5 and f["w1_paid"] == f["w3_paid"] == n
+
+
 SECTIONS: list[tuple[str, Callable[[argparse.Namespace, Path], dict[str, Any]], Callable[[dict[str, Any], argparse.Namespace], bool]]] = [
     ("online-vs-batch", section_online_vs_batch, print_online_vs_batch),
+    ("workers", section_workers, print_workers),
 ]
 
 
@@ -145,6 +216,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--questions", type=int, default=600, help="questions answered in section 2")
+    parser.add_argument("--worker-latency", type=float, default=0.2, help="server latency in section 2 (s)")
+    parser.add_argument("--worker-concurrency", type=int, default=8, help="requests in flight a worker in section 2")
     parser.add_argument("--only", choices=[name for name, _, _ in SECTIONS], help="run this section only")
     args = parser.parse_args()
     ok = True

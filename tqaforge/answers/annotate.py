@@ -24,6 +24,8 @@ store and pays only for the rest.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -296,6 +298,7 @@ class AnswerStep:
         self.own_sandbox = False
         self.summary = AnswerSummary()
         self._tables: dict[str, tuple[Any, str]] = {}  # table id -> (Table, its CSV)
+        self._counting = threading.Lock()
 
     def pending(self) -> list[Question]:
         return _unvoted(self.ws, self.options.questions)[0]
@@ -347,8 +350,10 @@ class AnswerStep:
                 raise result
         return item, list(results)  # type: ignore[arg-type]
 
-    def commit(self, piece: Question, result: tuple[AnswerItem, list[Candidate]]) -> None:
-        self._commit(*result)
+    def commit(self, piece: Question, result: tuple[AnswerItem, list[Candidate]]) -> Awaitable[None]:
+        # In a thread: the event loop keeps sending requests while the store writes (in order:
+        # the runner awaits each commit before the next of the same worker).
+        return asyncio.to_thread(self._commit, *result)
 
     def _commit(self, item: AnswerItem, candidates: list[Candidate]) -> None:
         """One question's candidates and its vote, in one transaction."""
@@ -401,8 +406,13 @@ class AnswerStep:
                 answer.origin, answer.method, answer.votes, answer.route, answer.created_by = (
                     Origin.RULE, VOTE_METHOD, dict(votes), route, f"vote:{model}")
                 s.add(answer)
+        with self._counting:  # workers commit in threads of their own
+            self._count(item, candidates, result, route, bool(by_people))
+
+    def _count(self, item: AnswerItem, candidates: list[Candidate], result: Any, route: AnswerRoute,
+               by_people: bool) -> None:
         summary = self.summary
-        summary.left_to_people += bool(by_people)
+        summary.left_to_people += by_people
         summary.questions_done += 1
         summary.candidates += len(candidates)
         summary.unparsed += sum(c.status == CandidateStatus.UNPARSED for c in candidates)

@@ -336,7 +336,7 @@ async def _one_pass(ws: Workspace, step: Step[P, R], llm: LLMSettings, options: 
                     await asyncio.to_thread(w.claims.renew)
 
     async def work(worker: _Worker[P, R], gateway: Gateway) -> None:
-        chunk = options.chunk or 4 * options.window
+        chunk = options.chunk or 8 * options.window
         while summary.stopped is None:
             todo = [p for p in step.pending() if step.key(p) not in waiting and step.key(p) not in finished]
             if not todo:
