@@ -15,7 +15,7 @@ Section 2 (workers): ``generate answers`` (DP, one call a question) through the 
 more workers on latency-bound work (target >= 2.5x). Several processes on one PostgreSQL split
 the same way (tests/test_workers_postgres.py).
 
-    .venv/bin/python benchmarks/batch.py --only workers [--questions 600] [--worker-latency 0.2]
+    .venv/bin/python benchmarks/batch.py --only workers [--questions 1200] [--worker-latency 0.2]
 
 Each section is a function returning its figures; ``main`` runs them in order (add a section by
 adding a function and a line to ``SECTIONS``).
@@ -216,7 +216,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--questions", type=int, default=600, help="questions answered in section 2")
+    parser.add_argument("--questions", type=int, default=1200, help="questions answered in section 2")
     parser.add_argument("--worker-latency", type=float, default=0.2, help="server latency in section 2 (s)")
     parser.add_argument("--worker-concurrency", type=int, default=8, help="requests in flight a worker in section 2")
     parser.add_argument("--only", choices=[name for name, _, _ in SECTIONS], help="run this section only")
