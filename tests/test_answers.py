@@ -474,3 +474,25 @@ def test_the_vote_leaves_an_answer_people_settled_alone(workspace, monkeypatch):
     assert (settled[votes[settled_q].id].status, settled[votes[settled_q].id].method) == ("rejected", "vote")
     assert [a.values for a in settled.values() if a.status == "corrected"] == [["41"]]
     assert (control.status, control.method, control.route) == ("consistent", "vote-again", "verify")
+
+
+def test_two_workers_store_the_records_of_one(tmp_path, monkeypatch):
+    """Issue 25: answering with two workers (claims in the store) gives the same votes and
+    candidates as one worker, and pays each request once (counted at the server)."""
+    from tqaforge.llm.step import RunnerOptions
+
+    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
+    results = []
+    for workers in (1, 2):
+        ws = init_workspace(tmp_path / f"w{workers}", name="t")
+        assert not import_paths(ws, [REPO / "data" / "tables" / "wtq_cricket_batting.tsv"]).failed
+        add_questions(ws, {"consistent": 6, "inconsistent": 6})
+        with OpenAIServer(model_reply, latency_s=0.02) as server:
+            summary = generate_answers(ws, AnswerOptions(methods=parse_methods("dp,tcot")), llm_settings(server),
+                                       runner=RunnerOptions(workers=workers, window=2, chunk=2))
+            assert server.total_paid == 24 and max(server.paid.values()) == 1
+        assert summary.questions_done == 12 and summary.calls.workers == workers
+        results.append(([(a.question_id, a.value, a.status, a.route) for a in rows(ws, Answer)],
+                        [(c.id, c.value, c.status) for c in rows(ws, AnswerCandidate)]))
+        ws.close()
+    assert results[0] == results[1]
