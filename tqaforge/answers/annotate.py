@@ -46,8 +46,7 @@ from tqaforge.errors import ConfigError, NotFound, TqaforgeError
 from tqaforge.ids import candidate_id, content_hash
 from tqaforge.labels import ANSWER_VERIFICATION, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings
-from tqaforge.llm.runner import StopReason
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, HasCalls, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
 from tqaforge.sandbox import Limits, Sandbox
@@ -131,7 +130,7 @@ def sandbox_for(ws: Workspace) -> Sandbox:
 
 
 @dataclass
-class AnswerSummary:
+class AnswerSummary(HasCalls):
     """What one ``generate answers`` run did; ``lines()`` for the CLI, ``as_dict()`` for --json."""
 
     questions_total: int = 0  # selected questions without a vote, to answer in this run
@@ -150,25 +149,10 @@ class AnswerSummary:
     isolation_missing: list[str] = field(default_factory=list)
     calls: CallSummary = field(default_factory=CallSummary)
 
-    @property
-    def cost(self) -> float:
-        return self.calls.cost
 
-    @property
-    def paid_calls(self) -> int:
-        return self.calls.paid
 
-    @property
-    def cached_calls(self) -> int:
-        return self.calls.cached
 
-    @property
-    def stopped(self) -> str | None:
-        return self.calls.stopped
 
-    @property
-    def stop_reason(self) -> StopReason | None:
-        return self.calls.stop_reason
 
     @property
     def failed(self) -> bool:

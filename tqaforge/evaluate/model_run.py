@@ -45,7 +45,7 @@ from tqaforge.files import atomic_write_text
 from tqaforge.llm.budget import Budget
 from tqaforge.llm.gateway import Gateway
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, HasCalls, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerMethod
@@ -81,7 +81,7 @@ class ModelRunOptions:
 
 
 @dataclass
-class ModelRunSummary:
+class ModelRunSummary(HasCalls):
     """What a model run did; ``lines()`` for the CLI, ``as_dict()`` for JSON."""
 
     predictions: str
@@ -89,23 +89,9 @@ class ModelRunSummary:
     answered: int = 0
     calls: CallSummary = field(default_factory=CallSummary)
 
-    # The names this summary used before the step runner (its calls are in ``calls`` now).
-    @property
-    def paid_calls(self) -> int:
-        return self.calls.paid
 
-    @property
-    def cached_calls(self) -> int:
-        return self.calls.cached
 
-    @property
-    def cost(self) -> float:
-        return self.calls.cost
 
-    @property
-    def stopped(self) -> str | None:
-        """What stopped the run early (with its hint), None when nothing did."""
-        return self.calls.stopped
 
     @property
     def complete(self) -> bool:
@@ -223,29 +209,16 @@ class Verdict:
 
 
 @dataclass
-class JudgeRun:
+class JudgeRun(HasCalls):
     """Verdicts by (model, method, row id), and the judge's calls."""
 
     verdicts: dict[tuple[str, str, str], Verdict] = field(default_factory=dict)
     invalid: int = 0
     calls: CallSummary = field(default_factory=CallSummary)
 
-    # The names this summary used before the step runner (its calls are in ``calls`` now).
-    @property
-    def paid_calls(self) -> int:
-        return self.calls.paid
 
-    @property
-    def cached_calls(self) -> int:
-        return self.calls.cached
 
-    @property
-    def cost(self) -> float:
-        return self.calls.cost
 
-    @property
-    def stopped(self) -> str | None:
-        return self.calls.stopped
 
     def lines(self) -> list[str]:
         return [f"{len(self.verdicts)} replies judged, {self.invalid} verdicts unreadable", *self.calls.lines()]

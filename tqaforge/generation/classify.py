@@ -56,8 +56,7 @@ from tqaforge.errors import ConfigError, InvalidReply
 from tqaforge.labels import QUESTION_TYPING, TYPED_BY_PEOPLE, Authority, left_alone
 from tqaforge.llm import Gateway, LLMSettings
 from tqaforge.llm.budget import Budget
-from tqaforge.llm.runner import StopReason
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, HasCalls, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import tables_by_id, trusted_answers
@@ -482,7 +481,7 @@ class ClassifyOptions:
 
 
 @dataclass
-class ClassifySummary:
+class ClassifySummary(HasCalls):
     """What :func:`classify_questions` did; :meth:`lines` is what the CLI prints."""
 
     method: str
@@ -500,27 +499,10 @@ class ClassifySummary:
     already: int = 0  # typed by this method and model before this run: left as they are
     calls: CallSummary = field(default_factory=CallSummary)  # the model's calls (method llm or combined)
 
-    # The names this summary used before the step runner (its calls are in ``calls`` now).
-    @property
-    def paid_calls(self) -> int:
-        return self.calls.paid
 
-    @property
-    def cached_calls(self) -> int:
-        return self.calls.cached
 
-    @property
-    def cost(self) -> float:
-        return self.calls.cost
 
-    @property
-    def stopped(self) -> str | None:
-        """The message of what stopped the run early (with its hint), None when nothing did."""
-        return self.calls.stopped
 
-    @property
-    def stop_reason(self) -> StopReason | None:
-        return self.calls.stop_reason
 
     @property
     def failed(self) -> bool:

@@ -67,8 +67,8 @@ from tqaforge.labels import agent_review
 from tqaforge.llm import Gateway, LLMSettings, run
 from tqaforge.llm.budget import Budget
 from tqaforge.llm.calls import Deferred
-from tqaforge.llm.runner import StopReason, settle
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step_async
+from tqaforge.llm.runner import settle
+from tqaforge.llm.step import CallSummary, HasCalls, RunnerOptions, run_step_async
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.queries import get_by_prefix
@@ -142,7 +142,7 @@ def load_generation_options(ws: Workspace, **overrides: Any) -> GenerationOption
 
 
 @dataclass
-class GenerationSummary:
+class GenerationSummary(HasCalls):
     """What one run did.
 
     A run *failed* (:attr:`failed`; the CLI exits non-zero) when it stopped early
@@ -168,27 +168,10 @@ class GenerationSummary:
     calls: CallSummary = field(default_factory=CallSummary)
 
     # The calls' figures under the names this summary had before it held a CallSummary.
-    @property
-    def cost(self) -> float:
-        return self.calls.cost
 
-    @property
-    def paid_calls(self) -> int:
-        return self.calls.paid
 
-    @property
-    def cached_calls(self) -> int:
-        return self.calls.cached
 
-    @property
-    def stopped(self) -> str | None:
-        """The message of what stopped the run early (with its hint), else None."""
-        return self.calls.stopped
 
-    @property
-    def stop_reason(self) -> StopReason | None:
-        """What kind of stop :attr:`stopped` is."""
-        return self.calls.stop_reason
 
     @property
     def all_invalid(self) -> bool:

@@ -63,7 +63,7 @@ from tqaforge.progress import Progress
 from tqaforge.schemas.records import WorkClaim
 from tqaforge.store import Workspace
 
-__all__ = ["TRANSPORTS", "CallSummary", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
+__all__ = ["TRANSPORTS", "CallSummary", "HasCalls", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -224,6 +224,34 @@ class CallSummary:
         data = asdict(self)
         data["stop_reason"] = self.stop_reason.value if self.stop_reason is not None else None
         return data
+
+
+class HasCalls:
+    """For a stage's summary that holds a ``calls`` (:class:`CallSummary`): the names its cost,
+    counts and stop had before the runner, read from ``calls``."""
+
+    calls: CallSummary
+
+    @property
+    def cost(self) -> float:
+        return self.calls.cost
+
+    @property
+    def paid_calls(self) -> int:
+        return self.calls.paid
+
+    @property
+    def cached_calls(self) -> int:
+        return self.calls.cached
+
+    @property
+    def stopped(self) -> str | None:
+        """What stopped the run early (with its hint), None when nothing did."""
+        return self.calls.stopped
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self.calls.stop_reason
 
 
 _REMEDY = {
