@@ -200,19 +200,11 @@ class SharedBudget(Budget):
                     self._waiters.remove(waiter)
 
     def settle(self, hold: Hold, cost: float) -> None:
-        self._holds -= 1
-        self.reserved = self.reserved - hold.amount if self._holds else 0.0
-        self.spent += cost
-        loop = asyncio.get_running_loop()
-        done = self._db.submit(self._settle, hold, cost)
-        self._pending.add(done)
-
-        def finished(f: Future[Any]) -> None:
-            self._pending.discard(f)
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(self._wake)
-
-        done.add_done_callback(finished)
+        # This process's figures now; the store's on the budget's thread, queued before any later
+        # reservation (a waiter woken now asks the store after this settlement is written).
+        super().settle(hold, cost)
+        self._pending.add(done := self._db.submit(self._settle, hold, cost))
+        done.add_done_callback(self._pending.discard)
 
     def charge(self, cost: float) -> None:
         self.spent += cost
