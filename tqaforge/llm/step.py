@@ -308,17 +308,16 @@ def _one_writer(ws: Workspace, step: Step[Any, Any], summary: CallSummary) -> It
         yield
         return
     family = step.name.split(":", 1)[0]
-    try:
-        with ws.lock(f"step {family}", wait=False):
-            summary.notes.append("SQLite: one process at a time runs this step (use PostgreSQL to run several)")
-            _drop_dead_claims(ws, family)
-            yield
-    except StoreError as exc:
-        if "lock" not in str(exc).lower() and "held" not in str(exc).lower() and "running" not in str(exc).lower():
-            raise
-        raise StoreError(f"{exc}; SQLite has one writer, so one process at a time runs {family}",
-                         hint="wait for it, or keep the workspace on PostgreSQL (TQAFORGE_DATABASE_URL) to run "
-                              "several workers or machines at once") from None
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(ws.lock(f"step {family}", wait=False))
+        except StoreError as exc:  # the lock only: an error of the run itself keeps its own message
+            raise StoreError(f"{exc}; SQLite has one writer, so one process at a time runs {family}",
+                             hint="wait for it, or keep the workspace on PostgreSQL (TQAFORGE_DATABASE_URL) to run "
+                                  "several workers or machines at once") from None
+        summary.notes.append("SQLite: one process at a time runs this step (use PostgreSQL to run several)")
+        _drop_dead_claims(ws, family)
+        yield
 
 
 def _drop_dead_claims(ws: Workspace, family: str) -> None:
