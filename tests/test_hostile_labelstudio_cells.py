@@ -13,7 +13,7 @@ from labelstudio_helpers import new_email, signup
 from selenium.webdriver.common.by import By
 from sqlmodel import select
 from test_labelstudio_browser import PASSWORD, annotations_of, browser, copies, wait
-from test_labelstudio_browser_cells import add_reasoning_question, cell, click_cell, marked, open_cells_screen
+from test_labelstudio_browser_cells import add_reasoning_question, cell_text, click_cell, in_grid, marked, open_cells_screen
 
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import cell_choices
@@ -58,15 +58,15 @@ def test_hostile_cells_show_as_text_and_map_to_their_ids(label_studio, sqlite_wo
     copy = copies(ws)[("relevant_cells", ana)]
     with browser(chromium, tmp_path / "ana") as a:
         open_cells_screen(a, url, ana, copy.ls_project_id, copy.ls_task_id, (table.n_rows + 1) * table.n_cols)
-        grid = a.find_element(By.CSS_SELECTOR, ".tq-cells")
-        # Shown as text: the characters themselves, no element made from them, nothing run.
-        assert IMG in cell(a, "h1").text and SCRIPT in cell(a, "r0c0").text and "forged" in cell(a, "r1c1").text
-        assert "&lt;b&gt;" in cell(a, "r2c1").text
-        assert "\\u202e1.3" in cell(a, "r1c2").text  # the override made visible, not obeyed
-        assert not grid.find_elements(By.CSS_SELECTOR, "img, script, b, #forged, input[name=r9c9]")
+        # Shown as text: the characters themselves, no element made from them, nothing run. (Each
+        # read finds its element again: Label Studio may re-render the grid after it loads.)
+        assert IMG in cell_text(a, "h1") and SCRIPT in cell_text(a, "r0c0") and "forged" in cell_text(a, "r1c1")
+        assert "&lt;b&gt;" in cell_text(a, "r2c1")
+        assert "\\u202e1.3" in cell_text(a, "r1c2")  # the override made visible, not obeyed
+        assert not in_grid(a, "img, script, b, #forged, input[name=r9c9]")
         assert "pwned" not in a.title
         # Control: the same screen does render markup that is not escaped (the cell ids' spans).
-        assert len(grid.find_elements(By.CSS_SELECTOR, "span.tq-id")) == (table.n_rows + 1) * table.n_cols
+        assert len(in_grid(a, "span.tq-id")) == (table.n_rows + 1) * table.n_cols
         for cell_id in ("h1", "r0c0", "r1c1", "r1c2"):
             click_cell(a, cell_id)
         click_cell(a, "r0c0")  # unmarked again

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import REPO
 from labelstudio_helpers import annotate, new_email, signup
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -46,6 +47,23 @@ def add_reasoning_question(ws: Workspace, path: Path, text: str) -> tuple[str, T
 def cell(driver: WebDriver, cell_id: str) -> WebElement:
     """The clickable cell ``cell_id`` (``r1c2``, ``h0``) of the relevant-cells screen."""
     return driver.find_element(By.XPATH, f"//div[contains(@class,'tq-cells')]//label[.//input[@name='{cell_id}']]")
+
+
+def cell_text(driver: WebDriver, cell_id: str) -> str:
+    """A cell's text, found again if Label Studio re-rendered the grid meanwhile (a stale element)."""
+    return str(wait(driver).until(lambda d: _text_or_none(d, cell_id)))
+
+
+def _text_or_none(driver: WebDriver, cell_id: str) -> str | None:
+    try:
+        return cell(driver, cell_id).text or None
+    except (StaleElementReferenceException, NoSuchElementException):
+        return None
+
+
+def in_grid(driver: WebDriver, selector: str) -> list[WebElement]:
+    """The elements under the cell grid that match ``selector`` (the grid found again each time)."""
+    return list(driver.find_elements(By.CSS_SELECTOR, ", ".join(f".tq-cells {part.strip()}" for part in selector.split(","))))
 
 
 def marked(driver: WebDriver) -> set[str]:
@@ -86,7 +104,7 @@ def test_annotator_clicks_three_cells_of_a_shipped_table_and_the_pull_holds_exac
         assert abs(spot["r2c2"]["x"] - spot["h2"]["x"]) < 2 and abs(spot["r7c2"]["x"] - spot["h2"]["x"]) < 2
         assert abs(spot["r2c2"]["y"] - spot["r2c0"]["y"]) < 2 and abs(spot["r2c5"]["y"] - spot["r2c0"]["y"]) < 2
         assert spot["h2"]["y"] < spot["r2c2"]["y"] < spot["r7c2"]["y"] and spot["r2c0"]["x"] < spot["r2c2"]["x"] < spot["r2c5"]["x"]
-        assert "Palestra" in cell(a, "r0c1").text and "18" in cell(a, "r0c2").text
+        assert "Palestra" in cell_text(a, "r0c1") and "18" in cell_text(a, "r0c2")
         assert marked(a) == set()
         # The points of the top three, and one cell marked by mistake, then unmarked by a second click.
         for cell_id in ("r0c2", "r1c2", "r3c2", "r2c2"):
