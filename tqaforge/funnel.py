@@ -14,12 +14,9 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Protocol, Sequence
 
 from tqaforge.quickopen import connect_if_current
-
-if TYPE_CHECKING:
-    from tqaforge.store import Workspace
 
 #: Each stage of the funnel in data-flow order (see DESIGN.md): its name, its table, and the
 #: column its records are split by (None: a total only).
@@ -39,6 +36,13 @@ COST = ("llm_calls", "cost")
 
 #: Runs one SQL statement and returns its rows.
 Run = Callable[[str], Sequence[Sequence[Any]]]
+
+
+class Workspace(Protocol):
+    """What :func:`funnel` needs of a :class:`tqaforge.store.Workspace` (named structurally, so
+    that not even a type-only import ties this module to the store and SQLAlchemy)."""
+
+    def connection(self) -> ContextManager[Any]: ...
 
 
 @dataclass
