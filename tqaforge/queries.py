@@ -14,6 +14,8 @@ from sqlalchemy import String, func, text
 from sqlmodel import Session, SQLModel, col, select
 
 from tqaforge.errors import NotFound, TqaforgeError
+from tqaforge.funnel import Funnel as Funnel  # the funnel counts without the records (tqaforge.funnel)
+from tqaforge.funnel import funnel as funnel
 from tqaforge.ids import labelstudio_annotator
 from tqaforge.people import find_annotator, people_names
 from tqaforge.schemas.enums import AnswerStatus, QuestionStatus, VariantStatus
@@ -21,7 +23,6 @@ from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
     Answer,
-    AnswerCandidate,
     LabelStudioTaskCopy,
     LLMCall,
     Question,
@@ -463,17 +464,6 @@ def list_variants(
     return Page(items, total, offset, limit)
 
 
-@dataclass
-class Funnel:
-    """Counts per pipeline stage, in data-flow order (see DESIGN.md)."""
-
-    stages: list[tuple[str, dict[str, int]]]
-    llm_cost: float
-
-    def as_dict(self) -> dict[str, dict[str, int]]:
-        return dict(self.stages)
-
-
 def _count_by(s: Session, model: type[SQLModel], column: object | None) -> dict[str, int]:
     if column is None:
         return {"total": s.exec(select(func.count()).select_from(model)).one()}
@@ -481,24 +471,6 @@ def _count_by(s: Session, model: type[SQLModel], column: object | None) -> dict[
     counts = {str(k): n for k, n in rows}
     counts = {"total": sum(counts.values()), **dict(sorted(counts.items()))}
     return counts
-
-
-def funnel(ws: Workspace) -> Funnel:
-    """How many records each stage holds, split by status: the pipeline at a glance."""
-    with ws.session() as s:
-        stages = [
-            ("tables", _count_by(s, TableRecord, None)),
-            ("questions", _count_by(s, Question, Question.status)),
-            ("answer candidates", _count_by(s, AnswerCandidate, AnswerCandidate.method)),
-            ("answers", _count_by(s, Answer, Answer.status)),
-            ("variants", _count_by(s, Variant, Variant.status)),
-            ("annotation tasks", _count_by(s, AnnotationTask, AnnotationTask.status)),
-            ("annotations", _count_by(s, Annotation, None)),
-            ("llm calls", _count_by(s, LLMCall, LLMCall.status)),
-            ("releases", _count_by(s, Release, None)),
-        ]
-        cost = s.exec(select(func.coalesce(func.sum(LLMCall.cost), 0.0))).one()
-    return Funnel(stages=stages, llm_cost=float(cost))
 
 
 def subtype_counts(ws: Workspace) -> dict[str, int]:

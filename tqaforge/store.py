@@ -24,15 +24,16 @@ from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from sqlalchemy import JSON, Engine, Text, bindparam, cast, create_engine, event, type_coerce
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import JSON, Connection, Engine, Text, bindparam, cast, create_engine, event, type_coerce
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 if TYPE_CHECKING:
+    # Imported where used, not here: opening a workspace (every command, `tqaforge status` first)
+    # needs SQLAlchemy's core only, not the ORM, SQLModel and pydantic behind a Session (about
+    # 0.1 s), nor Alembic unless a migration is due, nor the other database's dialect.
     from alembic.config import Config
-from sqlmodel import Session
+    from sqlmodel import Session
 
 from tqaforge.config import (
     DB_NAME,
@@ -44,19 +45,18 @@ from tqaforge.config import (
     write_default_config,
 )
 from tqaforge.errors import ConfigError, DiskError, StoreError, TqaforgeError, disk_error
+from tqaforge.quickopen import MIGRATIONS_DIR, SQLITE_HEADER, newest_migration
 from tqaforge.redact import redact_secrets, redact_url
 from tqaforge.tables.cells import clean_text
 
 log = logging.getLogger(__name__)
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: How long a second SQLite writer waits for the first before "database is locked".
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: Seconds to wait for a PostgreSQL server to accept and answer the connection handshake;
 #: TQAFORGE_DB_CONNECT_TIMEOUT overrides it (libpq's minimum is 2).
 PG_CONNECT_TIMEOUT_S = 10
 CONNECT_TIMEOUT_ENV = "TQAFORGE_DB_CONNECT_TIMEOUT"
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
@@ -435,18 +435,37 @@ class Workspace:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session that commits on success and rolls back on any error."""
+        from sqlmodel import Session
+
         with Session(self.engine, expire_on_commit=False) as s:
             try:
                 yield s
                 s.commit()
             except BaseException as exc:
                 s.rollback()
-                # A full or read-only disk says so, naming the file, instead of a driver
-                # traceback; the transaction is rolled back, so nothing of it was written.
-                problem = disk_problem(exc, self.engine.url) if isinstance(exc, DBAPIError) else None
-                if problem is not None:
-                    raise problem from None
+                self._raise_disk_problem(exc)
                 raise
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A SQLAlchemy Core connection in a transaction that commits on success and rolls back
+        on any error, with the same disk errors as :meth:`session`. For the few commands that
+        read counts without records (:mod:`tqaforge.funnel`): no ORM is imported for them."""
+        with self.engine.connect() as conn:
+            try:
+                yield conn
+                conn.commit()
+            except BaseException as exc:
+                conn.rollback()
+                self._raise_disk_problem(exc)
+                raise
+
+    def _raise_disk_problem(self, exc: BaseException) -> None:
+        # A full or read-only disk says so, naming the file, instead of a driver traceback; the
+        # transaction is rolled back, so nothing of it was written.
+        problem = disk_problem(exc, self.engine.url) if isinstance(exc, DBAPIError) else None
+        if problem is not None:
+            raise problem from None
 
     @contextmanager
     def lock(self, name: str, *, wait: bool = True, timeout: float | None = None) -> Iterator[Path]:
@@ -603,13 +622,6 @@ def open_workspace(root: Path | None = None, *, upgrade: bool = True, create: bo
     return Workspace(root=found, config=config, engine=engine)
 
 
-def newest_migration() -> str:
-    """The newest revision shipped, from the file names alone (``NNNN_*.py`` holds revision
-    ``NNNN``; a test checks it against Alembic's own head), without importing Alembic."""
-    names = sorted(p.name for p in (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
-    return names[-1][:4]
-
-
 def _at_newest(engine: Engine) -> bool:
     """Whether the database is at the newest revision already (one cheap query); anything
     unexpected says no, and :func:`migrate` then does the work and reports any error."""
@@ -658,6 +670,9 @@ def insert_new(session: Session, model: type, rows: list[dict[str, Any]], *, jso
     through its busy timeout), and ``RETURNING`` names the rows that were new, so "already
     present" is counted exactly. ``json_text`` names JSON columns given as JSON text already.
     """
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
     if not rows:
         return set()
     dialect = session.get_bind().dialect.name

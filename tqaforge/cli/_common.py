@@ -164,12 +164,19 @@ def runner_options(workers: int = 1, transport: str = "online", budget: Optional
                          **more)
 
 
+def workspace_dir(ctx: typer.Context, workspace: Optional[Path] = None) -> Optional[Path]:
+    """The workspace directory named after the subcommand, else before it (or $TQAFORGE_WORKSPACE);
+    None: the one around the cwd."""
+    root_obj = ctx.find_root().obj or {}
+    found: Optional[Path] = workspace or root_obj.get("workspace")
+    return found
+
+
 def open_ws(ctx: typer.Context, workspace: Optional[Path] = None) -> "Workspace":
     """The workspace named after the subcommand, else before it, else $TQAFORGE_WORKSPACE or cwd."""
     from tqaforge.store import open_workspace
 
-    root_obj = ctx.find_root().obj or {}
-    ws = open_workspace(workspace or root_obj.get("workspace"))
+    ws = open_workspace(workspace_dir(ctx, workspace))
     _OPENED[:] = [(ws.root, ws.engine.url)]  # for disk_failure: a write error that names no file
     return ws
 
