@@ -865,3 +865,26 @@ def test_masi_alpha_runs_over_thousands_of_questions_in_blocks():
     result = masi_alpha(data, blocks=tables, n_boot=100, seed=1)
     assert result.value is not None and 0.3 < result.value < 0.95
     assert result.components["blocks"] == 4000 and result.ci is not None and result.ci[0] <= result.value <= result.ci[1]
+
+
+def test_report_on_a_generated_study_equals_the_golden_report(sqlite_workspace):
+    """The whole report (every kind, statistic, interval, note and problem) on a generated study
+    (tests/agreement_study.py: five kinds, one of each label shape) is identical to the golden
+    file written by the code before the report read labels as columns (issue 26): same JSON text,
+    so every float to the last bit."""
+    import sys
+    from datetime import datetime, timezone
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from agreement_study import build_study
+
+    build_study(sqlite_workspace, 400, seed=3)
+    golden = json.loads((Path(__file__).parent / "data" / "agreement_report_golden.json").read_text())
+    for name, settings in (("default", Settings(n_boot=200, seed=7)), ("every_source", Settings(n_boot=0, exclude_sources=()))):
+        report = agreement_report(sqlite_workspace, settings=settings, now=lambda: datetime(2026, 1, 2, tzinfo=timezone.utc))
+        got = json.loads(json.dumps(report.as_dict(), ensure_ascii=False))
+        assert got["workspace"] == "test"
+        got["workspace"] = golden[name]["workspace"]  # the study's workspace name, not a statistic
+        for kind, expected in golden[name]["kinds"].items():
+            assert got["kinds"][kind] == expected, (name, kind)
+        assert got == golden[name], name
