@@ -12,11 +12,14 @@ a kind gets is its shape's (:mod:`tqaforge.annotation.shapes`); the labels are r
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from sqlalchemy import Text, cast
 from sqlmodel import select
 
 from tqaforge.annotation.agreement import (
@@ -30,7 +33,7 @@ from tqaforge.annotation.agreement import (
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
 from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
 from tqaforge.errors import AgreementError
-from tqaforge.ids import content_hash
+from tqaforge.ids import ID_LENGTH
 from tqaforge.labels import NOT_OURS
 from tqaforge.schemas.records import Annotation, AnnotationTask
 from tqaforge.store import Workspace
@@ -170,12 +173,18 @@ def _reanswer_report(data: RaterData, settings: Settings, gold: Mapping[str, Seq
         problems.append(f"{len(missing)} items have no gold answer yet and are not scored")
     scored = [bool(gold.get(i)) for i in data.items]
     correct = np.full((len(data.items), len(data.raters)), np.nan)
+    # Answers repeat (the same few values against the same gold): each pair is matched once.
+    matched: dict[tuple[Any, tuple[str, ...]], float] = {}
     for i, (item, row) in enumerate(zip(data.items, data.labels)):
         if not scored[i]:
             continue
+        expected = tuple(gold[item])
         for r, given in enumerate(row):
             if given is not None:
-                correct[i, r] = 1.0 if answers_match(given, gold[item], settings.match_rules) else 0.0
+                hit = matched.get((given, expected))
+                if hit is None:
+                    hit = matched[(given, expected)] = 1.0 if answers_match(given, expected, settings.match_rules) else 0.0
+                correct[i, r] = hit
     answered = ~np.isnan(correct)
     hits = np.nan_to_num(correct)
 
@@ -252,14 +261,31 @@ def _kinds_present(ws: Workspace) -> list[str]:
 
 
 def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
-    """A hash of every annotation the report read (ids and labels), to tell a stale report."""
+    """A hash of every annotation the report read (ids and labels), to tell a stale report.
+
+    ``content_hash(sorted([id, label] ...))``, computed from the labels' JSON text: each distinct
+    label is decoded and written canonically once, and the canonical text of the sorted list is
+    fed to the hash a piece at a time (the same bytes as the one-shot form)."""
     with ws.session() as s:
         rows = s.exec(
-            select(Annotation.id, Annotation.label)
+            select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
             .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
             .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
         ).all()
-    return content_hash(sorted([rid, label] for rid, label in rows))
+    canonical: dict[str | None, str] = {}
+    digest = hashlib.sha256(b"[")
+    for n, (rid, text) in enumerate(sorted(rows)):  # ids are unique: sorted by id, as [id, label] pairs are
+        label = canonical.get(text)
+        if label is None:
+            label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
+        digest.update(("," if n else "").encode() + b"[" + _canonical_json(rid).encode() + b"," + label.encode() + b"]")
+    digest.update(b"]")
+    return digest.hexdigest()[:ID_LENGTH]
+
+
+def _canonical_json(value: Any) -> str:
+    """JSON text as :func:`tqaforge.ids.content_hash` writes it."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def agreement_report(
