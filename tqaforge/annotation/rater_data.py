@@ -150,7 +150,7 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
         return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
 
     latest: dict[tuple[str, str], LabelRow] = {}
-    for *values, source in s.exec(query):
+    for *values, source in s.connection().execute(query):  # Core, not the ORM: plain rows
         if source in excluded:
             continue
         row = LabelRow(*values)

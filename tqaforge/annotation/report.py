@@ -16,6 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -267,14 +268,16 @@ def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
     label is decoded and written canonically once, and the canonical text of the sorted list is
     fed to the hash a piece at a time (the same bytes as the one-shot form)."""
     with ws.session() as s:
-        rows = s.exec(
+        # Core, not the ORM: plain rows, without the ORM's per-row loading.
+        rows = [tuple(row) for row in s.connection().execute(
             select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
             .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
             .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
-        ).all()
+        )]
+    rows.sort(key=itemgetter(0))  # ids are unique: the order of the sorted [id, label] pairs
     canonical: dict[str | None, str] = {}
     digest = hashlib.sha256(b"[")
-    for n, (rid, text) in enumerate(sorted(rows)):  # ids are unique: sorted by id, as [id, label] pairs are
+    for n, (rid, text) in enumerate(rows):
         label = canonical.get(text)
         if label is None:
             label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
