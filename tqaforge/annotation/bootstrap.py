@@ -41,9 +41,21 @@ class BootstrapCI:
 
 
 def group_rows(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``stats`` and how many items have each."""
-    patterns, counts = np.unique(stats, axis=0, return_counts=True)
-    return patterns, counts
+    """The distinct rows of ``stats`` in lexicographic order and how many items have each.
+
+    What ``np.unique(stats, axis=0, return_counts=True)`` gives (the same rows in the same order,
+    which the resampling depends on), without its sort of rows as opaque records: a lexsort of
+    the columns, several times faster on tens of thousands of items. Rows with a NaN (never a
+    statistic's) go to ``np.unique``.
+    """
+    stats = np.asarray(stats)
+    if stats.ndim != 2 or stats.shape[0] == 0 or stats.dtype.kind != "f" or np.isnan(stats).any():
+        patterns, counts = np.unique(stats, axis=0, return_counts=True)
+        return patterns, counts
+    ordered = stats[np.lexsort(stats.T[::-1])]  # by column 0, then 1, ...
+    starts = np.flatnonzero(np.concatenate([[True], (ordered[1:] != ordered[:-1]).any(axis=1)]))
+    counts = np.diff(np.append(starts, len(ordered)))
+    return ordered[starts], counts
 
 
 def item_counts(counts: np.ndarray) -> np.ndarray:
@@ -73,9 +85,39 @@ class SparseRows:
         self.rows, self.cols, self.values = rows, cols, values.astype(np.float64)
 
     def __rmatmul__(self, weights: np.ndarray) -> np.ndarray:
+        """Exactly the sums of ``np.add.at`` entry by entry (the bootstrap depends on every bit).
+
+        Item draws are whole numbers, and so are most columns' values (counts): those columns'
+        sums are whole numbers too, exact in any order, so they are summed as integers, a column
+        at a time (entries sorted by column, ``np.add.reduceat``). A column with a fraction (a
+        unit's disagreement) is summed entry by entry in order (``np.cumsum``), as ``add.at``
+        sums it: the same roundings, so the same bits."""
         weights = np.atleast_2d(weights)
-        out = np.zeros((weights.shape[0], self.shape[1]))
-        np.add.at(out, (np.arange(weights.shape[0])[:, None], self.cols[None, :]), weights[:, self.rows] * self.values)
+        b = weights.shape[0]
+        out = np.zeros((b, self.shape[1]))
+        if len(self.values) == 0 or b == 0:
+            return out
+        whole_values = self.values == np.round(self.values)
+        exact = (
+            bool(np.isfinite(weights).all()) and bool((weights == np.round(weights)).all())
+            and float(np.abs(weights).max()) * float(np.abs(self.values).sum()) < 2.0**53
+        )
+        fractional = np.zeros(self.shape[1], dtype=bool)
+        fractional[self.cols[~whole_values] if exact else self.cols] = True
+        by_sum = np.flatnonzero(~fractional[self.cols])
+        if by_sum.size:
+            order = by_sum[np.argsort(self.cols[by_sum], kind="stable")]
+            cols = self.cols[order]
+            starts = np.flatnonzero(np.concatenate([[True], cols[1:] != cols[:-1]]))
+            rows, values = self.rows[order], self.values[order].astype(np.int64)
+            whole = weights.astype(np.int64)
+            step = max(1, _CHUNK_CELLS // len(order))  # bounds the (resamples x entries) products
+            for start in range(0, b, step):
+                part = whole[start:start + step][:, rows] * values
+                out[start:start + step, cols[starts]] = np.add.reduceat(part, starts, axis=1)
+        for col in np.flatnonzero(fractional):
+            entries = np.flatnonzero(self.cols == col)
+            out[:, col] = np.cumsum(weights[:, self.rows[entries]] * self.values[entries], axis=1)[:, -1]
         return out
 
 

@@ -19,9 +19,11 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Iterable, NamedTuple, Sequence
 
+import numpy as np
 from sqlalchemy import Text, cast, type_coerce
 from sqlmodel import Session, select
 
+from tqaforge.annotation.agreement import Coded
 from tqaforge.annotation.kinds import KindSpec, LabelError, kind_spec
 from tqaforge.labels import label_order
 from tqaforge.labels import rater as person_of
@@ -52,6 +54,17 @@ class RaterData:
     @property
     def n_annotations(self) -> int:
         return sum(x is not None for row in self.labels for x in row)
+
+    def coded(self, values: Sequence[Any] | None = None) -> Coded:
+        """The labels as integer codes, items x raters (-1: none): what every statistic takes in
+        place of :meth:`ratings` (``.T`` for :meth:`reliability_data`), read in one pass.
+
+        Codes index ``values`` (default: the distinct labels, numbered as first seen row by row);
+        a label not among ``values`` is added after them."""
+        index: dict[Any, int] = {v: i for i, v in enumerate(values)} if values is not None else {}
+        flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
+        codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
+        return Coded(codes, tuple(index))
 
     def ratings(self) -> list[list[Any]]:
         """Items x raters."""

@@ -111,19 +111,7 @@ def majority_agreement(data: RaterData, settings: Settings) -> dict[str, Agreeme
     """
     shape = data.kind.strategy
     out: dict[str, AgreementResult] = {}
-    for r, rater in enumerate(data.raters):
-        scores: list[float] = []
-        no_majority = 0
-        for row in data.labels:
-            mine = row[r]
-            others = [x for j, x in enumerate(row) if j != r and x is not None]
-            if mine is None or not others:
-                continue
-            score = shape.agreement_with_majority(mine, others)
-            if score is None:
-                no_majority += 1
-                continue
-            scores.append(score)
+    for rater, (scores, no_majority) in zip(data.raters, shape.majority_scores(data)):
         result = proportion(scores, statistic=shape.majority_statistic, n_raters=len(data.raters), **settings.boot())
         if no_majority:
             result = _with_component(result, "items_without_majority", no_majority)
