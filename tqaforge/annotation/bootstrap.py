@@ -29,6 +29,8 @@ from tqaforge.errors import AgreementError
 
 #: Values drawn per chunk (bounds the memory of the weight matrices).
 _CHUNK_CELLS = 4_000_000
+#: Pieces each chunk of item draws is drawn in (bounds the memory of drawing).
+_DRAW_PIECES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +100,7 @@ class SparseRows:
         if len(self.values) == 0 or b == 0:
             return out
         whole_values = self.values == np.round(self.values)
-        exact = (
-            bool(np.isfinite(weights).all()) and bool((weights == np.round(weights)).all())
-            and float(np.abs(weights).max()) * float(np.abs(self.values).sum()) < 2.0**53
-        )
+        exact = _whole(weights) and _largest(weights) * float(np.abs(self.values).sum()) < 2.0**53
         fractional = np.zeros(self.shape[1], dtype=bool)
         fractional[self.cols[~whole_values] if exact else self.cols] = True
         by_sum = np.flatnonzero(~fractional[self.cols])
@@ -110,15 +109,34 @@ class SparseRows:
             cols = self.cols[order]
             starts = np.flatnonzero(np.concatenate([[True], cols[1:] != cols[:-1]]))
             rows, values = self.rows[order], self.values[order].astype(np.int64)
-            whole = weights.astype(np.int64)
-            step = max(1, _CHUNK_CELLS // len(order))  # bounds the (resamples x entries) products
+            step = max(1, _CHUNK_CELLS // _DRAW_PIECES // len(order))  # bounds the (resamples x entries) products
             for start in range(0, b, step):
-                part = whole[start:start + step][:, rows] * values
+                part = weights[start:start + step].astype(np.int64)[:, rows] * values
                 out[start:start + step, cols[starts]] = np.add.reduceat(part, starts, axis=1)
         for col in np.flatnonzero(fractional):
             entries = np.flatnonzero(self.cols == col)
-            out[:, col] = np.cumsum(weights[:, self.rows[entries]] * self.values[entries], axis=1)[:, -1]
+            step = max(1, _CHUNK_CELLS // _DRAW_PIECES // len(entries))
+            for start in range(0, b, step):  # row by row, so in pieces of rows: the same sums
+                part = weights[start:start + step][:, self.rows[entries]] * self.values[entries]
+                out[start:start + step, col] = np.cumsum(part, axis=1)[:, -1]
         return out
+
+
+def _pieces(a: np.ndarray) -> Iterator[np.ndarray]:
+    """Rows of ``a`` a piece at a time (checks on the weights without a copy of them)."""
+    step = max(1, _CHUNK_CELLS // _DRAW_PIECES // max(a.shape[1], 1))
+    for start in range(0, a.shape[0], step):
+        yield a[start:start + step]
+
+
+def _whole(a: np.ndarray) -> bool:
+    """Whether every entry is a finite whole number."""
+    return all(bool(np.isfinite(p).all()) and bool((p == np.round(p)).all()) for p in _pieces(a))
+
+
+def _largest(a: np.ndarray) -> float:
+    """The largest absolute entry."""
+    return max(float(np.abs(p).max()) for p in _pieces(a))
 
 
 def resampled_sums(
@@ -143,12 +161,19 @@ def resampled_sums(
     # Mostly distinct rows: draw item indices and count them per resample.
     item_pattern = np.repeat(np.arange(u), counts)
     step = max(1, _CHUNK_CELLS // max(n, 1))
+    # Drawn a few resamples at a time into the chunk's weights: the generator hands out the same
+    # numbers in the same order whatever the pieces, so the weights are the same, in a fraction
+    # of the memory (one chunk's draws and their counting held several copies of b x n).
+    draw = max(1, step // _DRAW_PIECES)
     for start in range(0, n_boot, step):
         b = min(step, n_boot - start)
-        drawn = item_pattern[rng.integers(0, n, size=(b, n))]
-        offsets = (np.arange(b) * u)[:, None]
-        weights = np.bincount((drawn + offsets).ravel(), minlength=b * u).reshape(b, u)
-        yield weights.astype(np.float64) @ patterns
+        weights = np.empty((b, u))
+        for first in range(0, b, draw):
+            k = min(draw, b - first)
+            drawn = item_pattern[rng.integers(0, n, size=(k, n))]
+            drawn += (np.arange(k) * u)[:, None]
+            weights[first:first + k] = np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u)
+        yield weights @ patterns
 
 
 def bootstrap_ci(

@@ -16,6 +16,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from types import SimpleNamespace
 from typing import Any, Iterable, NamedTuple, Sequence
 
@@ -163,7 +164,8 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
         return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
 
     latest: dict[tuple[str, str], LabelRow] = {}
-    for *values, source in s.connection().execute(query):  # Core, not the ORM: plain rows
+    # Core, not the ORM: plain rows, fetched in batches
+    for *values, source in chain.from_iterable(s.connection().execute(query).partitions(5000)):
         if source in excluded:
             continue
         row = LabelRow(*values)
@@ -188,12 +190,12 @@ def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str,
     for model, target_type in ((Answer, "answer"), (Variant, "variant")):
         ids = sorted(by_type.get(target_type, ()))
         for chunk in _chunks(ids):
-            for rid, qid in s.exec(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            for rid, qid in s.connection().execute(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
                 question_of[(target_type, rid)] = qid
     subtype: dict[str, str | None] = {}
     qids = sorted(set(question_of.values()))
     for chunk in _chunks(qids):
-        for qid, st in s.exec(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+        for qid, st in s.connection().execute(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
             subtype[qid] = st
     return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
 
@@ -203,7 +205,7 @@ def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[s
     found: dict[tuple[str, str], str] = {}
     questions = sorted({t for kind, t in targets if kind == "question"})
     for chunk in _chunks(questions):
-        for qid, table_id in s.exec(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+        for qid, table_id in s.connection().execute(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
             found[("question", qid)] = table_id
     for kind, t in targets:
         found.setdefault((kind, t), f"{kind}:{t}")

@@ -16,6 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -254,22 +255,45 @@ def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
 
     ``content_hash(sorted([id, label] ...))``, computed from the labels' JSON text: each distinct
     label is decoded and written canonically once, and the canonical text of the sorted list is
-    fed to the hash a piece at a time (the same bytes as the one-shot form)."""
+    fed to the hash a piece at a time (the same bytes as the one-shot form). The database sorts
+    by id as it reads (no copy of every label held); should its collation not sort as Python
+    does (a PostgreSQL locale), the labels are read again and sorted here."""
+    query = (
+        select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
+        .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+        .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+    )
     with ws.session() as s:
-        # Core, not the ORM: plain rows, without the ORM's per-row loading.
-        rows = [tuple(row) for row in s.connection().execute(
-            select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
-            .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
-            .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
-        )]
+        conn = s.connection()  # Core, not the ORM: plain rows, without the ORM's per-row loading
+        try:
+            return _hash_sorted(chain.from_iterable(conn.execute(query.order_by(Annotation.id)).partitions(_BATCH)))
+        except _OutOfOrder:
+            rows = [tuple(row) for row in conn.execute(query)]
     rows.sort(key=itemgetter(0))  # ids are unique: the order of the sorted [id, label] pairs
-    canonical: dict[str | None, str] = {}
+    return _hash_sorted(rows)
+
+
+#: Rows fetched at a time when streaming labels.
+_BATCH = 5000
+
+
+class _OutOfOrder(Exception):
+    """The rows did not come sorted by id as Python sorts strings."""
+
+
+def _hash_sorted(rows: Iterable[Any]) -> str:
+    canonical: dict[str | None, bytes] = {}
     digest = hashlib.sha256(b"[")
-    for n, (rid, text) in enumerate(rows):
+    previous: str | None = None
+    for rid, text in rows:
+        if previous is not None and not previous < rid:
+            raise _OutOfOrder(rid)
         label = canonical.get(text)
         if label is None:
-            label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
-        digest.update(("," if n else "").encode() + b"[" + _canonical_json(rid).encode() + b"," + label.encode() + b"]")
+            label = canonical[text] = _canonical_json(None if text is None else json.loads(text)).encode()
+        quoted = f'"{rid}"' if rid.isalnum() else _canonical_json(rid)  # what json.dumps writes for a plain id
+        digest.update((b"[" if previous is None else b",[") + quoted.encode() + b"," + label + b"]")
+        previous = rid
     digest.update(b"]")
     return digest.hexdigest()[:ID_LENGTH]
 
