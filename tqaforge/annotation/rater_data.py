@@ -17,8 +17,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
+from operator import itemgetter
 from types import SimpleNamespace
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 from sqlalchemy import Text, cast, type_coerce
@@ -78,10 +79,16 @@ class RaterData:
     def select(self, keep: Sequence[bool]) -> RaterData:
         """The items where ``keep`` is true (raters who labelled none of them are dropped)."""
         idx = [i for i, k in enumerate(keep) if k]
-        used = [r for r in range(len(self.raters)) if any(self.labels[i][r] is not None for i in idx)]
+        given = set().union(*(
+            {r for r, x in enumerate(self.labels[i]) if x is not None} for i in idx
+        ))
+        used = [r for r in range(len(self.raters)) if r in given]
 
         def pick(rows: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
-            return tuple(tuple(rows[i][r] for r in used) for i in idx)
+            if len(used) == len(self.raters):
+                return tuple(rows[i] for i in idx)  # every rater stays: the rows as they are
+            take = itemgetter(*used) if len(used) > 1 else (lambda row: (row[used[0]],) if used else ())
+            return tuple(tuple(take(rows[i])) for i in idx)
 
         return RaterData(
             self.kind,
@@ -124,7 +131,7 @@ def latest_annotations(
     return list(latest.values())
 
 
-class LabelRow(NamedTuple):
+class LabelRow(Protocol):
     """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text."""
 
     task_id: str
@@ -136,6 +143,7 @@ class LabelRow(NamedTuple):
     source_ref: str
     created_at: Any  # as the driver hands it over (SQLite: text); parsed only to break a tie
     label: str | None  # the label's JSON text (None: no label)
+    source: str
 
 
 def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
@@ -143,14 +151,16 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
     :func:`latest_annotations` picks, without building a record (or decoding a label, or parsing
     a time) per row, which is most of the cost on hundreds of thousands of labels.
 
-    One query; the created time of a label is parsed (by the column's own type, as the records
-    would have it) only when one person labelled a task twice and the latest must be found."""
+    One query; the rows are the driver's (named columns, built in C); the created time of a
+    label is parsed (by the column's own type, as the records would have it) only when one
+    person labelled a task twice and the latest must be found."""
     excluded = set(exclude_sources)
     query = (
         select(  # type: ignore[call-overload]
-            AnnotationTask.id, AnnotationTask.target_type, AnnotationTask.target_id, Annotation.id, Annotation.annotator,
-            Annotation.annotator_id, Annotation.source_ref, type_coerce(Annotation.created_at, Text),
-            cast(Annotation.label, Text), Annotation.source,
+            AnnotationTask.id.label("task_id"), AnnotationTask.target_type, AnnotationTask.target_id,  # type: ignore[attr-defined]
+            Annotation.id, Annotation.annotator, Annotation.annotator_id, Annotation.source_ref,
+            type_coerce(Annotation.created_at, Text).label("created_at"), cast(Annotation.label, Text).label("label"),
+            Annotation.source,
         )
         .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
         .where(AnnotationTask.kind == kind)
@@ -165,10 +175,9 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
 
     latest: dict[tuple[str, str], LabelRow] = {}
     # Core, not the ORM: plain rows, fetched in batches
-    for *values, source in chain.from_iterable(s.connection().execute(query).partitions(5000)):
-        if source in excluded:
+    for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
+        if row.source in excluded:
             continue
-        row = LabelRow(*values)
         key = (row.task_id, row.annotator_id or row.annotator)  # one person is one rater (labels.rater)
         held = latest.get(key)
         if held is None or order(row) > order(held):
