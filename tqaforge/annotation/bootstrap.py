@@ -117,8 +117,8 @@ class SparseRows:
             entries = np.flatnonzero(self.cols == col)
             step = max(1, _CHUNK_CELLS // _DRAW_PIECES // len(entries))
             for start in range(0, b, step):  # row by row, so in pieces of rows: the same sums
-                part = weights[start:start + step][:, self.rows[entries]] * self.values[entries]
-                out[start:start + step, col] = np.cumsum(part, axis=1)[:, -1]
+                terms = weights[start:start + step][:, self.rows[entries]] * self.values[entries]
+                out[start:start + step, col] = np.cumsum(terms, axis=1)[:, -1]
         return out
 
 
