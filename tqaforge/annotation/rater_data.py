@@ -242,7 +242,9 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
             try:
                 value = spec.read(None if row.label is None else json.loads(row.label))
             except LabelError as exc:
-                value = exc
+                # A copy without the traceback: a raised one holds this frame, and so every row
+                # read, in a reference cycle freed only by the garbage collector.
+                value = LabelError(str(exc))
             read[row.label] = value
         if isinstance(value, LabelError):
             problems.append(f"task {row.task_id[:10]}, annotator {row.annotator}: {value}")
