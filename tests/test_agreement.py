@@ -925,3 +925,16 @@ def test_sparse_sums_and_drawing_in_pieces_give_the_former_bits():
         one_piece.append(np.bincount(drawn.ravel(), minlength=k * 5000).reshape(k, 5000).astype(np.float64) @ patterns)
     pieces = list(bootstrap.resampled_sums(patterns, counts, 1000, np.random.default_rng(3)))
     assert np.array_equal(np.concatenate(pieces), np.concatenate(one_piece))
+    # Sparse patterns are summed a piece of resamples at a time: the same sums as the whole chunk's.
+    units = np.arange(5000)
+    sparse = SparseRows(5000, 3, np.concatenate([units, units]), np.concatenate([np.zeros(5000, dtype=np.int64), units % 2 + 1]),
+                        np.concatenate([patterns[:, 0], np.ones(5000)]))
+    whole = []
+    draws = np.random.default_rng(4)
+    for start in range(0, 1000, step):
+        k = min(step, 1000 - start)
+        drawn = np.arange(5000)[draws.integers(0, 5000, size=(k, 5000))] + (np.arange(k) * 5000)[:, None]
+        whole.append(np.bincount(drawn.ravel(), minlength=k * 5000).reshape(k, 5000).astype(np.float64) @ sparse)
+    got = list(bootstrap.resampled_sums(sparse, counts, 1000, np.random.default_rng(4)))  # type: ignore[arg-type]
+    assert [g.shape for g in got] == [w.shape for w in whole]
+    assert np.array_equal(np.concatenate(got), np.concatenate(whole))

@@ -167,13 +167,17 @@ def resampled_sums(
     draw = max(1, step // _DRAW_PIECES)
     for start in range(0, n_boot, step):
         b = min(step, n_boot - start)
-        weights = np.empty((b, u))
+        pieces = []
         for first in range(0, b, draw):
             k = min(draw, b - first)
             drawn = item_pattern[rng.integers(0, n, size=(k, n))]
             drawn += (np.arange(k) * u)[:, None]
-            weights[first:first + k] = np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u)
-        yield weights @ patterns
+            pieces.append(np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u).astype(np.float64))
+            if isinstance(patterns, SparseRows):
+                # Sparse sums are row by row (SparseRows.__rmatmul__): summed a piece at a time,
+                # without the chunk's whole weights.
+                pieces[-1] = pieces[-1] @ patterns
+        yield np.concatenate(pieces) if isinstance(patterns, SparseRows) else np.concatenate(pieces) @ patterns
 
 
 def bootstrap_ci(
