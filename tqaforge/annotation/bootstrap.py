@@ -167,17 +167,20 @@ def resampled_sums(
     draw = max(1, step // _DRAW_PIECES)
     for start in range(0, n_boot, step):
         b = min(step, n_boot - start)
-        pieces = []
+        # Sparse sums are row by row (SparseRows.__rmatmul__): summed a piece at a time, without
+        # the chunk's whole weights; dense ones take the chunk's weights in one product, as before.
+        sparse = isinstance(patterns, SparseRows)
+        weights = np.empty((draw if sparse else b, u))
+        sums = np.empty((b, patterns.shape[1])) if sparse else None
         for first in range(0, b, draw):
             k = min(draw, b - first)
             drawn = item_pattern[rng.integers(0, n, size=(k, n))]
             drawn += (np.arange(k) * u)[:, None]
-            pieces.append(np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u).astype(np.float64))
-            if isinstance(patterns, SparseRows):
-                # Sparse sums are row by row (SparseRows.__rmatmul__): summed a piece at a time,
-                # without the chunk's whole weights.
-                pieces[-1] = pieces[-1] @ patterns
-        yield np.concatenate(pieces) if isinstance(patterns, SparseRows) else np.concatenate(pieces) @ patterns
+            at = 0 if sparse else first
+            weights[at:at + k] = np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u)
+            if sums is not None:
+                sums[first:first + k] = weights[:k] @ patterns
+        yield sums if sums is not None else weights @ patterns
 
 
 def bootstrap_ci(
