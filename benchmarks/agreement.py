@@ -16,25 +16,37 @@ Point values: best and median of ``--repeat`` runs (targets: under 1 s each). Bo
 each (target: under 5 s); the naive krippendorff bootstrap takes a while, ``--naive-samples``
 runs fewer resamples and scales the time up (printed as such).
 
+4. ``--labels N`` instead: the whole report on a workspace. A generated study
+   (``tests/agreement_study.py``: five kinds, one of each label shape, three of eight annotators
+   per item; N / 15 questions) is built once (``--keep DIR`` keeps it for the next run), then
+   ``agreement_report`` runs in a child process with the CLI's default 1,000 resamples, printing
+   its wall and CPU time and the child's peak RSS (targets at 300,000 labels: under 10 s and
+   300 MB). ``--page`` also times the app's Agreement page's first render (Streamlit's AppTest,
+   a fresh process, so nothing is cached; target under 1 s at 30,000 labels).
+
     .venv/bin/python benchmarks/agreement.py [--repeat 5] [--naive-samples 1000]
+    .venv/bin/python benchmarks/agreement.py --labels 300000 [--keep DIR] [--n-boot 1000]
+    .venv/bin/python benchmarks/agreement.py --labels 30000 --page
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
-import krippendorff
 import numpy as np
-from statsmodels.stats.inter_rater import aggregate_raters
-from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
-
-from tqaforge.annotation.agreement import category_counts, fleiss_kappa, krippendorff_alpha
 
 SEED = 0
+REPO = Path(__file__).resolve().parents[1]
 N_BIG, N_BOOT_ITEMS, RATERS, K, N_BOOT = 100_000, 10_000, 5, 3, 1000
 
 
@@ -69,11 +81,97 @@ def row(label: str, ours: tuple[float, float, float], theirs: tuple[float, float
     assert abs(ours[2] - theirs[2]) < 1e-9, (label, ours[2], theirs[2])
 
 
+def _report_child(root: str, n_boot: int) -> None:
+    """In the child: time the report on the workspace at ``root``, print JSON (times, peak RSS)."""
+    from tqaforge.annotation.report import Settings, agreement_report
+    from tqaforge.store import open_workspace
+
+    ws = open_workspace(Path(root))
+    wall, cpu = time.perf_counter(), time.process_time()
+    report = agreement_report(ws, settings=Settings(n_boot=n_boot))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    labels = sum(k.n_annotations for k in report.kinds.values())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"wall": wall, "cpu": cpu, "peak_rss": peak, "labels": labels, "kinds": len(report.kinds)}))
+
+
+def _page_child(root: str) -> None:
+    """In the child: the Agreement page's first render (nothing cached: a fresh process)."""
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["TQAFORGE_WORKSPACE"] = root
+    import tqaforge.annotation.report  # noqa: F401  (imports are not the page's render)
+
+    start = time.perf_counter()
+    at = AppTest.from_file(str(REPO / "tqaforge" / "app" / "pages" / "agreement.py"), default_timeout=600).run()
+    wall = time.perf_counter() - start
+    if at.exception:
+        sys.exit(f"the page failed: {at.exception}")
+    print(json.dumps({"wall": wall}))
+
+
+def _child(*argv: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        sys.exit(f"child {argv} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def workspace_mode(args: argparse.Namespace) -> int:
+    """The whole report on a generated study (module docs, 4)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from agreement_study import LABELS_PER_QUESTION, build_study
+
+    from tqaforge.store import init_workspace
+
+    base = args.keep or Path(tempfile.mkdtemp(prefix="tqaforge-bench-agreement-"))
+    root = base / f"study-{args.labels}"
+    if not (root / "tqaforge.toml").exists():
+        start = time.perf_counter()
+        stored = build_study(init_workspace(root, name="study"), args.labels // LABELS_PER_QUESTION)
+        print(f"built {root}: {stored:,} labels stored in {time.perf_counter() - start:.1f} s (not timed below)")
+    for _ in range(args.repeat_report):
+        got = _child("--child-report", str(root), "--n-boot", str(args.n_boot))
+        rate = got["cpu"] / got["labels"] * 1e6
+        ok = got["wall"] < 10 and got["peak_rss"] < 300e6
+        print(
+            f"agreement report, {got['labels']:,} labels in {got['kinds']} kinds, {args.n_boot} resamples: "
+            f"{got['wall']:.2f} s wall, {got['cpu']:.2f} s CPU ({rate:.1f} us a label), peak RSS "
+            f"{got['peak_rss'] / 1e6:.0f} MB   target < 10 s and < 300 MB (at 300,000): {'met' if ok else 'MISSED'}"
+        )
+    if args.page:
+        got = _child("--child-page", str(root))
+        print(f"Agreement page, first render: {got['wall']:.2f} s   target < 1 s (at 30,000): {'met' if got['wall'] < 1 else 'MISSED'}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--naive-samples", type=int, default=N_BOOT, help="resamples of the naive bootstraps (scaled to 1,000)")
+    parser.add_argument("--labels", type=int, default=0, help="time the whole report on a generated study of this many labels")
+    parser.add_argument("--keep", type=Path, default=None, help="where the study is built (and reused)")
+    parser.add_argument("--n-boot", type=int, default=N_BOOT, help="resamples of the report's intervals")
+    parser.add_argument("--repeat-report", type=int, default=1, help="report runs (each a fresh child)")
+    parser.add_argument("--page", action="store_true", help="also time the Agreement page's first render")
+    parser.add_argument("--child-report", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-page", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_report:
+        _report_child(args.child_report, args.n_boot)
+        return 0
+    if args.child_page:
+        _page_child(args.child_page)
+        return 0
+    if args.labels:
+        return workspace_mode(args)
+    # Imported here: the report's child process must not pay for statsmodels in its peak RSS.
+    import krippendorff
+    from statsmodels.stats.inter_rater import aggregate_raters
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    from tqaforge.annotation.agreement import category_counts, fleiss_kappa, krippendorff_alpha
 
     big = ratings(N_BIG)
     big_missing = ratings(N_BIG, missing=0.10)

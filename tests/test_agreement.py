@@ -865,3 +865,76 @@ def test_masi_alpha_runs_over_thousands_of_questions_in_blocks():
     result = masi_alpha(data, blocks=tables, n_boot=100, seed=1)
     assert result.value is not None and 0.3 < result.value < 0.95
     assert result.components["blocks"] == 4000 and result.ci is not None and result.ci[0] <= result.value <= result.ci[1]
+
+
+def test_report_on_a_generated_study_equals_the_golden_report(sqlite_workspace):
+    """The whole report (every kind, statistic, interval, note and problem) on a generated study
+    (tests/agreement_study.py: five kinds, one of each label shape) is identical to the golden
+    file written by the code before the report read labels as columns (issue 26): same JSON text,
+    so every float to the last bit."""
+    import sys
+    from datetime import datetime, timezone
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from agreement_study import build_study
+
+    build_study(sqlite_workspace, 400, seed=3)
+    golden = json.loads((Path(__file__).parent / "data" / "agreement_report_golden.json").read_text())
+    for name, chosen in (("default", Settings(n_boot=200, seed=7)), ("every_source", Settings(n_boot=0, exclude_sources=()))):
+        report = agreement_report(sqlite_workspace, settings=chosen, now=lambda: datetime(2026, 1, 2, tzinfo=timezone.utc))
+        got = json.loads(json.dumps(report.as_dict(), ensure_ascii=False))
+        assert got["workspace"] == "test"
+        got["workspace"] = golden[name]["workspace"]  # the study's workspace name, not a statistic
+        for kind, expected in golden[name]["kinds"].items():
+            assert got["kinds"][kind] == expected, (name, kind)
+        assert got == golden[name], name
+
+
+def test_sparse_sums_and_drawing_in_pieces_give_the_former_bits():
+    """SparseRows' sums (integers by column, fractions entry by entry) equal ``np.add.at``'s bit
+    for bit, and drawing a chunk's items in pieces gives the weights of one draw: the MASI
+    bootstrap of a large study (the sparse path, which the golden study is too small to take)
+    is unchanged. A control shows the comparison sees a one-ulp change."""
+    from tqaforge.annotation import bootstrap
+    from tqaforge.annotation.bootstrap import SparseRows
+
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n, v, b = int(rng.integers(1, 400)), int(rng.integers(1, 60)), int(rng.integers(1, 30))
+        keys = np.unique(rng.integers(0, n * v, int(rng.integers(1, 3 * n))))
+        sparse = SparseRows(
+            n, 1 + v, np.concatenate([np.arange(n), keys // v]),
+            np.concatenate([np.zeros(n, dtype=np.int64), keys % v + 1]),
+            np.concatenate([rng.random(n) * 3, rng.integers(1, 5, len(keys))]),
+        )
+        weights = rng.integers(0, 4, (b, n)).astype(np.float64) + (0.5 if trial % 7 == 0 else 0.0)
+        expected = np.zeros((b, 1 + v))
+        np.add.at(expected, (np.arange(b)[:, None], sparse.cols[None, :]), weights[:, sparse.rows] * sparse.values)
+        got = weights @ sparse
+        assert np.array_equal(got, expected), trial
+    assert not np.array_equal(np.nextafter(got, np.inf), expected)  # the control: one ulp is seen
+
+    counts = np.ones(5000, dtype=np.int64)  # every row distinct: items are drawn
+    patterns = rng.random((5000, 3))
+    one_piece = []
+    draws = np.random.default_rng(3)
+    step = bootstrap._CHUNK_CELLS // 5000
+    for start in range(0, 1000, step):
+        k = min(step, 1000 - start)
+        drawn = np.arange(5000)[draws.integers(0, 5000, size=(k, 5000))] + (np.arange(k) * 5000)[:, None]
+        one_piece.append(np.bincount(drawn.ravel(), minlength=k * 5000).reshape(k, 5000).astype(np.float64) @ patterns)
+    pieces = list(bootstrap.resampled_sums(patterns, counts, 1000, np.random.default_rng(3)))
+    assert np.array_equal(np.concatenate(pieces), np.concatenate(one_piece))
+    # Sparse patterns are summed a piece of resamples at a time: the same sums as the whole chunk's.
+    units = np.arange(5000)
+    sparse = SparseRows(5000, 3, np.concatenate([units, units]), np.concatenate([np.zeros(5000, dtype=np.int64), units % 2 + 1]),
+                        np.concatenate([patterns[:, 0], np.ones(5000)]))
+    whole = []
+    draws = np.random.default_rng(4)
+    for start in range(0, 1000, step):
+        k = min(step, 1000 - start)
+        drawn = np.arange(5000)[draws.integers(0, 5000, size=(k, 5000))] + (np.arange(k) * 5000)[:, None]
+        whole.append(np.bincount(drawn.ravel(), minlength=k * 5000).reshape(k, 5000).astype(np.float64) @ sparse)
+    got = list(bootstrap.resampled_sums(sparse, counts, 1000, np.random.default_rng(4)))  # type: ignore[arg-type]
+    assert [g.shape for g in got] == [w.shape for w in whole]
+    assert np.array_equal(np.concatenate(got), np.concatenate(whole))

@@ -242,13 +242,66 @@ def _tidy(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Coded:
+    """Labels already read into integer codes: ``codes[i][j]`` indexes ``values`` (-1: missing).
+
+    Every statistic that takes ratings or reliability data takes one in their place and gives
+    the same result as on the labels themselves (:func:`encode` recodes it to the domain asked
+    for, exactly as it would the labels), without reading the labels one by one again: the
+    report codes a kind's labels once and computes every statistic from the codes.
+    """
+
+    codes: np.ndarray
+    values: tuple[Any, ...]
+
+    @property
+    def T(self) -> Coded:  # noqa: N802  (numpy's name: ratings <-> reliability data)
+        """Transposed (items x raters <-> raters x units)."""
+        return Coded(self.codes.T, self.values)
+
+    def present(self) -> list[Any]:
+        """The values given, in the order first seen reading the codes row by row."""
+        flat = self.codes.ravel()
+        found, first = np.unique(flat[flat >= 0], return_index=True)
+        return [self.values[int(c)] for c in found[np.argsort(first, kind="stable")]]
+
+
+def _encode_coded(rows: Coded, domain: Sequence[Any] | None) -> tuple[np.ndarray, tuple[Any, ...]]:
+    """:func:`encode` of coded labels: what the labels themselves would give (object path)."""
+    codes = np.asarray(rows.codes, dtype=np.int64)
+    if codes.ndim != 2 or codes.shape[0] == 0:
+        raise AgreementError("no ratings given" if codes.size == 0 else f"ratings must be 2-D, got {codes.ndim}-D")
+    labels = rows.present()
+    if domain is not None:
+        index = {v: i for i, v in enumerate(domain)}
+        missing = [v for v in labels if v not in index]
+        if missing:
+            raise AgreementError(f"label {missing[0]!r} is not in the value domain {list(domain)!r}")
+        target = list(domain)
+    else:
+        try:
+            target = sorted(labels)
+        except TypeError:
+            target = labels  # labels of mixed kinds: first-seen order
+        index = {v: i for i, v in enumerate(target)}
+    remap = np.full(len(rows.values) + 1, -1, dtype=np.int64)  # the last entry: missing stays -1
+    for code, value in enumerate(rows.values):
+        if value in index:
+            remap[code] = index[value]
+    return remap[np.where(codes >= 0, codes, len(rows.values))], tuple(_tidy(v) for v in target)
+
+
 def encode(rows: Any, domain: Sequence[Any] | None = None) -> tuple[np.ndarray, tuple[Any, ...]]:
     """Integer codes for a 2-D array of labels: (codes with -1 for missing, the value domain).
 
     Without ``domain`` the domain is the sorted distinct labels (first-seen order when they do
     not sort). Numeric arrays take a vectorised path (NaN is missing); other inputs are read
-    element by element (None or NaN is missing; labels must be hashable).
+    element by element (None or NaN is missing; labels must be hashable); :class:`Coded` labels
+    are recoded to the domain without being read again.
     """
+    if isinstance(rows, Coded):
+        return _encode_coded(rows, domain)
     arr = rows if isinstance(rows, np.ndarray) else None
     if arr is None:
         try:
@@ -689,8 +742,9 @@ def _pairwise(
     weights: Weights | None,
     one: Callable[[np.ndarray, np.ndarray, tuple[Any, ...]], AgreementResult],
 ) -> PairwiseResult:
-    rows = ratings if isinstance(ratings, np.ndarray) else [list(r) for r in ratings]
-    domain = _ordered_domain((x for r in rows for x in r), categories, weights)
+    rows = ratings if isinstance(ratings, (np.ndarray, Coded)) else [list(r) for r in ratings]
+    given = rows.present() if isinstance(rows, Coded) else (x for r in rows for x in r)
+    domain = _ordered_domain(given, categories, weights)
     codes, cats = encode(rows, domain)
     names = _rater_names(codes.shape[1], raters)
     if len(names) < 2:
@@ -1115,11 +1169,18 @@ def masi_alpha(
         raise AgreementError(f"{len(blocks)} blocks for {width} units: give one block (table) per unit")
     index: dict[tuple[Any, frozenset], int] = {}
     codes = np.full((len(rows), width), -1, dtype=np.int64)
+    as_set: dict[Any, frozenset] = {}  # labels repeat (one object per distinct label): read each once
     for r, row in enumerate(rows):
         for u, label in enumerate(row):
             if label is None:
                 continue
-            key = (blocks[u] if blocks is not None else None, as_label_set(label))
+            if isinstance(label, frozenset):
+                cells = as_set.get(label)
+                if cells is None:
+                    cells = as_set[label] = as_label_set(label)
+            else:
+                cells = as_label_set(label)
+            key = (blocks[u] if blocks is not None else None, cells)
             codes[r, u] = index.setdefault(key, len(index))
     members: dict[Any, list[int]] = {}
     for (block, _), code in index.items():

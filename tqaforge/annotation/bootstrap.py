@@ -29,6 +29,8 @@ from tqaforge.errors import AgreementError
 
 #: Values drawn per chunk (bounds the memory of the weight matrices).
 _CHUNK_CELLS = 4_000_000
+#: Pieces each chunk of item draws is drawn in (bounds the memory of drawing).
+_DRAW_PIECES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +43,21 @@ class BootstrapCI:
 
 
 def group_rows(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``stats`` and how many items have each."""
-    patterns, counts = np.unique(stats, axis=0, return_counts=True)
-    return patterns, counts
+    """The distinct rows of ``stats`` in lexicographic order and how many items have each.
+
+    What ``np.unique(stats, axis=0, return_counts=True)`` gives (the same rows in the same order,
+    which the resampling depends on), without its sort of rows as opaque records: a lexsort of
+    the columns, several times faster on tens of thousands of items. Rows with a NaN (never a
+    statistic's) go to ``np.unique``.
+    """
+    stats = np.asarray(stats)
+    if stats.ndim != 2 or stats.shape[0] == 0 or stats.dtype.kind != "f" or np.isnan(stats).any():
+        patterns, counts = np.unique(stats, axis=0, return_counts=True)
+        return patterns, counts
+    ordered = stats[np.lexsort(stats.T[::-1])]  # by column 0, then 1, ...
+    starts = np.flatnonzero(np.concatenate([[True], (ordered[1:] != ordered[:-1]).any(axis=1)]))
+    counts = np.diff(np.append(starts, len(ordered)))
+    return ordered[starts], counts
 
 
 def item_counts(counts: np.ndarray) -> np.ndarray:
@@ -73,10 +87,56 @@ class SparseRows:
         self.rows, self.cols, self.values = rows, cols, values.astype(np.float64)
 
     def __rmatmul__(self, weights: np.ndarray) -> np.ndarray:
+        """Exactly the sums of ``np.add.at`` entry by entry (the bootstrap depends on every bit).
+
+        Item draws are whole numbers, and so are most columns' values (counts): those columns'
+        sums are whole numbers too, exact in any order, so they are summed as integers, a column
+        at a time (entries sorted by column, ``np.add.reduceat``). A column with a fraction (a
+        unit's disagreement) is summed entry by entry in order (``np.cumsum``), as ``add.at``
+        sums it: the same roundings, so the same bits."""
         weights = np.atleast_2d(weights)
-        out = np.zeros((weights.shape[0], self.shape[1]))
-        np.add.at(out, (np.arange(weights.shape[0])[:, None], self.cols[None, :]), weights[:, self.rows] * self.values)
+        b = weights.shape[0]
+        out = np.zeros((b, self.shape[1]))
+        if len(self.values) == 0 or b == 0:
+            return out
+        whole_values = self.values == np.round(self.values)
+        exact = _whole(weights) and _largest(weights) * float(np.abs(self.values).sum()) < 2.0**53
+        fractional = np.zeros(self.shape[1], dtype=bool)
+        fractional[self.cols[~whole_values] if exact else self.cols] = True
+        by_sum = np.flatnonzero(~fractional[self.cols])
+        if by_sum.size:
+            order = by_sum[np.argsort(self.cols[by_sum], kind="stable")]
+            cols = self.cols[order]
+            starts = np.flatnonzero(np.concatenate([[True], cols[1:] != cols[:-1]]))
+            rows, values = self.rows[order], self.values[order].astype(np.int64)
+            step = max(1, _CHUNK_CELLS // _DRAW_PIECES // len(order))  # bounds the (resamples x entries) products
+            for start in range(0, b, step):
+                part = weights[start:start + step].astype(np.int64)[:, rows] * values
+                out[start:start + step, cols[starts]] = np.add.reduceat(part, starts, axis=1)
+        for col in np.flatnonzero(fractional):
+            entries = np.flatnonzero(self.cols == col)
+            step = max(1, _CHUNK_CELLS // _DRAW_PIECES // len(entries))
+            for start in range(0, b, step):  # row by row, so in pieces of rows: the same sums
+                terms = weights[start:start + step][:, self.rows[entries]] * self.values[entries]
+                out[start:start + step, col] = np.cumsum(terms, axis=1)[:, -1]
         return out
+
+
+def _pieces(a: np.ndarray) -> Iterator[np.ndarray]:
+    """Rows of ``a`` a piece at a time (checks on the weights without a copy of them)."""
+    step = max(1, _CHUNK_CELLS // _DRAW_PIECES // max(a.shape[1], 1))
+    for start in range(0, a.shape[0], step):
+        yield a[start:start + step]
+
+
+def _whole(a: np.ndarray) -> bool:
+    """Whether every entry is a finite whole number."""
+    return all(bool(np.isfinite(p).all()) and bool((p == np.round(p)).all()) for p in _pieces(a))
+
+
+def _largest(a: np.ndarray) -> float:
+    """The largest absolute entry."""
+    return max(float(np.abs(p).max()) for p in _pieces(a))
 
 
 def resampled_sums(
@@ -101,12 +161,26 @@ def resampled_sums(
     # Mostly distinct rows: draw item indices and count them per resample.
     item_pattern = np.repeat(np.arange(u), counts)
     step = max(1, _CHUNK_CELLS // max(n, 1))
+    # Drawn a few resamples at a time into the chunk's weights: the generator hands out the same
+    # numbers in the same order whatever the pieces, so the weights are the same, in a fraction
+    # of the memory (one chunk's draws and their counting held several copies of b x n).
+    draw = max(1, step // _DRAW_PIECES)
     for start in range(0, n_boot, step):
         b = min(step, n_boot - start)
-        drawn = item_pattern[rng.integers(0, n, size=(b, n))]
-        offsets = (np.arange(b) * u)[:, None]
-        weights = np.bincount((drawn + offsets).ravel(), minlength=b * u).reshape(b, u)
-        yield weights.astype(np.float64) @ patterns
+        # Sparse sums are row by row (SparseRows.__rmatmul__): summed a piece at a time, without
+        # the chunk's whole weights; dense ones take the chunk's weights in one product, as before.
+        sparse = isinstance(patterns, SparseRows)
+        weights = np.empty((draw if sparse else b, u))
+        sums = np.empty((b, patterns.shape[1])) if sparse else None
+        for first in range(0, b, draw):
+            k = min(draw, b - first)
+            drawn = item_pattern[rng.integers(0, n, size=(k, n))]
+            drawn += (np.arange(k) * u)[:, None]
+            at = 0 if sparse else first
+            weights[at:at + k] = np.bincount(drawn.ravel(), minlength=k * u).reshape(k, u)
+            if sums is not None:
+                sums[first:first + k] = weights[:k] @ patterns
+        yield sums if sums is not None else weights @ patterns
 
 
 def bootstrap_ci(

@@ -12,13 +12,20 @@ data are :mod:`tqaforge.annotation.report`'s.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
+from itertools import chain
+from operator import itemgetter
 from types import SimpleNamespace
-from typing import Any, Iterable, Sequence, cast
+from typing import Any, Iterable, Protocol, Sequence
 
+import numpy as np
+from sqlalchemy import Text, cast, type_coerce
 from sqlmodel import Session, select
 
+from tqaforge.annotation.agreement import Coded
 from tqaforge.annotation.kinds import KindSpec, LabelError, kind_spec
 from tqaforge.labels import label_order
 from tqaforge.labels import rater as person_of
@@ -50,6 +57,17 @@ class RaterData:
     def n_annotations(self) -> int:
         return sum(x is not None for row in self.labels for x in row)
 
+    def coded(self, values: Sequence[Any] | None = None) -> Coded:
+        """The labels as integer codes, items x raters (-1: none): what every statistic takes in
+        place of :meth:`ratings` (``.T`` for :meth:`reliability_data`), read in one pass.
+
+        Codes index ``values`` (default: the distinct labels, numbered as first seen row by row);
+        a label not among ``values`` is added after them."""
+        index: dict[Any, int] = {v: i for i, v in enumerate(values)} if values is not None else {}
+        flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
+        codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
+        return Coded(codes, tuple(index))
+
     def ratings(self) -> list[list[Any]]:
         """Items x raters."""
         return [list(row) for row in self.labels]
@@ -61,10 +79,16 @@ class RaterData:
     def select(self, keep: Sequence[bool]) -> RaterData:
         """The items where ``keep`` is true (raters who labelled none of them are dropped)."""
         idx = [i for i, k in enumerate(keep) if k]
-        used = [r for r in range(len(self.raters)) if any(self.labels[i][r] is not None for i in idx)]
+        given = set().union(*(
+            {r for r, x in enumerate(self.labels[i]) if x is not None} for i in idx
+        ))
+        used = [r for r in range(len(self.raters)) if r in given]
 
         def pick(rows: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
-            return tuple(tuple(rows[i][r] for r in used) for i in idx)
+            if len(used) == len(self.raters):
+                return tuple(rows[i] for i in idx)  # every rater stays: the rows as they are
+            take = itemgetter(*used) if len(used) > 1 else (lambda row: (row[used[0]],) if used else ())
+            return tuple(tuple(take(rows[i])) for i in idx)
 
         return RaterData(
             self.kind,
@@ -80,44 +104,22 @@ class RaterData:
         )
 
 
-#: What a read-only reader of labels needs of a task and an annotation (the task's payload, often
-#: large, is left out).
-_TASK_COLUMNS = ("id", "kind", "target_type", "target_id", "status")
-_ANNOTATION_COLUMNS = ("id", "task_id", "annotator", "kind", "label", "source", "source_ref", "lead_time", "created_at", "annotator_id")
-
-
 def latest_annotations(
-    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None, read_only: bool = False,
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), task_id: str | None = None,
 ) -> list[tuple[AnnotationTask, Annotation]]:
     """Each annotator's latest annotation on each task of ``kind`` (or on the one task given); an
     annotator is a person (:func:`tqaforge.labels.rater`), whatever surfaces their labels came from.
 
-    ``read_only``: the records are detached copies built from the columns a statistic needs (no
-    task payload), several times faster on tens of thousands of labels; never change or add them."""
+    Records, for callers that change or add them; statistics read :func:`label_columns` instead."""
     excluded = set(exclude_sources)
-    rows: Sequence[tuple[AnnotationTask, Annotation]]
-    if read_only:
-        columns = [getattr(AnnotationTask, c) for c in _TASK_COLUMNS] + [getattr(Annotation, c) for c in _ANNOTATION_COLUMNS]
-        flat = select(*columns).join(Annotation, Annotation.task_id == AnnotationTask.id).where(AnnotationTask.kind == kind)  # type: ignore[arg-type]
-        if task_id is not None:
-            flat = flat.where(AnnotationTask.id == task_id)
-        n = len(_TASK_COLUMNS)
-        # Plain attribute holders: a record's constructor (even pydantic's model_construct, which
-        # resolves every default) costs more than the query on tens of thousands of labels.
-        rows = [
-            (cast(AnnotationTask, SimpleNamespace(**dict(zip(_TASK_COLUMNS, row[:n])))),
-             cast(Annotation, SimpleNamespace(**dict(zip(_ANNOTATION_COLUMNS, row[n:])))))
-            for row in s.exec(flat).all()  # type: ignore[call-overload]
-        ]
-    else:
-        query = (
-            select(AnnotationTask, Annotation)
-            .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
-            .where(AnnotationTask.kind == kind)
-        )
-        if task_id is not None:
-            query = query.where(AnnotationTask.id == task_id)
-        rows = s.exec(query).all()
+    query = (
+        select(AnnotationTask, Annotation)
+        .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+        .where(AnnotationTask.kind == kind)
+    )
+    if task_id is not None:
+        query = query.where(AnnotationTask.id == task_id)
+    rows: Sequence[tuple[AnnotationTask, Annotation]] = s.exec(query).all()
     latest: dict[tuple[str, str], tuple[AnnotationTask, Annotation]] = {}
     for task, ann in rows:
         if ann.source in excluded:
@@ -126,6 +128,60 @@ def latest_annotations(
         held = latest.get(key)
         if held is None or label_order(ann) > label_order(held[1]):
             latest[key] = (task, ann)
+    return list(latest.values())
+
+
+class LabelRow(Protocol):
+    """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text."""
+
+    task_id: str
+    target_type: str
+    target_id: str
+    id: str
+    annotator: str
+    annotator_id: str | None
+    source_ref: str
+    created_at: Any  # as the driver hands it over (SQLite: text); parsed only to break a tie
+    label: str | None  # the label's JSON text (None: no label)
+    source: str
+
+
+def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
+    """Each annotator's latest label on each task of ``kind``, read as plain columns: what
+    :func:`latest_annotations` picks, without building a record (or decoding a label, or parsing
+    a time) per row, which is most of the cost on hundreds of thousands of labels.
+
+    One query; the rows are the driver's (named columns, built in C); the created time of a
+    label is parsed (by the column's own type, as the records would have it) only when one
+    person labelled a task twice and the latest must be found."""
+    excluded = set(exclude_sources)
+    query = (
+        select(  # type: ignore[call-overload]
+            AnnotationTask.id.label("task_id"), AnnotationTask.target_type, AnnotationTask.target_id,  # type: ignore[attr-defined]
+            Annotation.id, Annotation.annotator, Annotation.annotator_id, Annotation.source_ref,
+            type_coerce(Annotation.created_at, Text).label("created_at"), cast(Annotation.label, Text).label("label"),
+            Annotation.source,
+        )
+        .join(Annotation, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+        .where(AnnotationTask.kind == kind)
+    )
+    dialect = s.get_bind().dialect
+    parse = Annotation.__table__.c.created_at.type.dialect_impl(dialect).result_processor(dialect, None)  # type: ignore[attr-defined]
+
+    def order(row: LabelRow) -> tuple[datetime, int, str]:
+        moment = parse(row.created_at) if parse is not None and isinstance(row.created_at, str) else row.created_at
+        # the same key as labels.label_order on the record
+        return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
+
+    latest: dict[tuple[str, str], LabelRow] = {}
+    # Core, not the ORM: plain rows, fetched in batches
+    for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
+        if row.source in excluded:
+            continue
+        key = (row.task_id, row.annotator_id or row.annotator)  # one person is one rater (labels.rater)
+        held = latest.get(key)
+        if held is None or order(row) > order(held):
+            latest[key] = row
     return list(latest.values())
 
 
@@ -143,12 +199,12 @@ def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str,
     for model, target_type in ((Answer, "answer"), (Variant, "variant")):
         ids = sorted(by_type.get(target_type, ()))
         for chunk in _chunks(ids):
-            for rid, qid in s.exec(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
+            for rid, qid in s.connection().execute(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
                 question_of[(target_type, rid)] = qid
     subtype: dict[str, str | None] = {}
     qids = sorted(set(question_of.values()))
     for chunk in _chunks(qids):
-        for qid, st in s.exec(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+        for qid, st in s.connection().execute(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
             subtype[qid] = st
     return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
 
@@ -158,7 +214,7 @@ def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[s
     found: dict[tuple[str, str], str] = {}
     questions = sorted({t for kind, t in targets if kind == "question"})
     for chunk in _chunks(questions):
-        for qid, table_id in s.exec(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
+        for qid, table_id in s.connection().execute(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
             found[("question", qid)] = table_id
     for kind, t in targets:
         found.setdefault((kind, t), f"{kind}:{t}")
@@ -169,23 +225,33 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
     spec = kind_spec(kind)
     with ws.session() as s:
-        pairs = latest_annotations(s, kind, exclude_sources=exclude_sources, read_only=True)
-        targets = {(t.target_type, t.target_id) for t, _ in pairs}
+        rows = label_columns(s, kind, exclude_sources=exclude_sources)
+        targets = {(r.target_type, r.target_id) for r in rows}
         subtype_of = _subtypes(s, targets)
         table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
-    tasks: dict[str, AnnotationTask] = {}
-    for task, ann in pairs:
-        try:
-            value = spec.read(ann.label)
-        except LabelError as exc:
-            problems.append(f"task {task.id[:10]}, annotator {ann.annotator}: {exc}")
+    tasks: dict[str, LabelRow] = {}
+    # Labels repeat (a few categories, the same cells): each distinct JSON text is decoded and
+    # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it.
+    read: dict[str | None, Any] = {}
+    for row in rows:
+        value = read.get(row.label, _UNREAD)
+        if value is _UNREAD:
+            try:
+                value = spec.read(None if row.label is None else json.loads(row.label))
+            except LabelError as exc:
+                # A copy without the traceback: a raised one holds this frame, and so every row
+                # read, in a reference cycle freed only by the garbage collector.
+                value = LabelError(str(exc))
+            read[row.label] = value
+        if isinstance(value, LabelError):
+            problems.append(f"task {row.task_id[:10]}, annotator {row.annotator}: {value}")
             continue
-        who = person_of(ann)
-        values[task.id][names.get(who, who)] = (value, ann.id)
-        tasks[task.id] = task
+        who = row.annotator_id or row.annotator
+        values[row.task_id][names.get(who, who)] = (value, row.id)
+        tasks[row.task_id] = row
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
     labels = tuple(tuple(values[i][r][0] if r in values[i] else None for r in raters) for i in items)
@@ -199,6 +265,9 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         tuple(table_of[(tasks[i].target_type, tasks[i].target_id)] for i in items) if table_of else (),
     )
 
+
+#: A label not read yet (None is a label's JSON text when it has none).
+_UNREAD = object()
 
 
 def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:

@@ -12,11 +12,16 @@ a kind gets is its shape's (:mod:`tqaforge.annotation.shapes`); the labels are r
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from sqlalchemy import Text, cast
 from sqlmodel import select
 
 from tqaforge.annotation.agreement import (
@@ -30,7 +35,7 @@ from tqaforge.annotation.agreement import (
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
 from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
 from tqaforge.errors import AgreementError
-from tqaforge.ids import content_hash
+from tqaforge.ids import ID_LENGTH
 from tqaforge.labels import NOT_OURS
 from tqaforge.schemas.records import Annotation, AnnotationTask
 from tqaforge.store import Workspace
@@ -107,19 +112,7 @@ def majority_agreement(data: RaterData, settings: Settings) -> dict[str, Agreeme
     """
     shape = data.kind.strategy
     out: dict[str, AgreementResult] = {}
-    for r, rater in enumerate(data.raters):
-        scores: list[float] = []
-        no_majority = 0
-        for row in data.labels:
-            mine = row[r]
-            others = [x for j, x in enumerate(row) if j != r and x is not None]
-            if mine is None or not others:
-                continue
-            score = shape.agreement_with_majority(mine, others)
-            if score is None:
-                no_majority += 1
-                continue
-            scores.append(score)
+    for rater, (scores, no_majority) in zip(data.raters, shape.majority_scores(data)):
         result = proportion(scores, statistic=shape.majority_statistic, n_raters=len(data.raters), **settings.boot())
         if no_majority:
             result = _with_component(result, "items_without_majority", no_majority)
@@ -170,12 +163,18 @@ def _reanswer_report(data: RaterData, settings: Settings, gold: Mapping[str, Seq
         problems.append(f"{len(missing)} items have no gold answer yet and are not scored")
     scored = [bool(gold.get(i)) for i in data.items]
     correct = np.full((len(data.items), len(data.raters)), np.nan)
+    # Answers repeat (the same few values against the same gold): each pair is matched once.
+    matched: dict[tuple[Any, tuple[str, ...]], float] = {}
     for i, (item, row) in enumerate(zip(data.items, data.labels)):
         if not scored[i]:
             continue
+        expected = tuple(gold[item])
         for r, given in enumerate(row):
             if given is not None:
-                correct[i, r] = 1.0 if answers_match(given, gold[item], settings.match_rules) else 0.0
+                hit = matched.get((given, expected))
+                if hit is None:
+                    hit = matched[(given, expected)] = 1.0 if answers_match(given, expected, settings.match_rules) else 0.0
+                correct[i, r] = hit
     answered = ~np.isnan(correct)
     hits = np.nan_to_num(correct)
 
@@ -252,14 +251,56 @@ def _kinds_present(ws: Workspace) -> list[str]:
 
 
 def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
-    """A hash of every annotation the report read (ids and labels), to tell a stale report."""
+    """A hash of every annotation the report read (ids and labels), to tell a stale report.
+
+    ``content_hash(sorted([id, label] ...))``, computed from the labels' JSON text: each distinct
+    label is decoded and written canonically once, and the canonical text of the sorted list is
+    fed to the hash a piece at a time (the same bytes as the one-shot form). The database sorts
+    by id as it reads (no copy of every label held); should its collation not sort as Python
+    does (a PostgreSQL locale), the labels are read again and sorted here."""
+    query = (
+        select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
+        .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+        .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+    )
     with ws.session() as s:
-        rows = s.exec(
-            select(Annotation.id, Annotation.label)
-            .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
-            .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
-        ).all()
-    return content_hash(sorted([rid, label] for rid, label in rows))
+        conn = s.connection()  # Core, not the ORM: plain rows, without the ORM's per-row loading
+        try:
+            return _hash_sorted(chain.from_iterable(conn.execute(query.order_by(Annotation.id)).partitions(_BATCH)))
+        except _OutOfOrder:
+            rows = [tuple(row) for row in conn.execute(query)]
+    rows.sort(key=itemgetter(0))  # ids are unique: the order of the sorted [id, label] pairs
+    return _hash_sorted(rows)
+
+
+#: Rows fetched at a time when streaming labels.
+_BATCH = 5000
+
+
+class _OutOfOrder(Exception):
+    """The rows did not come sorted by id as Python sorts strings."""
+
+
+def _hash_sorted(rows: Iterable[Any]) -> str:
+    canonical: dict[str | None, bytes] = {}
+    digest = hashlib.sha256(b"[")
+    previous: str | None = None
+    for rid, text in rows:
+        if previous is not None and not previous < rid:
+            raise _OutOfOrder(rid)
+        label = canonical.get(text)
+        if label is None:
+            label = canonical[text] = _canonical_json(None if text is None else json.loads(text)).encode()
+        quoted = f'"{rid}"' if rid.isalnum() else _canonical_json(rid)  # what json.dumps writes for a plain id
+        digest.update((b"[" if previous is None else b",[") + quoted.encode() + b"," + label + b"]")
+        previous = rid
+    digest.update(b"]")
+    return digest.hexdigest()[:ID_LENGTH]
+
+
+def _canonical_json(value: Any) -> str:
+    """JSON text as :func:`tqaforge.ids.content_hash` writes it."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def agreement_report(

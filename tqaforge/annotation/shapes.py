@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
+import numpy as np
 from sqlmodel import Session, select
 
 from tqaforge.annotation.agreement import (
     AgreementResult,
+    Coded,
     PairwiseResult,
     category_counts,
     cohen_kappa_matrix,
@@ -121,6 +123,29 @@ class LabelShape:
             return None
         return 1.0 if mine == majority else 0.0
 
+    def majority_scores(self, data: RaterData) -> list[tuple[np.ndarray, int]]:
+        """Per rater: the scores of :meth:`agreement_with_majority` on the items they and another
+        rater labelled (in item order; items where the others have no majority left out) and how
+        many items were left out so."""
+        out: list[tuple[np.ndarray, int]] = []
+        memo: dict[tuple[Any, tuple[Any, ...]], float | None] = {}  # labels repeat: score each case once
+        for r in range(len(data.raters)):
+            scores: list[float] = []
+            no_majority = 0
+            for row in data.labels:
+                mine = row[r]
+                others = [x for j, x in enumerate(row) if j != r and x is not None]
+                if mine is None or not others:
+                    continue
+                key = (mine, tuple(others))
+                score = memo[key] if key in memo else memo.setdefault(key, self.agreement_with_majority(mine, others))
+                if score is None:
+                    no_majority += 1
+                    continue
+                scores.append(score)
+            out.append((np.asarray(scores, dtype=np.float64), no_majority))
+        return out
+
     def overall(self, data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
         """The overall statistics of rater data, and notes on how they were computed."""
         raise NotImplementedError
@@ -157,7 +182,8 @@ class CategoryShape(LabelShape):
     def overall(self, data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
         notes: list[str] = []
         cats = data.kind.categories
-        counts, _ = category_counts(data.ratings(), cats)
+        coded = data.coded(cats)  # read once; every statistic below takes the codes
+        counts, _ = category_counts(coded, cats)
         per_item = counts.sum(axis=1)
         stats: dict[str, AgreementResult] = {"percent_agreement": percent_agreement(counts, **settings.boot())}
         sizes = Counter(int(n) for n in per_item if n >= 2)
@@ -174,12 +200,35 @@ class CategoryShape(LabelShape):
                     f"Fleiss' kappa on the {int(keep.sum())} of {len(per_item)} items with {n_common} ratings "
                     "(it needs the same number on every item); alpha and AC1 use every item"
                 )
-        stats["krippendorff_alpha"] = krippendorff_alpha(data.reliability_data(), "nominal", value_domain=cats, **settings.boot())
+        stats["krippendorff_alpha"] = krippendorff_alpha(coded.T, "nominal", value_domain=cats, **settings.boot())
         stats["gwet_ac1"] = gwet_ac1(counts, n_categories=len(cats), categories=cats, **settings.boot())
         return stats, notes
 
+    def majority_scores(self, data: RaterData) -> list[tuple[np.ndarray, int]]:
+        """As the base's, on the codes of all items at once: the others' strict majority of an
+        item is the category holding more than half of their ratings (at most one does)."""
+        codes = data.coded(data.kind.categories).codes
+        n_items, n_raters = codes.shape
+        k = int(codes.max(initial=-1)) + 1
+        rated = codes >= 0
+        counts = np.zeros((n_items, max(k, 1)), dtype=np.int64)
+        ii, rr = np.nonzero(rated)
+        np.add.at(counts, (ii, codes[ii, rr]), 1)
+        per_item = rated.sum(axis=1)
+        out: list[tuple[np.ndarray, int]] = []
+        for r in range(n_raters):
+            mine = codes[:, r]
+            asked = (mine >= 0) & (per_item >= 2)  # the rater labelled it, and someone else did
+            others = counts[asked].copy()
+            others[np.arange(len(others)), mine[asked]] -= 1
+            top = others.argmax(axis=1)
+            has = others[np.arange(len(others)), top] * 2 > per_item[asked] - 1
+            scores = (top[has] == mine[asked][has]).astype(np.float64)
+            out.append((scores, int((~has).sum())))
+        return out
+
     def pairwise(self, data: RaterData, settings: Settings) -> dict[str, PairwiseResult]:
-        ratings = data.ratings()
+        ratings = data.coded(data.kind.categories)
         return {
             "percent_agreement": percent_agreement_matrix(ratings, raters=data.raters, **settings.boot()),
             "cohen_kappa": cohen_kappa_matrix(ratings, raters=data.raters, categories=data.kind.categories, **settings.boot()),
@@ -405,7 +454,7 @@ def _majority_cells(sets: Sequence[frozenset]) -> frozenset:
     return frozenset(c for c, n in counts.items() if n * 2 > len(sets))
 
 
-def _set_codes(data: RaterData) -> list[list[int | None]]:
+def _set_codes(data: RaterData) -> Coded:
     """Set labels as integer codes (equal sets, equal codes) for exact-agreement statistics."""
-    index: dict[frozenset, int] = {}
-    return [[None if x is None else index.setdefault(x, len(index)) for x in row] for row in data.labels]
+    coded = data.coded()
+    return Coded(coded.codes, tuple(range(len(coded.values))))  # compared as the numbers they were
