@@ -38,3 +38,35 @@ def test_the_sample_release_has_the_golden_bytes(sample_with_grid: Workspace, tm
     out = tmp_path / "r"
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=out, accept_low_agreement="golden"))
     assert _hashes(out) == json.loads(GOLDEN.read_text())
+
+
+def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
+    sample_with_grid: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches far smaller than the sample (many Parquet row groups, the configurations sorted
+    through many runs on disk): every JSONL file has the golden bytes; each Parquet file reads as
+    the same table as the one-row-group file, only split. Control: the split is really there."""
+    import pyarrow.parquet as pq
+
+    from tqaforge.release import stream
+
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "one", accept_low_agreement="golden"))
+    monkeypatch.setattr(stream, "RUN_BYTES", 40_000)
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "split", accept_low_agreement="golden"),
+                  row_group_bytes=30_000)
+    golden, split = json.loads(GOLDEN.read_text()), _hashes(tmp_path / "split")
+    assert set(split) == set(golden)
+    assert {k: v for k, v in split.items() if k.endswith(".jsonl") or k == "agreement.json"} == \
+        {k: v for k, v in golden.items() if k.endswith(".jsonl") or k == "agreement.json"}
+    assert split["data/configurations.parquet"] != golden["data/configurations.parquet"]  # control: other bytes
+    for sub in ("base", "structure", "values", "configurations", "realistic"):
+        one, many = pq.ParquetFile(tmp_path / "one" / "data" / f"{sub}.parquet"), pq.ParquetFile(tmp_path / "split" / "data" / f"{sub}.parquet")
+        assert many.read().equals(one.read()) and many.schema_arrow == one.schema_arrow, sub
+        assert one.metadata.num_row_groups == 1
+    assert pq.ParquetFile(tmp_path / "split" / "data" / "configurations.parquet").metadata.num_row_groups > 10
+    manifest = json.loads((tmp_path / "split" / "manifest.json").read_text())
+    assert manifest["counts"] == json.loads((tmp_path / "one" / "manifest.json").read_text())["counts"]
+    # The same rows always give the same bytes, split or not.
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "split2", accept_low_agreement="golden"),
+                  row_group_bytes=30_000)
+    assert _hashes(tmp_path / "split2") == split
