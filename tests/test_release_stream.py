@@ -35,9 +35,30 @@ def _hashes(root: Path) -> dict[str, str]:
 
 
 def test_the_sample_release_has_the_golden_bytes(sample_with_grid: Workspace, tmp_path: Path) -> None:
+    """In one batch a subset is written as the in-memory build wrote it: every file the same bytes."""
     out = tmp_path / "r"
-    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=out, accept_low_agreement="golden"))
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=out, accept_low_agreement="golden"), row_group_bytes=1 << 40)
     assert _hashes(out) == json.loads(GOLDEN.read_text())
+
+
+def test_by_default_only_a_subset_past_a_batch_has_other_parquet_bytes(sample_with_grid: Workspace, tmp_path: Path) -> None:
+    """The default batch (2 MB of JSON): the sample's configurations (4.6 MB) become row groups,
+    the same table; every other file keeps its golden bytes, and the manifest changes only by
+    that file's hash (and the store state hashed from the files' hashes)."""
+    import pyarrow.parquet as pq
+
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "one", accept_low_agreement="golden"), row_group_bytes=1 << 40)
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "r", accept_low_agreement="golden"))
+    golden, built = json.loads(GOLDEN.read_text()), _hashes(tmp_path / "r")
+    differ = sorted(k for k in golden if golden[k] != built[k])
+    assert differ == ["data/configurations.parquet", "manifest.json"] and set(built) == set(golden)
+    split, one = pq.ParquetFile(tmp_path / "r" / "data" / "configurations.parquet"), pq.ParquetFile(tmp_path / "one" / "data" / "configurations.parquet")
+    assert split.metadata.num_row_groups > 1 and one.metadata.num_row_groups == 1
+    assert split.read().equals(one.read()) and split.schema_arrow == one.schema_arrow
+    manifests = [json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("one", "r")]
+    for manifest in manifests:
+        del manifest["files"]["data/configurations.parquet"], manifest["store_state"]
+    assert manifests[0] == manifests[1]
 
 
 def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
@@ -50,8 +71,8 @@ def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
 
     from tqaforge.release import stream
 
-    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "one", accept_low_agreement="golden"))
-    monkeypatch.setattr(stream, "RUN_BYTES", 40_000)
+    build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "one", accept_low_agreement="golden"), row_group_bytes=1 << 40)
+    monkeypatch.setattr(stream, "RUN_BYTES", 40_000)  # about 115 runs: merged on two levels (FAN_IN 16)
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "split", accept_low_agreement="golden"),
                   row_group_bytes=30_000)
     golden, split = json.loads(GOLDEN.read_text()), _hashes(tmp_path / "split")
@@ -70,3 +91,21 @@ def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "split2", accept_low_agreement="golden"),
                   row_group_bytes=30_000)
     assert _hashes(tmp_path / "split2") == split
+
+
+def test_the_external_sort_merges_runs_by_level_and_leaves_no_file(tmp_path: Path) -> None:
+    """5,000 rows in a random order through runs of about 40 rows: 125 runs, merged 16 at a
+    time into runs of the next level, out in key order, the spill folder empty afterwards."""
+    import random
+
+    from tqaforge.release.stream import FAN_IN, SortedSpill
+
+    rows = [{"id": f"{k:08x}", "payload": "x" * random.Random(k).randrange(20, 200)} for k in range(5000)]
+    random.Random(0).shuffle(rows)
+    spill = SortedSpill(tmp_path / "spill", "t", run_bytes=6_000)
+    for row in rows:
+        spill.add(row)
+    assert len(spill._levels) == 2 and len(spill._levels[1]) >= 120 // FAN_IN  # control: levels were merged
+    out = list(spill)
+    assert [r["id"] for r in out] == sorted(r["id"] for r in rows) and out == sorted(rows, key=lambda r: r["id"])
+    assert list((tmp_path / "spill").iterdir()) == []
