@@ -18,6 +18,11 @@ for cells, accuracy for blind re-answers) is below its threshold (``[release] mi
 sorted rows and keys), so the same store gives the same bytes. Files are written read-only. A
 version that exists is rebuilt in a temporary directory and compared: identical, nothing
 happens; different, the build refuses (a release never changes under its version).
+
+**Streamed**: rows are never all in memory: :func:`~tqaforge.release.contents.subset_rows` reads
+them a chunk at a time and :class:`~tqaforge.release.stream.SubsetWriter` writes JSONL and
+Parquet in bounded batches, hashing as it writes; the files go to a temporary folder next to the
+release and are moved into place whole (or, for a version that exists, compared by sha256).
 """
 
 from __future__ import annotations
