@@ -185,3 +185,18 @@ def test_a_5000_item_release_is_built_in_bounded_memory(tmp_path: Path, monkeypa
     held, control = _child_peak_mb(tmp_path / "ws", tmp_path / "control", "hold")
     assert held == 35000 and control > PEAK_BOUND_MB, f"control: {control:.0f} MB"
     print(f"peak RSS: build {peak:.0f} MB, control {control:.0f} MB")
+
+
+def test_the_external_sort_keeps_a_row_marshal_cannot_hold(tmp_path: Path) -> None:
+    """A ``str`` subclass (an enum's value, say) is no marshal type: the row goes through pickle."""
+    import enum
+
+    from tqaforge.release.stream import SortedSpill
+
+    class Kind(str, enum.Enum):
+        A = "a"
+
+    spill = SortedSpill(tmp_path / "spill", "t", run_bytes=1)  # every row its own run
+    for k in (3, 1, 2):
+        spill.add({"id": str(k), "kind": Kind.A, "n": k})
+    assert [(r["id"], r["kind"], r["n"]) for r in spill] == [("1", Kind.A, 1), ("2", Kind.A, 2), ("3", Kind.A, 3)]

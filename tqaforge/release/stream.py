@@ -18,8 +18,9 @@ columns and values (``pyarrow.parquet.read_table`` gives equal tables), not the 
 Either way the same rows always give the same bytes: the boundaries are a function of the rows.
 
 :class:`SortedSpill` is an external sort for rows made in another order than the file's (the
-configurations subset is sorted by prompt id, a hash): runs of at most :data:`RUN_BYTES` pickled
-rows on disk, merged.
+configurations subset is sorted by prompt id, a hash): runs of at most :data:`RUN_BYTES` of rows
+on disk (``marshal``: three times faster to write than ``pickle``, and it keeps a dict's key
+order), merged.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import marshal
 import pickle
 import struct
 from pathlib import Path
@@ -37,7 +39,7 @@ from typing import IO, Any, Iterator
 #: TableBench's release (``benchmarks/release.py``): 1-2 MB gives the lowest peak and the
 #: shortest time (larger batches cost Python's collector more than they save).
 ROW_GROUP_BYTES = 2 * 1024 * 1024
-#: Pickled bytes of the rows an external sort holds before it writes a sorted run.
+#: Marshalled bytes of the rows an external sort holds before it writes a sorted run.
 RUN_BYTES = 4 * 1024 * 1024
 #: Runs merged at once (and at most this many files open a level at the end).
 FAN_IN = 16
@@ -212,7 +214,7 @@ class SortedSpill:
         self._made = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        blob = pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = _dump(row)
         self._held.append((row[self._key], blob))
         self._size += len(blob)
         if self._size >= self._run_bytes:
@@ -221,7 +223,7 @@ class SortedSpill:
     def _path(self) -> Path:
         self._spill.mkdir(parents=True, exist_ok=True)
         self._made += 1
-        return self._spill / f"{self._name}-run-{self._made:06}.pickle"
+        return self._spill / f"{self._name}-run-{self._made:06}.run"
 
     def _write_run(self) -> None:
         self._held.sort(key=lambda pair: pair[0])
@@ -240,7 +242,7 @@ class SortedSpill:
             runs, self._levels[level] = self._levels[level], []
             merged = self._path()
             with merged.open("wb") as f:
-                for key, blob in self._merge(runs):  # the rows stay pickled: only their keys are compared
+                for key, blob in self._merge(runs):  # the rows stay marshalled: only their keys are compared
                     _put(f, key, blob)
             self._add_run(level + 1, merged)
 
@@ -258,19 +260,34 @@ class SortedSpill:
             self._held.sort(key=lambda pair: pair[0])
             held, self._held = self._held, []
             for _, blob in held:
-                yield pickle.loads(blob)
+                yield _load(blob)
             return
         if self._held:
             self._write_run()
         for _, blob in self._merge([path for level in self._levels for path in level]):
-            yield pickle.loads(blob)
+            yield _load(blob)
 
 
 _LENGTHS = struct.Struct("<II")
 
 
+def _dump(row: dict[str, Any]) -> bytes:
+    """A row as bytes: ``marshal`` (rows are str, int, float, None, list and dict, its types),
+    ``pickle`` for a row holding anything else (a ``str`` subclass, say)."""
+    try:
+        return b"m" + marshal.dumps(row)
+    except ValueError:
+        return b"p" + pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load(blob: bytes) -> dict[str, Any]:
+    """A row back from :func:`_dump` (only ever our own files of this process: never read from elsewhere)."""
+    value: dict[str, Any] = marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])
+    return value
+
+
 def _put(f: IO[bytes], key: str, blob: bytes) -> None:
-    """One record of a run: the two lengths, the key (UTF-8), the pickled row."""
+    """One record of a run: the two lengths, the key (UTF-8), the marshalled row."""
     encoded = key.encode("utf-8")
     f.write(_LENGTHS.pack(len(encoded), len(blob)))
     f.write(encoded)
@@ -278,8 +295,8 @@ def _put(f: IO[bytes], key: str, blob: bytes) -> None:
 
 
 def _records(f: IO[bytes]) -> Iterator[tuple[str, bytes]]:
-    """The records of a run, in order (reading the bytes, then unpickling them, is several times
-    faster than ``pickle.load`` on the file)."""
+    """The records of a run, in order (the bytes read whole, then loaded: faster than loading
+    from the file object)."""
     while True:
         head = f.read(_LENGTHS.size)
         if not head:
