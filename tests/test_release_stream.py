@@ -3,6 +3,7 @@ Parquet split into row groups only past a size, and a release's peak memory boun
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from pathlib import Path
@@ -16,6 +17,12 @@ from tqaforge.tables.perturb import TORR_PERTURBATIONS
 from tqaforge.variants.grid import GridOptions, build_variant_grid
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+class Kind(str, enum.Enum):
+    """A ``str`` subclass (marshal cannot hold it)."""
+
+    A = "a"
 #: The sha256 of every file of the sample's release, recorded with the in-memory build (commit
 #: 02ad297, before the streamed one): the streamed build must give the same bytes.
 GOLDEN = Path(__file__).resolve().parent / "golden" / "release_sample_sha256.json"
@@ -189,12 +196,7 @@ def test_a_5000_item_release_is_built_in_bounded_memory(tmp_path: Path, monkeypa
 
 def test_the_external_sort_keeps_a_row_marshal_cannot_hold(tmp_path: Path) -> None:
     """A ``str`` subclass (an enum's value, say) is no marshal type: the row goes through pickle."""
-    import enum
-
     from tqaforge.release.stream import SortedSpill
-
-    class Kind(str, enum.Enum):
-        A = "a"
 
     spill = SortedSpill(tmp_path / "spill", "t", run_bytes=1)  # every row its own run
     for k in (3, 1, 2):
