@@ -13,6 +13,12 @@
    response_script.py`` then ``eval_tablebench_script.py``, run unmodified from a copy of its public
    repository in their own virtualenv), both timed as processes from start to finish, in the same
    run; the scores of both are printed side by side. Target: ours faster.
+4. **Peak memory** of ``release build`` at 1x (the 886 items) and 10x (8,860 items: TableBench ten
+   times, each copy's tables made distinct by a suffix on the first column's name, with the grid
+   built for every item), each build a child process (its own peak RSS, ``VmHWM``), with
+   today's code and with the code of ``--before`` (default: the commit before the streamed
+   release, taken from git into a temporary folder), in the same run. Targets: 1x < 250 MB,
+   10x < 300 MB (flat in the item count), and < 10 s and < 100 s. ``--scale 0`` skips it.
 
 TableBench's scripts fetch their ROUGE metric over the network (``evaluate.load('rouge')``) and
 import ``datasets.load_metric`` (gone from datasets 3): the run puts two small stand-in modules on
@@ -25,13 +31,14 @@ Setup of their environment, once (git-ignored):
 
 Run (TableBench's repository: a clone, or the mirror ``fetch`` leaves):
 
-    .venv/bin/python benchmarks/release.py [--tablebench-repo PATH] [--keep DIR]
+    .venv/bin/python benchmarks/release.py [--tablebench-repo PATH] [--keep DIR] [--scale 10] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -55,6 +62,23 @@ MIRROR = Path("/work/.mirror/TableBench+TableBench/repo")
 TB_PYTHON = REPO / ".venv-tablebench" / "bin" / "python"
 SETUP = "python3 -m venv .venv-tablebench && .venv-tablebench/bin/pip install pandas matplotlib rouge_score wrapt_timeout_decorator"
 SEED = 0
+#: The last commit before the streamed release (``--before``'s default).
+BEFORE = "02ad2970537ecd1e99dfe86c8bdf5ac693547614"
+#: One release build as a child process: the code under argv[1], the workspace argv[2], out argv[3].
+BUILD_CHILD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.store import open_workspace
+ws = open_workspace(Path(sys.argv[2]))
+start = time.perf_counter()
+summary = build_release(ws, ReleaseOptions(version="1.0.0", out=Path(sys.argv[3]), accept_low_agreement="benchmark"))
+seconds = time.perf_counter() - start
+# VmHWM: the peak RSS of this process's own memory since exec (module docs: why not ru_maxrss).
+peak_kb = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0])
+print(json.dumps({"seconds": seconds, "rows": sum(summary.counts.values()), "peak_kb": peak_kb}))
+"""
 
 # Stand-ins for the two network-only imports of TableBench's scripts (module docs).
 EVALUATE_SHIM = '''
@@ -143,10 +167,69 @@ def _tablebench_copy(repo: Path, into: Path) -> Path:
     return target
 
 
+def _scaled(data: Path, scale: int, out: Path) -> Path:
+    """TableBench ``scale`` times: copy k > 0 has new ids and a first column named ``NAME (k)``."""
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with out.open("w", encoding="utf-8") as f:
+        for k in range(scale):
+            for row in rows:
+                if k:
+                    row = {**row, "id": f"{row['id']}-{k}",
+                           "table": {**row["table"], "columns": [f"{row['table']['columns'][0]} ({k})", *row["table"]["columns"][1:]]}}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return out
+
+
+def _child_build(code: Path, ws: Path, out: Path) -> tuple[float, float, float, int]:
+    """(seconds of the build, CPU seconds of the whole child, its peak RSS in MB, rows) of one
+    build (CPU time is the figure a loaded machine disturbs least). The peak is the child's own
+    ``VmHWM``: Linux carries the parent's RSS high-water mark over fork and exec into the child's
+    ``ru_maxrss`` (``wait4``, ``RUSAGE_CHILDREN``), so a child of this large process would report
+    at least this process's peak."""
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        child = subprocess.Popen([sys.executable, "-c", BUILD_CHILD, str(code), str(ws), str(out)],
+                                 stdout=stdout, stderr=stderr, env={**os.environ, "TQAFORGE_DATABASE_URL": ""})
+        _, status, usage = os.wait4(child.pid, 0)  # its CPU times (Popen.wait would reap it first)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stdout.seek(0)
+        stderr.seek(0)
+        if child.returncode != 0:
+            sys.exit(f"release build in a child failed:\n{stderr.read()[-3000:]}")
+        done = json.loads(stdout.read().strip().splitlines()[-1])
+    return done["seconds"], usage.ru_utime + usage.ru_stime, done["peak_kb"] / 1024, done["rows"]
+
+
+def memory(tmp: Path, ws1: Path, scale: int, before: str) -> None:
+    """Part 4 (module docs): peak RSS and time of 1x and ``scale``x builds, before and after."""
+    old = tmp / "before"
+    old.mkdir(exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", before, "tqaforge"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    start = time.perf_counter()
+    if not (tmp / f"ws{scale}" / "tqaforge.db").exists():  # --keep DIR of an earlier run: built already
+        ws10 = init_workspace(tmp / f"ws{scale}", name="tablebench")
+        import_paths(ws10, [_scaled(DATA, scale, tmp / f"TableBench-x{scale}.jsonl")])
+        build_variant_grid(ws10, GridOptions(perturbations=("none", *TORR_PERTURBATIONS), serializations=("csv",),
+                                             write_prompts=False, skip_structural=False, status=None))
+        ws10.close()
+    print(f"\nsetup of {scale}x (not timed): {time.perf_counter() - start:.1f} s")
+    print(f"{'release build, child process':<28} {'before: s':>10} {'CPU s':>6} {'MB':>6}   {'after: s':>9} {'CPU s':>6} {'MB':>6}")
+    for label, ws in (("1x", ws1), (f"{scale}x", tmp / f"ws{scale}")):
+        figures = []
+        for name, code in (("before", old), ("after", REPO)):
+            figures.append(_child_build(code, ws, tmp / f"mem-{name}-{label}"))
+            shutil.rmtree(tmp / f"mem-{name}-{label}", ignore_errors=True)
+        (b_s, b_cpu, b_mb, rows), (a_s, a_cpu, a_mb, _) = figures
+        print(f"{label + f' ({rows:,} rows)':<28} {b_s:>10.2f} {b_cpu:>6.1f} {b_mb:>6.0f}   {a_s:>9.2f} {a_cpu:>6.1f} {a_mb:>6.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tablebench-repo", type=Path, default=MIRROR, help="TableBench's repository (a clone, or a bare mirror)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the workspace, release and predictions here")
+    parser.add_argument("--scale", type=int, default=10, help="part 4's larger release: TableBench this many times (0: skip part 4)")
+    parser.add_argument("--before", default=BEFORE, help="the commit whose release build part 4 compares with")
+    parser.add_argument("--memory-only", action="store_true", help="run parts 1 and 4 only")
     args = parser.parse_args()
     if not DATA.exists():
         sys.exit(f"TableBench's data is not at {DATA}")
@@ -166,6 +249,11 @@ def main() -> None:
     release = tmp / "release"
     size = sum(p.stat().st_size for p in release.rglob("*") if p.is_file()) / 1e6
     print(f"release build: {build_s:.2f} s  ({', '.join(f'{k} {v}' for k, v in summary.counts.items() if v)}; {size:.0f} MB)  target < 20 s")
+    if args.memory_only:
+        ws.close()
+        if args.scale:
+            memory(tmp, tmp / "ws", args.scale, args.before)
+        return
 
     rng = random.Random(SEED)
     base = _rows(release, "base")
@@ -199,6 +287,9 @@ def main() -> None:
 
     if not TB_PYTHON.exists() or not (args.tablebench_repo / "eval_tablebench_script.py").exists() and not (args.tablebench_repo / "HEAD").exists():
         print(f"TableBench's script not run: needs {TB_PYTHON} ({SETUP}) and its repository (--tablebench-repo)")
+        if args.scale:
+            ws.close()
+            memory(tmp, tmp / "ws", args.scale, args.before)
         return
     repo = _tablebench_copy(args.tablebench_repo, tmp)
     shims = tmp / "shims"
@@ -225,6 +316,9 @@ def main() -> None:
         value = scores.get("Mix_Metric", scores.get("EM", scores.get("Pass@1")))
         print(f"{qtype:<48} {mine[qtype]['tablebench']:>8.2f} {value!s:>10}")
     print(f"subtypes with equal scores: {equal} of {len(theirs)}")
+    if args.scale:
+        ws.close()
+        memory(tmp, tmp / "ws", args.scale, args.before)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,16 @@ for cells, accuracy for blind re-answers) is below its threshold (``[release] mi
 sorted rows and keys), so the same store gives the same bytes. Files are written read-only. A
 version that exists is rebuilt in a temporary directory and compared: identical, nothing
 happens; different, the build refuses (a release never changes under its version).
+
+**Streamed**: rows are never all in memory: :func:`~tqaforge.release.contents.subset_rows` reads
+them a chunk at a time and :class:`~tqaforge.release.stream.SubsetWriter` writes JSONL and
+Parquet in bounded batches, hashing as it writes; the files go to a temporary folder next to the
+release and are moved into place whole (or, for a version that exists, compared by sha256).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -44,7 +48,8 @@ from tqaforge.errors import ConfigError, ReleaseError, disk_error
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.printable import escape_controls
-from tqaforge.release.contents import SUBSETS, Contents, collect
+from tqaforge.release.contents import SUBSETS, Contents, collect, subset_rows
+from tqaforge.release.stream import SubsetWriter, write_file
 from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
@@ -133,10 +138,6 @@ def _check_version(version: str) -> None:
         raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
 # ---------------------------------------------------------------------------------------------
 # The agreement gate
 
@@ -182,16 +183,6 @@ def gate(ws: Workspace, contents: Contents, options: ReleaseOptions) -> tuple[di
 
 # ---------------------------------------------------------------------------------------------
 # Files
-
-
-def _parquet(rows: list[dict[str, Any]]) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"id": pa.array([], pa.string())})
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    return buffer.getvalue()
 
 
 def _models(ws: Workspace) -> tuple[list[str], float]:
@@ -296,16 +287,8 @@ def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[
     }
 
 
-def _write(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in sorted(files.items()):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        os.chmod(path, READ_ONLY)
-
-
-def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], ReleaseSummary]:
-    """Every file of the release as bytes (nothing written), after the agreement gate."""
+def _prepare(ws: Workspace, options: ReleaseOptions) -> tuple[ReleaseOptions, Contents, dict[str, Any], list[str]]:
+    """The options checked, what the release holds (ids) and the agreement gate passed."""
     _check_version(options.version)
     unknown = [s for s in options.subsets if s not in SUBSETS]
     if unknown:
@@ -328,37 +311,60 @@ def render(ws: Workspace, options: ReleaseOptions) -> tuple[dict[str, bytes], Re
             "agreement is below the threshold:\n  " + "\n  ".join(low),
             hint="adjudicate the items (`tqaforge agreement queue`), or build with --accept-low-agreement \"REASON\"",
         )
+    return options, contents, agreement, low
+
+
+def render(ws: Workspace, options: ReleaseOptions, root: Path, *, row_group_bytes: int | None = None) -> tuple[dict[str, str], bytes, ReleaseSummary]:
+    """Check the options, pass the gate, and write every file of the release into ``root``
+    (rows streamed: :mod:`tqaforge.release.stream`); (the sha256 of every file, the manifest's
+    bytes, the summary). ``row_group_bytes``: Parquet's batch size (tests make it small)."""
+    options, contents, agreement, low = _prepare(ws, options)
+    return _render(ws, options, contents, agreement, low, root, row_group_bytes)
+
+
+def _render(ws: Workspace, options: ReleaseOptions, contents: Contents, agreement: dict[str, Any], low: list[str],
+            root: Path, row_group_bytes: int | None) -> tuple[dict[str, str], bytes, ReleaseSummary]:
     name = options.name or ws.config.name
-    files: dict[str, bytes] = {}
-    for sub in options.subsets:
-        rows = contents.rows[sub]
-        files[f"data/{sub}.jsonl"] = "".join(_dumps(r) + "\n" for r in rows).encode("utf-8")
-        files[f"data/{sub}.parquet"] = _parquet(rows)
-    files["agreement.json"] = (json.dumps(agreement, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    hashes = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
-    models, cost = _models(ws)
+    hashes: dict[str, str] = {}
+    counts: dict[str, int] = {}
     by_subtype: dict[str, dict[str, int]] = {}
-    for sub in options.subsets:
-        tally: dict[str, int] = {}
-        for r in contents.rows[sub]:
-            tally[r.get("qsubtype") or "(none)"] = tally.get(r.get("qsubtype") or "(none)", 0) + 1
-        by_subtype[sub] = dict(sorted(tally.items()))
+    spill = root / ".spill"
+    with ws.session() as s:
+        for sub in options.subsets:
+            with SubsetWriter(root, sub, spill, row_group_bytes) as writer:
+                for row in subset_rows(s, contents, sub, spill):
+                    writer.add(row)
+            hashes.update(writer.hashes)
+            counts[sub] = writer.count
+            by_subtype[sub] = dict(sorted(writer.by_subtype.items()))
+    shutil.rmtree(spill, ignore_errors=True)
+    hashes["agreement.json"] = write_file(root, "agreement.json", (json.dumps(agreement, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    models, cost = _models(ws)
     manifest: dict[str, Any] = {
         "name": name, "version": options.version, "tool_version": __version__,
         "store_state": content_hash([hashes[k] for k in sorted(hashes)]),
-        "counts": {sub: len(contents.rows[sub]) for sub in options.subsets}, "by_subtype": by_subtype,
+        "counts": counts, "by_subtype": by_subtype,
         "models": models, "llm_cost_usd": cost, "agreement": agreement,
         "accepted_low_agreement": options.accept_low_agreement if low else None, "below_threshold": low,
     }
-    files["README.md"] = _card(name, options.version, manifest, options.subsets, options.licence).encode("utf-8")
-    hashes["README.md"] = hashlib.sha256(files["README.md"]).hexdigest()
-    files["croissant.json"] = (json.dumps(_croissant(name, options.version, options.subsets, hashes, LICENCE_URLS.get(options.licence, options.licence)), indent=2, sort_keys=True) + "\n").encode("utf-8")
-    hashes["croissant.json"] = hashlib.sha256(files["croissant.json"]).hexdigest()
+    hashes["README.md"] = write_file(root, "README.md", _card(name, options.version, manifest, options.subsets, options.licence).encode("utf-8"))
+    croissant = _croissant(name, options.version, options.subsets, hashes, LICENCE_URLS.get(options.licence, options.licence))
+    hashes["croissant.json"] = write_file(root, "croissant.json", (json.dumps(croissant, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     manifest["files"] = dict(sorted(hashes.items()))
-    files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-    summary = ReleaseSummary("", options.version, manifest["counts"], low_agreement=low,
-                             accepted_reason=options.accept_low_agreement if low else None)
-    return files, summary
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    hashes["manifest.json"] = write_file(root, "manifest.json", manifest_bytes)
+    for rel in hashes:
+        os.chmod(root / rel, READ_ONLY)
+    summary = ReleaseSummary("", options.version, counts, low_agreement=low, accepted_reason=options.accept_low_agreement if low else None)
+    return hashes, manifest_bytes, summary
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: bytes) -> None:
@@ -372,30 +378,33 @@ def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: b
         }])
 
 
-def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
-    """Build (or confirm) a release (module docs)."""
-    files, summary = render(ws, options)
+def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: int | None = None) -> ReleaseSummary:
+    """Build (or confirm) a release (module docs). The files are written into a temporary folder
+    next to ``out`` and moved into place whole; a version that exists is rebuilt there and
+    compared file by file (sha256), then the temporary folder goes."""
+    options, contents, agreement, low = _prepare(ws, options)
     name = options.name or ws.config.name
     out = options.out or ws.paths.releases / f"{name}-{options.version}"
-    summary.path = str(out)
-    if out.exists():
-        held = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-        if held == files:
-            summary.identical_to_existing = True
-            _record(ws, name, options.version, out, files["manifest.json"])
-            return summary
-        changed = sorted(k for k in set(held) | set(files) if held.get(k) != files.get(k))
-        raise ReleaseError(
-            f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
-            + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
-            hint="a release never changes under its version: give a new --version",
-        )
     tmp: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        _write(tmp, files)
-        os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
+        hashes, manifest_bytes, summary = _render(ws, options, contents, agreement, low, tmp, row_group_bytes)
+        summary.path = str(out)
+        if out.exists():
+            held = {str(p.relative_to(out)): _sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
+            if held == hashes:
+                summary.identical_to_existing = True
+            else:
+                changed = sorted(k for k in set(held) | set(hashes) if held.get(k) != hashes.get(k))
+                raise ReleaseError(
+                    f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
+                    + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
+                    hint="a release never changes under its version: give a new --version",
+                )
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
     except BaseException as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -404,5 +413,5 @@ def build_release(ws: Workspace, options: ReleaseOptions) -> ReleaseSummary:
         if problem is not None:
             raise problem from None
         raise
-    _record(ws, name, options.version, out, files["manifest.json"])
+    _record(ws, name, options.version, out, manifest_bytes)
     return summary

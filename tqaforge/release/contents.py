@@ -13,6 +13,12 @@ with the direct-prompting template: 35 prompts an item when every perturbation w
 ``config`` column (``SERIALIZATION/PERTURBATION``) is what ToRR's performance and robustness are
 computed across.
 
+**Streamed**: :func:`collect` keeps only the ids of the items and variants (for the agreement
+gate); :func:`subset_rows` reads the store a chunk of :data:`CHUNK` items or variants at a time
+and yields one subset's rows in id order, so a release of any size is built in bounded memory
+(the configurations subset, sorted by prompt id, goes through an external sort,
+:class:`~tqaforge.release.stream.SortedSpill`).
+
 Rows carry no path, e-mail or secret: a question's source file becomes its dataset name, and
 people appear only as the pseudonymous ids their labels carry (``ls:`` + hash, ``freb-tqa``).
 Every row is sorted by id, so the same store always gives the same rows.
@@ -21,14 +27,15 @@ Every row is sorted by id, so the same store always gives the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, Iterator, Sequence
 
 from sqlmodel import Session, col, select
 
 from tqaforge.answers.agents import chart_type_for
 from tqaforge.ids import content_hash
 from tqaforge.queries import CHECKED_BY_PEOPLE, tables_by_id, trusted_answers
+from tqaforge.release.stream import SortedSpill
 from tqaforge.schemas.enums import QuestionStatus, VariantStatus
 from tqaforge.schemas.records import Question, Variant
 from tqaforge.tables.perturb import TORR_PERTURBATIONS
@@ -53,13 +60,16 @@ CONFIGURATION_PERTURBATIONS: tuple[str, ...] = ("none", *TORR_PERTURBATIONS)
 CHART_SUBTYPE = "ChartGeneration"
 #: Variant statuses a release takes: built by a rule that keeps the gold, or validated by people.
 RELEASED_VARIANTS = (VariantStatus.BUILT.value, VariantStatus.VALIDATED.value)
+#: Items (or variants) read from the store at once; also the size of an IN (...) list.
+CHUNK = 200
 
 
 @dataclass(frozen=True)
 class Contents:
-    """The rows of every subset, and the store records they came from (for the gate and manifest)."""
+    """What a release holds, as ids (for the gate and the manifest); rows come from :func:`subset_rows`."""
 
-    rows: dict[str, list[dict[str, Any]]]
+    subsets: tuple[str, ...]
+    serializations: tuple[str, ...]
     question_ids: tuple[str, ...]
     variant_ids: tuple[str, ...]
 
@@ -77,85 +87,132 @@ def configuration_id(source_id: str, serialization: str) -> str:
     return content_hash({"of": source_id, "serialization": serialization})
 
 
+def _chunks(ids: Sequence[str], size: int = CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def _wanted(subsets: tuple[str, ...]) -> set[str]:
+    """The perturbations whose variants the subsets take (the configurations: ToRR's)."""
+    wanted = {p for p, subset in SUBSET_OF.items() if subset in subsets}
+    return wanted | set(TORR_PERTURBATIONS) if "configurations" in subsets else wanted
+
+
+def _released(perturbations: set[str]) -> Any:
+    """The variants a release may take: released status, one of ``perturbations``, a table and answers."""
+    return (col(Variant.status).in_(RELEASED_VARIANTS) & col(Variant.perturbation).in_(sorted(perturbations))
+            & col(Variant.table).is_not(None) & col(Variant.answers).is_not(None))
+
+
 def collect(
     s: Session, subsets: tuple[str, ...] = SUBSETS, serializations: tuple[str, ...] = TORR_SERIALIZATIONS,
 ) -> Contents:
-    """The release rows of ``subsets`` (module docs)."""
-    questions = {
-        q.id: q for q in s.exec(select(Question).where(Question.status != QuestionStatus.REJECTED.value).order_by(Question.id)).all()
-    }
-    gold = trusted_answers(s, list(questions), at_least=CHECKED_BY_PEOPLE)
-    items = [questions[qid] for qid in sorted(gold)]
-    tables = tables_by_id(s, sorted({q.table_id for q in items}))
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in subsets}
-    if "base" in rows:
+    """The ids of the items and variants a release of ``subsets`` holds (module docs)."""
+    candidates = list(s.exec(select(Question.id).where(Question.status != QuestionStatus.REJECTED.value).order_by(Question.id)).all())
+    items: list[str] = []
+    for chunk in _chunks(candidates, 500):
+        items += sorted(trusted_answers(s, chunk, at_least=CHECKED_BY_PEOPLE))
+    items.sort()
+    wanted = _wanted(subsets)
+    kept: list[str] = []
+    if wanted:
+        for chunk in _chunks(items, 500):
+            kept += s.exec(select(Variant.id).where(_released(wanted), col(Variant.question_id).in_(chunk))).all()
+    return Contents(tuple(subsets), tuple(serializations), tuple(items), tuple(sorted(kept)))
+
+
+def subset_rows(s: Session, contents: Contents, subset: str, spill: Path) -> Iterator[dict[str, Any]]:
+    """The rows of ``subset``, sorted by id, read a chunk at a time (``spill``: a folder for the
+    external sort of the configurations subset)."""
+    if subset == "base":
+        yield from _base_rows(s, contents)
+    elif subset == "configurations":
+        yield from _configurations(s, contents, spill)
+    else:
+        yield from _variant_rows(s, contents, subset)
+
+
+def _items(s: Session, chunk: Sequence[str]) -> tuple[list[Question], dict[str, Any], dict[str, Table]]:
+    """One chunk of items (in id order), their gold answers and tables."""
+    questions = {q.id: q for q in s.exec(select(Question).where(col(Question.id).in_(chunk))).all()}
+    items = [questions[qid] for qid in chunk]
+    gold = trusted_answers(s, chunk, at_least=CHECKED_BY_PEOPLE)
+    return items, gold, tables_by_id(s, {q.table_id for q in items})
+
+
+def _base_rows(s: Session, contents: Contents) -> Iterator[dict[str, Any]]:
+    for chunk in _chunks(contents.question_ids):
+        items, gold, tables = _items(s, chunk)
         for q in items:
             table = tables[q.table_id]
-            rows["base"].append({
+            yield {
                 "id": q.id, "source_id": q.source_id or "", "dataset": _dataset(q), "qtype": q.qtype or "",
                 "qsubtype": q.subtype or "", "chart_type": _chart_type(q),
                 "question_type": str(q.question_type) if q.question_type else "", "question": q.text,
                 "answer": list(gold[q.id].values), "answer_text": gold[q.id].value, "answer_status": str(gold[q.id].status),
                 "table": {"header": list(table.header), "rows": [list(r) for r in table.rows]},
                 "relevant_cells": [list(c) for c in q.relevant_cells or []],
-            })
-    wanted = {p for p, subset in SUBSET_OF.items() if subset in rows}
-    if "configurations" in rows:
-        wanted |= set(TORR_PERTURBATIONS)
-    variants = s.exec(
-        select(Variant).where(
-            col(Variant.status).in_(RELEASED_VARIANTS), col(Variant.perturbation).in_(sorted(wanted)),
-            col(Variant.question_id).in_([q.id for q in items]) if items else col(Variant.id).is_(None),
-        ).order_by(Variant.id)
-    ).all() if wanted and items else []
-    kept: list[str] = []
-    grid: dict[str, list[Variant]] = {}
-    for v in variants:
-        if v.table is None or v.answers is None:
-            continue
-        kept.append(v.id)
-        if v.perturbation in TORR_PERTURBATIONS:
-            grid.setdefault(v.question_id, []).append(v)
-        if SUBSET_OF[v.perturbation] not in rows:
-            continue
-        changes = v.changes or {}
-        rows[SUBSET_OF[v.perturbation]].append({
-            "id": v.id, "item_id": v.question_id, "perturbation": v.perturbation, "seed": -1 if v.seed is None else v.seed,
-            "origin": str(v.origin), "made_by": v.created_by, "question": questions[v.question_id].text,
-            "qsubtype": questions[v.question_id].subtype or "", "answer": list(v.answers),
-            "answer_effect": str(v.answer_effect) if v.answer_effect else "",
-            "table": {"header": list(v.table.get("header") or []), "rows": [list(r) for r in v.table.get("rows") or []]},
-            "edits": [{"row": int(e["row"]), "col": int(e["col"]), "old": str(e["old"]), "new": str(e["new"])}
-                      for e in changes.get("edits") or []],
-        })
-    if "configurations" in rows:
-        rows["configurations"] = _configurations(items, tables, gold, grid, serializations)
-    return Contents(rows, tuple(q.id for q in items), tuple(kept))
+            }
+        s.expunge_all()  # the session keeps nothing of a chunk once it is out
+
+
+def _variant_rows(s: Session, contents: Contents, subset: str) -> Iterator[dict[str, Any]]:
+    """A variant subset's rows: the kept variants of its perturbations, in id order, a page at a time."""
+    perturbations = {p for p, sub in SUBSET_OF.items() if sub == subset}
+    items = set(contents.question_ids)
+    last = ""
+    while True:
+        page = s.exec(select(Variant).where(_released(perturbations), col(Variant.id) > last).order_by(Variant.id).limit(CHUNK)).all()
+        if not page:
+            return
+        last = page[-1].id
+        page = [v for v in page if v.question_id in items]
+        asked = sorted({v.question_id for v in page})
+        questions = {qid: (text, subtype) for qid, text, subtype in
+                     s.exec(select(Question.id, Question.text, Question.subtype).where(col(Question.id).in_(asked))).all()} if asked else {}
+        for v in page:
+            changes = v.changes or {}
+            text, subtype = questions[v.question_id]
+            table = v.table or {}
+            yield {
+                "id": v.id, "item_id": v.question_id, "perturbation": v.perturbation, "seed": -1 if v.seed is None else v.seed,
+                "origin": str(v.origin), "made_by": v.created_by, "question": text,
+                "qsubtype": subtype or "", "answer": list(v.answers or []),
+                "answer_effect": str(v.answer_effect) if v.answer_effect else "",
+                "table": {"header": list(table.get("header") or []), "rows": [list(r) for r in table.get("rows") or []]},
+                "edits": [{"row": int(e["row"]), "col": int(e["col"]), "old": str(e["old"]), "new": str(e["new"])}
+                          for e in changes.get("edits") or []],
+            }
+        s.expunge_all()
 
 
 def _chart_type(q: Question) -> str:
     return (chart_type_for(q.text, q.meta) or "") if q.subtype == CHART_SUBTYPE else ""
 
 
-def _configurations(
-    items: list[Question], tables: dict[str, Any], gold: dict[str, Any], grid: dict[str, list[Variant]],
-    serializations: tuple[str, ...],
-) -> list[dict[str, Any]]:
-    """The configurations subset's rows (module docs), sorted by id."""
-    out: list[dict[str, Any]] = []
-    for q in items:
-        conditions: list[tuple[str, str, int, Table, list[str]]] = [("", "none", 0, tables[q.table_id], list(gold[q.id].values))]
-        conditions += [(v.id, v.perturbation, -1 if v.seed is None else v.seed, Table.from_dict(v.table or {}), list(v.answers or []))
-                       for v in grid.get(q.id, [])]
-        for variant_id, perturbation, seed, table, answer in conditions:
-            for serialization in serializations:
-                out.append({
-                    "id": configuration_id(variant_id or q.id, serialization), "item_id": q.id, "variant_id": variant_id,
-                    "perturbation": perturbation, "seed": seed, "serialization": serialization,
-                    "config": f"{serialization}/{perturbation}", "qtype": q.qtype or "", "qsubtype": q.subtype or "",
-                    "chart_type": _chart_type(q), "question": q.text, "answer": answer,
-                    "prompt": render_prompt(table, q.text, serialization, q.subtype),
-                    "table": {"header": list(table.header), "rows": [list(r) for r in table.rows]},
-                })
-    out.sort(key=lambda r: r["id"])
-    return out
+def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[dict[str, Any]]:
+    """The configurations subset's rows (module docs), sorted by id through an external sort."""
+    if not contents.question_ids:
+        return
+    runs = SortedSpill(spill, "configurations")
+    for chunk in _chunks(contents.question_ids):
+        items, gold, tables = _items(s, chunk)
+        grid: dict[str, list[Variant]] = {}
+        for v in s.exec(select(Variant).where(_released(set(TORR_PERTURBATIONS)), col(Variant.question_id).in_(chunk)).order_by(Variant.id)).all():
+            grid.setdefault(v.question_id, []).append(v)
+        for q in items:
+            conditions: list[tuple[str, str, int, Table, list[str]]] = [("", "none", 0, tables[q.table_id], list(gold[q.id].values))]
+            conditions += [(v.id, v.perturbation, -1 if v.seed is None else v.seed, Table.from_dict(v.table or {}), list(v.answers or []))
+                           for v in grid.get(q.id, [])]
+            for variant_id, perturbation, seed, table, answer in conditions:
+                for serialization in contents.serializations:
+                    runs.add({
+                        "id": configuration_id(variant_id or q.id, serialization), "item_id": q.id, "variant_id": variant_id,
+                        "perturbation": perturbation, "seed": seed, "serialization": serialization,
+                        "config": f"{serialization}/{perturbation}", "qtype": q.qtype or "", "qsubtype": q.subtype or "",
+                        "chart_type": _chart_type(q), "question": q.text, "answer": answer,
+                        "prompt": render_prompt(table, q.text, serialization, q.subtype),
+                        "table": {"header": list(table.header), "rows": [list(r) for r in table.rows]},
+                    })
+        s.expunge_all()
+    yield from runs

@@ -1,0 +1,306 @@
+"""Writing a release's files in bounded memory: rows in, JSONL and Parquet out, hashed as written.
+
+>>> with SubsetWriter(root, "base", spill=root / ".spill") as writer:   # doctest: +SKIP
+...     for row in rows:                                                  # sorted by id
+...         writer.add(row)
+>>> writer.hashes                                                         # doctest: +SKIP
+{"data/base.jsonl": "...", "data/base.parquet": "..."}
+
+**JSONL** is written a batch at a time, each line as :func:`dumps` makes it, so its bytes do not
+depend on the batching. **Parquet** cannot be written before its schema is known, and the
+schema is inferred from every row (as ``pyarrow.Table.from_pylist`` over the whole subset would:
+a column empty everywhere is ``list<null>``, say), so each batch of at most
+:data:`ROW_GROUP_BYTES` of JSON becomes an Arrow table spilled to a temporary file; at the end
+the batches' schemas are unified and each batch, cast to that schema, is one row group. A subset
+that fits in one batch is written exactly as the in-memory build wrote it (one row group, the
+same bytes); a larger one has several row groups where the in-memory build had one: the same
+columns and values (``pyarrow.parquet.read_table`` gives equal tables), not the same bytes.
+Either way the same rows always give the same bytes: the boundaries are a function of the rows.
+
+:class:`SortedSpill` is an external sort for rows made in another order than the file's (the
+configurations subset is sorted by prompt id, a hash): runs of at most :data:`RUN_BYTES` of rows
+on disk (``marshal``: three times faster to write than ``pickle``, and it keeps a dict's key
+order), merged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import marshal
+import pickle
+import struct
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Iterator
+
+#: JSON bytes of the rows held (and written as one Parquet row group) at once. Measured on
+#: TableBench's release (``benchmarks/release.py``): peak RSS 239 MB at 2 MB, 249 MB at 4 MB,
+#: 293 MB at 8 MB; smaller row groups compress less (its configurations file: 33.7, 31.2 and
+#: 28.6 MB; 24.2 MB in one row group).
+ROW_GROUP_BYTES = 2 * 1024 * 1024
+#: Marshalled bytes of the rows an external sort holds before it writes a sorted run.
+RUN_BYTES = 4 * 1024 * 1024
+#: Runs merged at once (and at most this many files open a level at the end).
+FAN_IN = 16
+READ_BUFFER = 64 * 1024
+
+
+def dumps(value: Any) -> str:
+    """One JSONL line's text: sorted keys, no spaces, UTF-8 as it is."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+class HashingFile:
+    """A binary file written once, start to end, whose sha256 is taken over the bytes as they go
+    (Parquet's writer takes it as a Python file: ``write``, ``tell``, ``flush``, ``close``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[bytes] = path.open("wb")
+        self._sha = hashlib.sha256()
+        self._size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._sha.update(data)
+        self._size += len(data)
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._size
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def write_file(root: Path, rel: str, data: bytes) -> str:
+    """Write ``root/rel`` and return its sha256."""
+    out = HashingFile(root / rel)
+    try:
+        out.write(data)
+    finally:
+        out.close()
+    return out.hexdigest()
+
+
+class SubsetWriter:
+    """``data/SUBSET.jsonl`` and ``data/SUBSET.parquet`` from rows given in file order (module docs)."""
+
+    def __init__(self, root: Path, subset: str, spill: Path, group_bytes: int | None = None) -> None:
+        self.subset = subset
+        self.count = 0
+        self.by_subtype: dict[str, int] = {}
+        self.hashes: dict[str, str] = {}
+        self._root = root
+        self._spill = spill
+        self._group_bytes = ROW_GROUP_BYTES if group_bytes is None else group_bytes
+        self._jsonl = HashingFile(root / "data" / f"{subset}.jsonl")
+        self._rows: list[dict[str, Any]] = []
+        self._lines: list[bytes] = []
+        self._held = 0
+        self._spilled: list[Path] = []
+        self._schemas: list[Any] = []
+        self._last: Any = None  # the one batch's table while nothing was spilled
+
+    def __enter__(self) -> SubsetWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self._jsonl.close()
+
+    def add(self, row: dict[str, Any]) -> None:
+        """One row (rows come sorted: the writer keeps their order)."""
+        line = (dumps(row) + "\n").encode("utf-8")
+        self._rows.append(row)
+        self._lines.append(line)
+        self._held += len(line)
+        self.count += 1
+        subtype = row.get("qsubtype") or "(none)"
+        self.by_subtype[subtype] = self.by_subtype.get(subtype, 0) + 1
+        if self._held >= self._group_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self._rows:
+            return
+        self._jsonl.write(b"".join(self._lines))
+        table = pa.Table.from_pylist(self._rows)
+        self._rows, self._lines, self._held = [], [], 0
+        self._schemas.append(table.schema)
+        if self._last is not None:  # a second batch: both go to disk until the schema is known
+            self._spill_table(self._last)
+        if self._spilled or self._last is not None:
+            self._spill_table(table)
+            self._last = None
+        else:
+            self._last = table
+        del table
+        pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed batches otherwise
+
+    def _spill_table(self, table: Any) -> None:
+        import pyarrow as pa
+
+        self._spill.mkdir(parents=True, exist_ok=True)
+        path = self._spill / f"{self.subset}-{len(self._spilled):05}.arrow"
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        self._spilled.append(path)
+
+    def close(self) -> None:
+        """Write the last batch and the Parquet file; ``hashes`` then holds both files' sha256."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._flush()
+        self._jsonl.close()
+        parquet = HashingFile(self._root / "data" / f"{self.subset}.parquet")
+        try:
+            if not self._spilled:  # one batch or none: written as the in-memory build wrote it
+                table = self._last if self._last is not None else pa.table({"id": pa.array([], pa.string())})
+                self._last = None
+                pq.write_table(table, parquet, compression="zstd")
+            else:
+                schema = pa.unify_schemas(self._schemas, promote_options="permissive")
+                with pq.ParquetWriter(parquet, schema, compression="zstd") as writer:
+                    for path in self._spilled:
+                        with pa.memory_map(str(path)) as source:
+                            table = pa.ipc.open_stream(source).read_all()
+                        writer.write_table(table if table.schema == schema else table.cast(schema))
+                        del table
+                        path.unlink()
+        finally:
+            parquet.close()
+        self.hashes = {f"data/{self.subset}.jsonl": self._jsonl.hexdigest(), f"data/{self.subset}.parquet": parquet.hexdigest()}
+
+
+class SortedSpill:
+    """Rows in any order in, out sorted by ``key``, with at most :data:`RUN_BYTES` of them held.
+
+    Sorted runs go to disk; :data:`FAN_IN` runs of one level are merged into one run of the next
+    (so the files open at the end, and their read buffers, stay few whatever the rows' number)."""
+
+    def __init__(self, spill: Path, name: str, key: str = "id", run_bytes: int | None = None) -> None:
+        self._spill = spill
+        self._name = name
+        self._key = key
+        self._run_bytes = RUN_BYTES if run_bytes is None else run_bytes
+        self._held: list[tuple[str, bytes]] = []
+        self._size = 0
+        self._levels: list[list[Path]] = []  # the runs on disk, by level
+        self._made = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        blob = _dump(row)
+        self._held.append((row[self._key], blob))
+        self._size += len(blob)
+        if self._size >= self._run_bytes:
+            self._write_run()
+
+    def _path(self) -> Path:
+        self._spill.mkdir(parents=True, exist_ok=True)
+        self._made += 1
+        return self._spill / f"{self._name}-run-{self._made:06}.run"
+
+    def _write_run(self) -> None:
+        self._held.sort(key=lambda pair: pair[0])
+        path = self._path()
+        with path.open("wb") as f:
+            for key, blob in self._held:
+                _put(f, key, blob)
+        self._held, self._size = [], 0
+        self._add_run(0, path)
+
+    def _add_run(self, level: int, path: Path) -> None:
+        while len(self._levels) <= level:
+            self._levels.append([])
+        self._levels[level].append(path)
+        if len(self._levels[level]) >= FAN_IN:
+            runs, self._levels[level] = self._levels[level], []
+            merged = self._path()
+            with merged.open("wb") as f:
+                for key, blob in self._merge(runs):  # the rows stay marshalled: only their keys are compared
+                    _put(f, key, blob)
+            self._add_run(level + 1, merged)
+
+    def _merge(self, runs: list[Path]) -> Iterator[tuple[str, bytes]]:
+        files = [path.open("rb", buffering=READ_BUFFER) for path in runs]
+        try:
+            yield from heapq.merge(*(_records(f) for f in files), key=lambda pair: pair[0])
+        finally:
+            for f, path in zip(files, runs):
+                f.close()
+                path.unlink(missing_ok=True)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if not self._levels:  # everything fitted: no file
+            self._held.sort(key=lambda pair: pair[0])
+            held, self._held = self._held, []
+            for _, blob in held:
+                yield _load(blob)
+            return
+        if self._held:
+            self._write_run()
+        for _, blob in self._merge([path for level in self._levels for path in level]):
+            yield _load(blob)
+
+
+_LENGTHS = struct.Struct("<II")
+
+
+def _dump(row: dict[str, Any]) -> bytes:
+    """A row as bytes: ``marshal`` (rows are str, int, float, None, list and dict, its types),
+    ``pickle`` for a row holding anything else (a ``str`` subclass, say)."""
+    try:
+        return b"m" + marshal.dumps(row)
+    except ValueError:
+        return b"p" + pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load(blob: bytes) -> dict[str, Any]:
+    """A row back from :func:`_dump` (only ever our own files of this process: never read from elsewhere)."""
+    value: dict[str, Any] = marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])
+    return value
+
+
+def _put(f: IO[bytes], key: str, blob: bytes) -> None:
+    """One record of a run: the two lengths, the key (UTF-8), the marshalled row."""
+    encoded = key.encode("utf-8")
+    f.write(_LENGTHS.pack(len(encoded), len(blob)))
+    f.write(encoded)
+    f.write(blob)
+
+
+def _records(f: IO[bytes]) -> Iterator[tuple[str, bytes]]:
+    """The records of a run, in order (the bytes read whole, then loaded: faster than loading
+    from the file object)."""
+    while True:
+        head = f.read(_LENGTHS.size)
+        if not head:
+            return
+        n_key, n_blob = _LENGTHS.unpack(head)
+        yield f.read(n_key).decode("utf-8"), f.read(n_blob)
