@@ -102,6 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if stalled:
                 self._wait(None)
+                owner._unstall()
                 return
             delay = script.delay_s if script.delay_s is not None else owner.latency_s
             if not self._wait(delay):
@@ -203,6 +204,8 @@ class OpenAIServer:
         self._lock = threading.Condition()
         self._stall_after: int | None = None
         self._promised = 0  # requests admitted under stall_after that may still become paid
+        self._unsettled = 0  # requests received and not yet settled (delivered, failed or hung up)
+        self._stalled = 0  # of those, the ones held by stall_after (they can never become paid)
         self._closing = threading.Event()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self
@@ -251,6 +254,16 @@ class OpenAIServer:
         with self._lock:
             self._stall_after = n
 
+    def only_stalled_left(self) -> bool:
+        """True when every request not yet settled is held by :meth:`stall_after`: no reply is on
+        its way, so the paid count cannot grow until the stall is lifted."""
+        with self._lock:
+            return self._unsettled == self._stalled
+
+    def _unstall(self) -> None:
+        with self._lock:
+            self._stalled -= 1
+
     def wait_paid(self, n: int, timeout: float) -> None:
         """Block until at least ``n`` replies were paid; TimeoutError after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
@@ -268,9 +281,11 @@ class OpenAIServer:
             self.request_headers.append(dict(headers or {}))
             self.arrivals.append(time.monotonic())
             self.in_flight += 1
+            self._unsettled += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if self._stall_after is not None:
                 if sum(self.paid.values()) + self._promised >= self._stall_after:
+                    self._stalled += 1
                     return Scripted(), True, False
                 self._promised += 1
             promised = self._stall_after is not None
@@ -288,6 +303,7 @@ class OpenAIServer:
     def _settle(self, delivered: tuple[dict, int, Scripted] | None, promised: bool) -> None:
         """Count a delivered reply (billing 200s with choices) and release its stall promise."""
         with self._lock:
+            self._unsettled -= 1
             if delivered is not None:
                 body, status, script = delivered
                 self.statuses[status] += 1

@@ -100,6 +100,9 @@ def test_three_workers_one_killed_pay_each_request_once_and_match_one_worker(
                 # then kill one worker (it holds claims and requests in flight).
                 wait_for(lambda: server.total_paid >= 500, 120, "500 paid replies")
                 server.stall_after(server.total_paid)
+                # Requests admitted before the stall still finish: wait until none is on its way,
+                # then until every delivered reply is in the ledger.
+                wait_for(server.only_stalled_left, 30, "the replies on their way to be delivered")
                 wait_for(lambda: stored_ok_calls(many) == server.total_paid, 30, "the delivered replies stored")
                 with many.session() as s:
                     victim_owner = s.exec(select(WorkClaim.owner)).first()
