@@ -6,7 +6,6 @@ decides what runs where and when.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -141,7 +140,6 @@ def test_deferred_pieces_wait_and_nothing_is_sent_for_them(workspace: Workspace)
         summary = run_step(workspace, toy, settings(server.url), RunnerOptions())
         assert sorted(toy.done) == ["p0", "p2"] and server.total_paid == 2
         assert summary.deferred == 1 and summary.waiting == 1
-    asyncio.run(asyncio.sleep(0))
 
 
 def test_claims_of_a_dead_process_of_this_machine_are_taken_at_once(workspace: Workspace) -> None:

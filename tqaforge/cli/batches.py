@@ -75,9 +75,8 @@ def status_cmd(
 
     ws = open_ws(ctx, workspace)
     row = find_batch(ws, batch_id)
-    if row.kind == "openai" and row.provider_batch_id is not None:
-        row = refresh_batch(ws, _settings(ws, row), row.id)
-    print_summary(BatchView(row), json_out)
+    # refresh_batch returns a batch not yet submitted, an offline one or a collected one as it is.
+    print_summary(BatchView(refresh_batch(ws, _settings(ws, row), row.id)), json_out)
 
 
 @batches_app.command("collect")

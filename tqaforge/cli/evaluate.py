@@ -59,7 +59,7 @@ def evaluate_cmd(
     from tqaforge.errors import EvaluateError
     from tqaforge.evaluate.harness import EvaluateOptions, evaluate
     from tqaforge.evaluate.model_run import ModelRunOptions, run_model
-    from tqaforge.llm.budget import Budget, SharedBudget
+    from tqaforge.llm.budget import Budget, open_budget
 
     if (predictions is None) == (model is None):
         raise EvaluateError("give either --predictions FILE or --model NAME", hint="--model asks the model first, then scores its replies")
@@ -69,12 +69,8 @@ def evaluate_cmd(
     if budget_name is not None and ws is None:
         raise EvaluateError("--budget names the budget of --model and --judge-model runs", hint="give one of them")
     # One budget for every paid call of the command: the model run's and the judge's.
-    budget: Budget | None = None
-    if budget_name is not None:
-        assert ws is not None
-        budget = SharedBudget(ws, budget_name, max_cost)
-    elif max_cost is not None:
-        budget = Budget(max_cost)
+    budget = open_budget(ws, budget_name, max_cost) if ws is not None else (
+        Budget(max_cost) if max_cost is not None else None)
     try:
         if model is not None:
             assert ws is not None

@@ -46,7 +46,7 @@ from tqaforge.errors import BudgetExceeded, ConfigError, StoreError
 from tqaforge.schemas.records import BudgetHold, LLMBudget, utcnow
 from tqaforge.store import Workspace
 
-__all__ = ["Budget", "Hold", "SharedBudget", "check_max_cost"]
+__all__ = ["Budget", "Hold", "SharedBudget", "check_max_cost", "open_budget"]
 
 _BUDGETS = LLMBudget.__table__  # type: ignore[attr-defined]
 _HOLDS = BudgetHold.__table__  # type: ignore[attr-defined]
@@ -355,3 +355,13 @@ class SharedBudget(Budget):
             conn.execute(update(_BUDGETS).where(_BUDGETS.c.id == self.name).values(
                 reserved=_BUDGETS.c.reserved - held, spent=_BUDGETS.c.spent + cost, updated_at=utcnow()))
         self._run(go)
+
+
+def open_budget(ws: Workspace, name: str | None, max_cost: float | None, *,
+                hold_lease_s: float = 180.0) -> Budget | None:
+    """The budget a command's model calls share: the store's budget ``name`` (its limit set to
+    ``max_cost`` when given), else this process's own ``max_cost``, else None (no limit; each
+    gateway only counts). Close it with ``close()`` when the command is done."""
+    if name is not None:
+        return SharedBudget(ws, name, max_cost, hold_lease_s=hold_lease_s)
+    return Budget(max_cost) if max_cost is not None else None

@@ -53,7 +53,7 @@ from sqlmodel import col, delete
 
 from tqaforge.errors import ConfigError, LLMError, StoreError
 from tqaforge.llm import batches
-from tqaforge.llm.budget import Budget, SharedBudget
+from tqaforge.llm.budget import Budget, open_budget
 from tqaforge.llm.calls import Deferred, PutAside
 from tqaforge.llm.claims import Claims, worker_name
 from tqaforge.llm.gateway import Gateway, run
@@ -288,7 +288,7 @@ async def run_step_async(ws: Workspace, step: Step[P, R], llm: LLMSettings, opti
         own_budget = budget is None and options.budget is not None
         if own_budget:
             assert options.budget is not None
-            budget = SharedBudget(ws, options.budget, llm.max_cost, hold_lease_s=llm.timeout_s + 60.0)
+            budget = open_budget(ws, options.budget, llm.max_cost, hold_lease_s=llm.timeout_s + 60.0)
         try:
             while True:
                 submitted = await _one_pass(ws, step, llm, options, budget, on_progress, summary)
