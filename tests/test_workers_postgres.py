@@ -104,9 +104,14 @@ def test_three_workers_one_killed_pay_each_request_once_and_match_one_worker(
                 # then until every delivered reply is in the ledger.
                 wait_for(server.only_stalled_left, 30, "the replies on their way to be delivered")
                 wait_for(lambda: stored_ok_calls(many) == server.total_paid, 30, "the delivered replies stored")
+                # The victim is the worker holding the most claims on questions still without their
+                # answer (not pieces it has just committed and not yet let go of): those must be taken over.
                 with many.session() as s:
-                    victim_owner = s.exec(select(WorkClaim.owner)).first()
-                assert victim_owner is not None, "no worker held a claim mid-run"
+                    voted = select(Answer.question_id).where(Answer.method == "vote")
+                    victim_owner = s.exec(
+                        select(WorkClaim.owner).where(WorkClaim.piece.not_in(voted))  # type: ignore[attr-defined]
+                        .group_by(WorkClaim.owner).order_by(func.count().desc())).first()
+                assert victim_owner is not None, "no worker held a claim on unanswered work mid-run"
                 victim_pid = int(victim_owner.split(":")[1])
                 victim = next(w for w in workers if w.pid == victim_pid)
                 os.kill(victim.pid, signal.SIGKILL)
