@@ -561,11 +561,3 @@ def variant_counts(ws: Workspace) -> dict[str, int]:
         counts = _count_by(s, Variant, Variant.perturbation)
     counts.pop("total")
     return counts
-
-
-def annotations_fingerprint(ws: Workspace) -> tuple[int, str]:
-    """How many labels there are and when the newest was recorded: cheap to read, changes whenever
-    a label is added (a cache key for what is computed from all labels)."""
-    with ws.session() as s:
-        n, newest = s.exec(select(func.count(), func.max(Annotation.created_at)).select_from(Annotation)).one()  # type: ignore[call-overload]
-    return int(n), str(newest)

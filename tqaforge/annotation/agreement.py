@@ -166,6 +166,24 @@ class AgreementResult:
             "components": _plain(self.components),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgreementResult:
+        """The result :meth:`as_dict` wrote (its ``band`` is derived, so not read back).
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` on anything else: callers reading
+        a file that may be damaged treat those as "not readable"."""
+        ci = d["ci"]
+        if ci is not None:
+            low, high = ci
+            ci = (float(low), float(high))
+        value = d["value"]
+        seed = d["seed"]
+        return cls(
+            str(d["statistic"]), None if value is None else float(value), int(d["n_items"]), int(d["n_raters"]),
+            dict(d["components"]), ci, float(d["ci_level"]), int(d["n_boot"]), None if seed is None else int(seed),
+            _optional_text(d["reason"]), _optional_text(d["ci_reason"]), int(d["boot_undefined"]),
+        )
+
 
 @dataclass(frozen=True)
 class PairwiseResult:
@@ -192,6 +210,23 @@ class PairwiseResult:
             "reason": self.reason,
             "pairs": [{"raters": [a, b], **r.as_dict()} for (a, b), r in self.pairs.items()],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PairwiseResult:
+        """The result :meth:`as_dict` wrote (errors as :meth:`AgreementResult.from_dict`)."""
+        pairs: dict[tuple[str, str], AgreementResult] = {}
+        for entry in d["pairs"]:
+            a, b = entry["raters"]
+            pairs[(str(a), str(b))] = AgreementResult.from_dict(entry)
+        mean = d["mean"]
+        return cls(str(d["statistic"]), tuple(str(r) for r in d["raters"]), pairs,
+                   None if mean is None else float(mean), _optional_text(d["reason"]))
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"expected text or null, got {type(value).__name__}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from tqaforge.annotation.agreement import (
 )
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
 from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
+from tqaforge.annotation.shapes import SHAPES
 from tqaforge.errors import AgreementError
 from tqaforge.ids import ID_LENGTH
 from tqaforge.labels import NOT_OURS
@@ -86,6 +87,22 @@ class KindReport:
             "notes": list(self.notes),
             "problems": list(self.problems),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KindReport:
+        """The report :meth:`as_dict` wrote (``KeyError``, ``TypeError`` or ``ValueError`` otherwise)."""
+        shape = d["shape"]
+        if shape not in SHAPES:
+            raise ValueError(f"unknown label shape {shape!r}")
+        return cls(
+            str(d["kind"]), str(d["description"]), shape, int(d["n_items"]), int(d["n_raters"]), int(d["n_annotations"]),
+            tuple(str(r) for r in d["raters"]),
+            {str(k): AgreementResult.from_dict(v) for k, v in d["overall"].items()},
+            {str(k): PairwiseResult.from_dict(v) for k, v in d["pairwise"].items()},
+            {str(k): AgreementResult.from_dict(v) for k, v in d["per_annotator"].items()},
+            {str(st): {str(k): AgreementResult.from_dict(v) for k, v in stats.items()} for st, stats in d["per_subtype"].items()},
+            tuple(str(n) for n in d["notes"]), tuple(str(p) for p in d["problems"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -240,6 +257,21 @@ class AgreementReport:
             "kinds": {k: r.as_dict() for k, r in self.kinds.items()},
             "skipped_kinds": dict(self.skipped_kinds),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgreementReport:
+        """The report :meth:`as_dict` wrote, e.g. read back from its JSON file: ``as_dict`` of the
+        result gives ``d`` again. Anything else raises ``KeyError``, ``TypeError`` or ``ValueError``."""
+        s = d["settings"]
+        settings = Settings(
+            int(s["n_boot"]), int(s["seed"]), float(s["ci_level"]),
+            tuple(str(x) for x in s["exclude_sources"]), tuple(str(x) for x in s["match_rules"]),  # type: ignore[misc]
+        )
+        return cls(
+            str(d["workspace"]), str(d["generated_at"]), settings, str(d["annotations_hash"]),
+            {str(k): KindReport.from_dict(v) for k, v in d["kinds"].items()},
+            {str(k): str(v) for k, v in d["skipped_kinds"].items()},
+        )
 
 
 def _kinds_present(ws: Workspace) -> list[str]:
