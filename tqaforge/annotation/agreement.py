@@ -55,7 +55,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from tqaforge.annotation.bootstrap import SparseRows, bootstrap_ci, group_rows
+from tqaforge.annotation.bootstrap import SparseRows, bootstrap_ci, group_rows, group_sparse_rows
 from tqaforge.errors import AgreementError
 
 Weights = Literal["linear", "quadratic"]
@@ -965,8 +965,9 @@ def _alpha_from_codes(
             f"{v} distinct values over {n_pairable} units: too many for the units x values table",
             hint="round or bin interval values first, or compute alpha on a subset",
         )
-    counts = np.bincount(flat, minlength=n_pairable * v).reshape(n_pairable, v).astype(np.float64) if dense else None
-    if counts is not None and v <= 64:
+    # The units x values counts, held only where they are used: by few values' quadratic form.
+    counts = np.bincount(flat, minlength=n_pairable * v).reshape(n_pairable, v).astype(np.float64) if dense and v <= 64 else None
+    if counts is not None:
         within = d.quadratic(counts)
     else:
         # Many distinct values (sets): sum over pairs of raters instead of V x V per unit.
@@ -975,9 +976,15 @@ def _alpha_from_codes(
             both = present[r] & present[s]
             within[both] += 2.0 * d.pairs(codes[r, both], codes[s, both])
     do_u = within / (m - 1.0)
-    boot_stats: np.ndarray | tuple[Any, np.ndarray]
+    boot_stats: np.ndarray | tuple[Any, np.ndarray] | None
     if counts is not None:
         boot_stats = np.column_stack([do_u, counts])
+    elif dense:
+        # Many values (sets): the units' rows grouped from their few entries, the same distinct
+        # rows as grouping the dense units x values statistics, which are never held (with their
+        # sorted copy they were four times the distinct rows, the peak of the whole report).
+        keys, per = np.unique(flat, return_counts=True)
+        boot_stats = group_sparse_rows(do_u, keys // v, keys % v + 1, per, 1 + v) if n_boot > 0 else None
     else:
         # Too wide to hold densely (thousands of tables' sets): one sparse row per unit.
         keys, per = np.unique(flat, return_counts=True)

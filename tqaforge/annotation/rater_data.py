@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
 from operator import itemgetter
@@ -52,21 +52,36 @@ class RaterData:
     problems: tuple[str, ...] = ()
     #: Per item, the table its cells are on (set kinds): MASI alpha keeps tables apart.
     tables: tuple[str, ...] = ()
+    #: The labels coded once (:meth:`coded` with no values), shared by every statistic on the data.
+    _base: list[Coded] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def n_annotations(self) -> int:
-        return sum(x is not None for row in self.labels for x in row)
+        return int((self._base_codes().codes >= 0).sum())
+
+    def _base_codes(self) -> Coded:
+        """The labels coded in one pass (codes numbered as first seen row by row), once."""
+        if not self._base:
+            index: dict[Any, int] = {}
+            flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
+            codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
+            self._base.append(Coded(codes, tuple(index)))
+        return self._base[0]
 
     def coded(self, values: Sequence[Any] | None = None) -> Coded:
         """The labels as integer codes, items x raters (-1: none): what every statistic takes in
         place of :meth:`ratings` (``.T`` for :meth:`reliability_data`), read in one pass.
 
         Codes index ``values`` (default: the distinct labels, numbered as first seen row by row);
-        a label not among ``values`` is added after them."""
-        index: dict[Any, int] = {v: i for i, v in enumerate(values)} if values is not None else {}
-        flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
-        codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
-        return Coded(codes, tuple(index))
+        a label not among ``values`` is added after them (in the order first seen). The labels
+        are read once per data (:meth:`_base_codes`); other values renumber those codes."""
+        base = self._base_codes()
+        if values is None:
+            return base
+        index: dict[Any, int] = {v: i for i, v in enumerate(values)}
+        # The base values are in the order first seen, so unknown ones are added in that order too.
+        remap = np.array([index.setdefault(v, len(index)) for v in base.values] + [-1], dtype=np.int64)
+        return Coded(remap[base.codes], tuple(index))  # -1 (none) takes the last entry: still -1
 
     def ratings(self) -> list[list[Any]]:
         """Items x raters."""
@@ -90,6 +105,7 @@ class RaterData:
             take = itemgetter(*used) if len(used) > 1 else (lambda row: (row[used[0]],) if used else ())
             return tuple(tuple(take(rows[i])) for i in idx)
 
+        base = self._base_codes()
         return RaterData(
             self.kind,
             tuple(self.items[i] for i in idx),
@@ -101,7 +117,20 @@ class RaterData:
             pick(self.annotation_ids),
             self.problems,
             tuple(self.tables[i] for i in idx) if self.tables else (),
+            [_renumbered(base.codes[np.array(idx, dtype=np.int64)][:, used], base.values)],
         )
+
+
+def _renumbered(codes: np.ndarray, values: tuple[Any, ...]) -> Coded:
+    """Codes of a part of the labels numbered as first seen row by row in that part: what coding
+    the part's labels afresh gives, without reading them again."""
+    flat = codes.ravel()
+    given = flat[flat >= 0]
+    found, first = np.unique(given, return_index=True)
+    order = found[np.argsort(first, kind="stable")]
+    remap = np.full(len(values) + 1, -1, dtype=np.int64)  # the last entry: none stays -1
+    remap[order] = np.arange(len(order))
+    return Coded(remap[codes], tuple(values[int(c)] for c in order))
 
 
 def latest_annotations(
@@ -231,11 +260,13 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
-    values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
+    values: dict[str, dict[str, tuple[Any, str, int]]] = defaultdict(dict)
     tasks: dict[str, LabelRow] = {}
     # Labels repeat (a few categories, the same cells): each distinct JSON text is decoded and
-    # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it.
+    # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it,
+    # and equal values share a number (texts differing only in spacing read alike).
     read: dict[str | None, Any] = {}
+    number: dict[Any, int] = {}
     for row in rows:
         value = read.get(row.label, _UNREAD)
         if value is _UNREAD:
@@ -250,19 +281,44 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
             problems.append(f"task {row.task_id[:10]}, annotator {row.annotator}: {value}")
             continue
         who = row.annotator_id or row.annotator
-        values[row.task_id][names.get(who, who)] = (value, row.id)
+        try:
+            n = number.setdefault(value, len(number))
+        except TypeError:  # an unhashable value (an authored edit, never compared): no codes
+            n, number = -1, {}
+        values[row.task_id][names.get(who, who)] = (value, row.id, n)
         tasks[row.task_id] = row
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
-    labels = tuple(tuple(values[i][r][0] if r in values[i] else None for r in raters) for i in items)
-    ann_ids = tuple(tuple(values[i][r][1] if r in values[i] else None for r in raters) for i in items)
+    column = {r: j for j, r in enumerate(raters)}
+    # Rows of labels and their ids, and the labels' numbers, filled per label given (not per cell).
+    blank = (None,) * len(raters)
+    label_rows: list[tuple[Any, ...]] = []
+    id_rows: list[tuple[str | None, ...]] = []
+    cells: list[int] = []
+    numbers: list[int] = []
+    for i, item in enumerate(items):
+        given: list[Any] = list(blank)
+        ids: list[str | None] = list(blank)
+        for who, (value, aid, n) in values[item].items():
+            j = column[who]
+            given[j], ids[j] = value, aid
+            cells.append(i * len(raters) + j)
+            numbers.append(n)
+        label_rows.append(tuple(given))
+        id_rows.append(tuple(ids))
+    by_number = np.full(len(items) * len(raters), -1, dtype=np.int64)
+    by_number[np.array(cells, dtype=np.int64)] = numbers
+    # What coded() gives, without a pass per cell (left to coded() when a value is unhashable).
+    base = [_renumbered(by_number.reshape(len(items), len(raters)), tuple(number))] if -1 not in numbers else []
+    of_items = [(tasks[i].target_type, tasks[i].target_id) for i in items]
     return RaterData(
         spec, items,
-        tuple(tasks[i].target_type for i in items),
-        tuple(tasks[i].target_id for i in items),
-        tuple(subtype_of.get((tasks[i].target_type, tasks[i].target_id), NO_SUBTYPE) for i in items),
-        raters, labels, ann_ids, tuple(sorted(problems)),
-        tuple(table_of[(tasks[i].target_type, tasks[i].target_id)] for i in items) if table_of else (),
+        tuple(t for t, _ in of_items),
+        tuple(t for _, t in of_items),
+        tuple(subtype_of.get(target, NO_SUBTYPE) for target in of_items),
+        raters, tuple(label_rows), tuple(id_rows), tuple(sorted(problems)),
+        tuple(table_of[target] for target in of_items) if table_of else (),
+        base,
     )
 
 
