@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
-from sqlalchemy import Text, cast, type_coerce
+from sqlalchemy import Text, and_, case, cast, type_coerce
 from sqlmodel import Session, select
 
 from tqaforge.annotation.agreement import Coded
@@ -219,35 +219,32 @@ def _chunks(values: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
         yield values[start:start + size]
 
 
-def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The question subtype of each (target_type, target_id), through answers and variants."""
-    by_type: dict[str, set[str]] = defaultdict(set)
-    for target_type, target_id in targets:
-        by_type[target_type].add(target_id)
-    question_of: dict[tuple[str, str], str] = {("question", q): q for q in by_type.get("question", ())}
-    for model, target_type in ((Answer, "answer"), (Variant, "variant")):
-        ids = sorted(by_type.get(target_type, ()))
-        for chunk in _chunks(ids):
-            for rid, qid in s.connection().execute(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
-                question_of[(target_type, rid)] = qid
-    subtype: dict[str, str | None] = {}
-    qids = sorted(set(question_of.values()))
-    for chunk in _chunks(qids):
-        for qid, st in s.connection().execute(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
-            subtype[qid] = st
-    return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
-
-
-def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The table each (target_type, target_id)'s cells are on: a question's table; a variant's own."""
-    found: dict[tuple[str, str], str] = {}
-    questions = sorted({t for kind, t in targets if kind == "question"})
-    for chunk in _chunks(questions):
-        for qid, table_id in s.connection().execute(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
-            found[("question", qid)] = table_id
-    for kind, t in targets:
-        found.setdefault((kind, t), f"{kind}:{t}")
-    return found
+def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """Per (target_type, target_id) of the tasks of ``kind``: the question subtype (through the
+    answer or variant a task is about) and the table its cells are on (a question's table; a
+    variant's or an answer's own), in one query joining the tasks to their targets (no list of
+    ids sent back to the database)."""
+    task, answer, variant, question = (m.__table__ for m in (AnnotationTask, Answer, Variant, Question))  # type: ignore[attr-defined,union-attr]
+    asked = case(
+        (task.c.target_type == "question", task.c.target_id),
+        (task.c.target_type == "answer", answer.c.question_id),
+        (task.c.target_type == "variant", variant.c.question_id),
+        else_=None,
+    )
+    query = (
+        select(task.c.target_type, task.c.target_id, question.c.subtype, question.c.table_id)
+        .select_from(task)
+        .outerjoin(answer, and_(task.c.target_type == "answer", answer.c.id == task.c.target_id))
+        .outerjoin(variant, and_(task.c.target_type == "variant", variant.c.id == task.c.target_id))
+        .outerjoin(question, question.c.id == asked)
+        .where(task.c.kind == kind)
+    )
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for target_type, target_id, subtype, table_id in s.connection().execute(query):
+        # Cells of different tables are never the same cell; a variant has a table of its own.
+        table = table_id if target_type == "question" and table_id is not None else f"{target_type}:{target_id}"
+        out[(target_type, target_id)] = (subtype or NO_SUBTYPE, table)
+    return out
 
 
 def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
@@ -255,9 +252,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     spec = kind_spec(kind)
     with ws.session() as s:
         rows = label_columns(s, kind, exclude_sources=exclude_sources)
-        targets = {(r.target_type, r.target_id) for r in rows}
-        subtype_of = _subtypes(s, targets)
-        table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
+        context = _task_context(s, kind)
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str, int]]] = defaultdict(dict)
@@ -315,9 +310,9 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         spec, items,
         tuple(t for t, _ in of_items),
         tuple(t for _, t in of_items),
-        tuple(subtype_of.get(target, NO_SUBTYPE) for target in of_items),
+        tuple(context[target][0] for target in of_items),
         raters, tuple(label_rows), tuple(id_rows), tuple(sorted(problems)),
-        tuple(table_of[target] for target in of_items) if table_of else (),
+        tuple(context[target][1] for target in of_items) if spec.strategy.needs_tables else (),
         base,
     )
 
