@@ -30,7 +30,7 @@ from tqaforge.annotation.kinds import KindSpec, LabelError, kind_spec
 from tqaforge.labels import label_order
 from tqaforge.labels import rater as person_of
 from tqaforge.people import people_names
-from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
+from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answer_values
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
 
@@ -332,9 +332,9 @@ def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
                 answers_of[vid] = list(answers) if answers is not None else None
         questions = [t for t, tt in zip(data.targets, data.target_types) if tt == "question"]
         # Only answers people vouched for: re-answering is scored against the author's gold.
-        best = trusted_answers(s, questions, at_least=CHECKED_BY_PEOPLE)
+        best = trusted_answer_values(s, questions, at_least=CHECKED_BY_PEOPLE)
     for item, target, target_type in zip(data.items, data.targets, data.target_types):
-        values = answers_of.get(target) if target_type == "variant" else (best[target].values if target in best else None)
+        values = answers_of.get(target) if target_type == "variant" else best.get(target)
         if values:
             out[item] = [str(v) for v in values]
     return out
