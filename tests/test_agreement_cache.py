@@ -27,9 +27,9 @@ SETTINGS = Settings(n_boot=50, seed=3)
 
 
 @pytest.fixture
-def study(sqlite_workspace: Workspace) -> Workspace:
-    build_study(sqlite_workspace, 60, seed=2)
-    return sqlite_workspace
+def study(workspace: Workspace) -> Workspace:
+    build_study(workspace, 60, seed=2)  # SQLite, and PostgreSQL when configured
+    return workspace
 
 
 def _never(ws: Workspace, settings: Settings) -> AgreementReport:
