@@ -19,7 +19,7 @@ from datetime import datetime
 from itertools import chain
 from operator import itemgetter
 from types import SimpleNamespace
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 from sqlalchemy import Text, and_, case, cast, type_coerce
@@ -161,7 +161,8 @@ def latest_annotations(
 
 
 class LabelRow(Protocol):
-    """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text."""
+    """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text;
+    also a tuple of these columns in this order (unpacked by position where every label is read)."""
 
     task_id: str
     target_type: str
@@ -173,6 +174,8 @@ class LabelRow(Protocol):
     created_at: Any  # as the driver hands it over (SQLite: text); parsed only to break a tie
     label: str | None  # the label's JSON text (None: no label)
     source: str
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
@@ -205,9 +208,10 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
     latest: dict[tuple[str, str], LabelRow] = {}
     # Core, not the ORM: plain rows, fetched in batches
     for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
-        if row.source in excluded:
+        # By position (the columns above): a lookup by name costs more, and this runs per label.
+        if row[9] in excluded:  # source
             continue
-        key = (row.task_id, row.annotator_id or row.annotator)  # one person is one rater (labels.rater)
+        key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
         held = latest.get(key)
         if held is None or order(row) > order(held):
             latest[key] = row
@@ -256,32 +260,34 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
     values: dict[str, dict[str, tuple[Any, str, int]]] = defaultdict(dict)
-    tasks: dict[str, LabelRow] = {}
+    tasks: dict[str, tuple[str, str]] = {}
     # Labels repeat (a few categories, the same cells): each distinct JSON text is decoded and
     # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it,
     # and equal values share a number (texts differing only in spacing read alike).
     read: dict[str | None, Any] = {}
     number: dict[Any, int] = {}
-    for row in rows:
-        value = read.get(row.label, _UNREAD)
+    # The columns unpacked by position (label_columns' order): a row's attributes by name cost
+    # a lookup each, several per label.
+    for task_id, target_type, target_id, aid, annotator, annotator_id, _, _, text, _ in rows:
+        value = read.get(text, _UNREAD)
         if value is _UNREAD:
             try:
-                value = spec.read(None if row.label is None else json.loads(row.label))
+                value = spec.read(None if text is None else json.loads(text))
             except LabelError as exc:
                 # A copy without the traceback: a raised one holds this frame, and so every row
                 # read, in a reference cycle freed only by the garbage collector.
                 value = LabelError(str(exc))
-            read[row.label] = value
+            read[text] = value
         if isinstance(value, LabelError):
-            problems.append(f"task {row.task_id[:10]}, annotator {row.annotator}: {value}")
+            problems.append(f"task {task_id[:10]}, annotator {annotator}: {value}")
             continue
-        who = row.annotator_id or row.annotator
+        who = annotator_id or annotator
         try:
             n = number.setdefault(value, len(number))
         except TypeError:  # an unhashable value (an authored edit, never compared): no codes
             n, number = -1, {}
-        values[row.task_id][names.get(who, who)] = (value, row.id, n)
-        tasks[row.task_id] = row
+        values[task_id][names.get(who, who)] = (value, aid, n)
+        tasks[task_id] = (target_type, target_id)
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
     column = {r: j for j, r in enumerate(raters)}
@@ -305,7 +311,7 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     by_number[np.array(cells, dtype=np.int64)] = numbers
     # What coded() gives, without a pass per cell (left to coded() when a value is unhashable).
     base = [_renumbered(by_number.reshape(len(items), len(raters)), tuple(number))] if -1 not in numbers else []
-    of_items = [(tasks[i].target_type, tasks[i].target_id) for i in items]
+    of_items = [tasks[i] for i in items]
     return RaterData(
         spec, items,
         tuple(t for t, _ in of_items),

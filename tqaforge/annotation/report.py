@@ -314,19 +314,23 @@ class _OutOfOrder(Exception):
 
 
 def _hash_sorted(rows: Iterable[Any]) -> str:
-    canonical: dict[str | None, bytes] = {}
+    canonical: dict[str | None, str] = {}
     digest = hashlib.sha256(b"[")
     previous: str | None = None
+    parts: list[str] = []  # the text of a batch of rows, hashed at once (one call per batch, not per row)
     for rid, text in rows:
         if previous is not None and not previous < rid:
             raise _OutOfOrder(rid)
         label = canonical.get(text)
         if label is None:
-            label = canonical[text] = _canonical_json(None if text is None else json.loads(text)).encode()
+            label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
         quoted = f'"{rid}"' if rid.isalnum() else _canonical_json(rid)  # what json.dumps writes for a plain id
-        digest.update((b"[" if previous is None else b",[") + quoted.encode() + b"," + label + b"]")
+        parts.append(f"{'[' if previous is None else ',['}{quoted},{label}]")
         previous = rid
-    digest.update(b"]")
+        if len(parts) >= _BATCH:
+            digest.update("".join(parts).encode())
+            parts.clear()
+    digest.update("".join(parts).encode() + b"]")
     return digest.hexdigest()[:ID_LENGTH]
 
 
