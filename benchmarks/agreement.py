@@ -21,12 +21,16 @@ runs fewer resamples and scales the time up (printed as such).
    per item; N / 15 questions) is built once (``--keep DIR`` keeps it for the next run), then
    ``agreement_report`` runs in a child process with the CLI's default 1,000 resamples, printing
    its wall and CPU time and the child's peak RSS (targets at 300,000 labels: under 10 s and
-   300 MB). ``--page`` also times the app's Agreement page's first render (Streamlit's AppTest,
-   a fresh process, so nothing is cached; target under 1 s at 30,000 labels).
+   300 MB). ``--page`` also times the app's Agreement page's first render (Streamlit's AppTest
+   in a fresh process, nothing in memory; target under 1 s at 30,000 labels): after Streamlit's
+   own start-up and its table machinery (pandas, pyarrow: what a server has loaded once any
+   page showed a table), also with those imports still to do, and with no report kept on disk
+   (the report computed). ``--baseline DIR`` measures another tree (``git archive`` of the
+   baseline commit) in the same run, interleaved, on the same study.
 
     .venv/bin/python benchmarks/agreement.py [--repeat 5] [--naive-samples 1000]
-    .venv/bin/python benchmarks/agreement.py --labels 300000 [--keep DIR] [--n-boot 1000]
-    .venv/bin/python benchmarks/agreement.py --labels 30000 --page
+    .venv/bin/python benchmarks/agreement.py --labels 300000 [--keep DIR] [--n-boot 1000] [--baseline DIR]
+    .venv/bin/python benchmarks/agreement.py --labels 30000 --page [--baseline DIR]
 """
 
 from __future__ import annotations
