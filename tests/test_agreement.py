@@ -938,3 +938,24 @@ def test_sparse_sums_and_drawing_in_pieces_give_the_former_bits():
     got = list(bootstrap.resampled_sums(sparse, counts, 1000, np.random.default_rng(4)))  # type: ignore[arg-type]
     assert [g.shape for g in got] == [w.shape for w in whole]
     assert np.array_equal(np.concatenate(got), np.concatenate(whole))
+
+
+def test_grouping_rows_from_their_few_entries_equals_grouping_the_dense_rows():
+    """``group_sparse_rows`` (MASI's units x sets statistics, never held densely) gives
+    ``group_rows``' distinct rows, order and counts: ties, empty rows, entries in any order."""
+    from tqaforge.annotation.bootstrap import group_rows, group_sparse_rows
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n, v = int(rng.integers(1, 300)), int(rng.integers(1, 30))
+        dense = np.zeros((n, 1 + v))
+        dense[:, 0] = rng.integers(0, 3, n) / 3.0 if trial % 2 else rng.random(n)  # ties in the first column
+        places = np.unique(rng.integers(0, n, int(rng.integers(0, n * 3))) * (v + 1) + rng.integers(1, 1 + v, 1))
+        places = np.unique(np.concatenate([places, rng.integers(0, n, n) * (v + 1) + rng.integers(1, 1 + v, n)]))
+        rows, cols = places // (v + 1), places % (v + 1)
+        values = rng.integers(1, 4, len(rows)).astype(np.float64)
+        dense[rows, cols] = values
+        shuffled = rng.permutation(len(rows))
+        expected = group_rows(dense)
+        got = group_sparse_rows(dense[:, 0], rows[shuffled], cols[shuffled], values[shuffled], v + 1)
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]), trial

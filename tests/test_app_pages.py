@@ -135,6 +135,31 @@ def test_agreement_shows_statistics_and_a_person_decides(staged, page) -> None:
     assert adjudication_queue(ws).total == before - 1
 
 
+def test_agreement_shows_a_new_label_at_once_and_keeps_the_report_between_processes(staged, page) -> None:
+    """The report is read from disk on a first visit (it is computed once), and a label added
+    since shows in the figures on the next run of the page: never a stored report of before."""
+    from tqaforge.annotation.report import Settings
+    from tqaforge.annotation.report_cache import cache_path
+    from tqaforge.labels import record_annotation
+
+    ws, _ = staged
+
+    def typing_labels(at: AppTest) -> int:
+        label = next(e.label for e in at.expander if e.label.replace("\\", "").startswith("question_typing:"))
+        return int(label.split(", ")[-1].split()[0])
+
+    at = page("agreement.py")
+    assert cache_path(ws, Settings(n_boot=0)).is_file()  # kept for the next process
+    before = typing_labels(at)
+    assert typing_labels(page("agreement.py")) == before  # a first visit elsewhere: read back, the same
+    with ws.session() as s:
+        qid = s.exec(select(Question.id).order_by(Question.id)).first()
+        record_annotation(s, kind="question_typing", target_type="question", target_id=qid, annotator="late-annotator",
+                          label={"type": "reasoning"}, source="app")
+    assert typing_labels(at.run()) == before + 1  # this session's next run
+    assert typing_labels(page("agreement.py")) == before + 1  # and a first visit
+
+
 def test_releases_builds_verifies_and_lists(staged, page) -> None:
     ws, _ = staged
     at = page("releases.py")

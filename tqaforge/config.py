@@ -596,6 +596,12 @@ class WorkspacePaths:
         return self.root / "batches"
 
     @property
+    def cache(self) -> Path:
+        """What is computed from the store and kept to save time (the Agreement page's report):
+        safe to delete, computed again when missing."""
+        return self.root / ".cache"
+
+    @property
     def locks(self) -> Path:
         """Workspace-wide lock files (one per named lock)."""
         return self.root / ".locks"

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from sqlalchemy import String, func, text
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, col, select
 
 from tqaforge.errors import NotFound, TqaforgeError
@@ -143,10 +144,7 @@ def trusted_answers(
     >>> with ws.session() as s:                                       # doctest: +SKIP
     ...     gold = trusted_answers(s, ["q1", "q2"])                   # {"q1": Answer(...)}
     """
-    if at_least not in ANSWER_TRUST:
-        raise ValueError(f"{at_least!r} is never trusted; give one of {', '.join(ANSWER_TRUST)}")
-    statuses = [status.value for status in ANSWER_TRUST[: ANSWER_TRUST.index(at_least) + 1]]
-    rank = {status: i for i, status in enumerate(statuses)}
+    statuses, rank = _trusted_statuses(at_least)
     ids = sorted(set(question_ids))
     best: dict[str, Answer] = {}
     for start in range(0, len(ids), _IN_BATCH):
@@ -155,11 +153,43 @@ def trusted_answers(
             .where(Answer.question_id.in_(ids[start : start + _IN_BATCH]), Answer.status.in_(statuses))  # type: ignore[attr-defined]
             .order_by(Answer.created_at.desc(), Answer.id)  # type: ignore[attr-defined]
         ).all()
-        for answer in rows:  # newest first: a later answer of the same status replaces nothing
-            held = best.get(answer.question_id)
-            if held is None or rank[answer.status] < rank[held.status]:
-                best[answer.question_id] = answer
+        _keep_trusted(best, ((a.question_id, a.status, a) for a in rows), rank)
     return best
+
+
+def trusted_answer_values(
+    session: Session, question_ids: Iterable[str], *, at_least: AnswerStatus = AnswerStatus.CONSISTENT
+) -> dict[str, list[str]]:
+    """The ``values`` of each question's :func:`trusted_answers` answer (the same choice), read
+    as columns, without building a record per answer (the agreement report's gold)."""
+    statuses, rank = _trusted_statuses(at_least)
+    answers = Answer.__table__.c  # type: ignore[attr-defined]
+    ids = sorted(set(question_ids))
+    best: dict[str, list[str]] = {}
+    for start in range(0, len(ids), _IN_BATCH):
+        rows = session.connection().execute(
+            sa_select(answers.question_id, answers.status, answers["values"])
+            .where(answers.question_id.in_(ids[start : start + _IN_BATCH]), answers.status.in_(statuses))
+            .order_by(answers.created_at.desc(), answers.id)
+        )
+        _keep_trusted(best, rows, rank)
+    return best
+
+
+def _trusted_statuses(at_least: AnswerStatus) -> tuple[list[str], dict[str, int]]:
+    if at_least not in ANSWER_TRUST:
+        raise ValueError(f"{at_least!r} is never trusted; give one of {', '.join(ANSWER_TRUST)}")
+    statuses = [status.value for status in ANSWER_TRUST[: ANSWER_TRUST.index(at_least) + 1]]
+    return statuses, {status: i for i, status in enumerate(statuses)}
+
+
+def _keep_trusted(best: dict[str, Any], rows: Iterable[Any], rank: Mapping[str, int]) -> None:
+    """Per question, the first row of the best status (rows come newest first)."""
+    status_of: dict[str, str] = {}
+    for question_id, status, payload in rows:  # newest first: a later answer of the same status replaces nothing
+        held = status_of.get(question_id)
+        if held is None or rank[status] < rank[held]:
+            best[question_id], status_of[question_id] = payload, status
 
 
 def tables_by_id(session: Session, table_ids: Iterable[str]) -> dict[str, Table]:
@@ -561,11 +591,3 @@ def variant_counts(ws: Workspace) -> dict[str, int]:
         counts = _count_by(s, Variant, Variant.perturbation)
     counts.pop("total")
     return counts
-
-
-def annotations_fingerprint(ws: Workspace) -> tuple[int, str]:
-    """How many labels there are and when the newest was recorded: cheap to read, changes whenever
-    a label is added (a cache key for what is computed from all labels)."""
-    with ws.session() as s:
-        n, newest = s.exec(select(func.count(), func.max(Annotation.created_at)).select_from(Annotation)).one()  # type: ignore[call-overload]
-    return int(n), str(newest)

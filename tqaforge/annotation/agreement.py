@@ -55,7 +55,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from tqaforge.annotation.bootstrap import SparseRows, bootstrap_ci, group_rows
+from tqaforge.annotation.bootstrap import SparseRows, bootstrap_ci, group_rows, group_sparse_rows
 from tqaforge.errors import AgreementError
 
 Weights = Literal["linear", "quadratic"]
@@ -166,6 +166,24 @@ class AgreementResult:
             "components": _plain(self.components),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgreementResult:
+        """The result :meth:`as_dict` wrote (its ``band`` is derived, so not read back).
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` on anything else: callers reading
+        a file that may be damaged treat those as "not readable"."""
+        ci = d["ci"]
+        if ci is not None:
+            low, high = ci
+            ci = (float(low), float(high))
+        value = d["value"]
+        seed = d["seed"]
+        return cls(
+            str(d["statistic"]), None if value is None else float(value), int(d["n_items"]), int(d["n_raters"]),
+            dict(d["components"]), ci, float(d["ci_level"]), int(d["n_boot"]), None if seed is None else int(seed),
+            _optional_text(d["reason"]), _optional_text(d["ci_reason"]), int(d["boot_undefined"]),
+        )
+
 
 @dataclass(frozen=True)
 class PairwiseResult:
@@ -192,6 +210,23 @@ class PairwiseResult:
             "reason": self.reason,
             "pairs": [{"raters": [a, b], **r.as_dict()} for (a, b), r in self.pairs.items()],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PairwiseResult:
+        """The result :meth:`as_dict` wrote (errors as :meth:`AgreementResult.from_dict`)."""
+        pairs: dict[tuple[str, str], AgreementResult] = {}
+        for entry in d["pairs"]:
+            a, b = entry["raters"]
+            pairs[(str(a), str(b))] = AgreementResult.from_dict(entry)
+        mean = d["mean"]
+        return cls(str(d["statistic"]), tuple(str(r) for r in d["raters"]), pairs,
+                   None if mean is None else float(mean), _optional_text(d["reason"]))
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"expected text or null, got {type(value).__name__}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -930,8 +965,9 @@ def _alpha_from_codes(
             f"{v} distinct values over {n_pairable} units: too many for the units x values table",
             hint="round or bin interval values first, or compute alpha on a subset",
         )
-    counts = np.bincount(flat, minlength=n_pairable * v).reshape(n_pairable, v).astype(np.float64) if dense else None
-    if counts is not None and v <= 64:
+    # The units x values counts, held only where they are used: by few values' quadratic form.
+    counts = np.bincount(flat, minlength=n_pairable * v).reshape(n_pairable, v).astype(np.float64) if dense and v <= 64 else None
+    if counts is not None:
         within = d.quadratic(counts)
     else:
         # Many distinct values (sets): sum over pairs of raters instead of V x V per unit.
@@ -940,9 +976,15 @@ def _alpha_from_codes(
             both = present[r] & present[s]
             within[both] += 2.0 * d.pairs(codes[r, both], codes[s, both])
     do_u = within / (m - 1.0)
-    boot_stats: np.ndarray | tuple[Any, np.ndarray]
+    boot_stats: np.ndarray | tuple[Any, np.ndarray] | None
     if counts is not None:
         boot_stats = np.column_stack([do_u, counts])
+    elif dense:
+        # Many values (sets): the units' rows grouped from their few entries, the same distinct
+        # rows as grouping the dense units x values statistics, which are never held (with their
+        # sorted copy they were four times the distinct rows, the peak of the whole report).
+        keys, per = np.unique(flat, return_counts=True)
+        boot_stats = group_sparse_rows(do_u, keys // v, keys % v + 1, per, 1 + v) if n_boot > 0 else None
     else:
         # Too wide to hold densely (thousands of tables' sets): one sparse row per unit.
         keys, per = np.unique(flat, return_counts=True)

@@ -60,6 +60,44 @@ def group_rows(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[starts], counts
 
 
+def group_sparse_rows(
+    first: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_rows` of the rows ``[first[i], 0, ..., 0]`` with ``values`` at ``(rows, cols)``
+    (columns from 1, at most one entry per place, values positive), without holding them densely
+    more than once: the same distinct rows in the same order, and the same counts.
+
+    Rows are compared by keys of their few entries: ``first``, then per entry in column order
+    the negated column and the value (a row with an entry in an earlier column is the greater:
+    the other has 0 there), a row's end marked by a key below every column's. Their lexsort is
+    the lexsort of the dense rows; only the distinct rows are then written out densely.
+    """
+    first = np.asarray(first, dtype=np.float64)
+    n = len(first)
+    order = np.lexsort((cols, rows))  # entries by row, then column
+    rows, cols, values = rows[order], cols[order], np.asarray(values, dtype=np.float64)[order]
+    per_row = np.bincount(rows, minlength=n)
+    width_keys = int(per_row.max(initial=0))
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)  # an entry's place in its row
+    column_key = np.full((n, width_keys), -float(width + 1))  # past a row's last entry: below any column
+    value_key = np.zeros((n, width_keys))
+    column_key[rows, slot] = -cols.astype(np.float64)
+    value_key[rows, slot] = values
+    keys = [first] + [k for j in range(width_keys) for k in (column_key[:, j], value_key[:, j])]
+    ordered = np.lexsort(keys[::-1])  # by first, then the first entry's column and value, ...
+    sorted_keys = np.column_stack([k[ordered] for k in keys]) if keys else np.zeros((n, 0))
+    starts = np.flatnonzero(np.concatenate([[True], (sorted_keys[1:] != sorted_keys[:-1]).any(axis=1)])) if n else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.append(starts, n))
+    kept = ordered[starts]  # one row of each kind
+    patterns = np.zeros((len(kept), width))
+    patterns[:, 0] = first[kept]
+    position = np.full(n, -1, dtype=np.int64)
+    position[kept] = np.arange(len(kept))
+    mine = position[rows] >= 0
+    patterns[position[rows[mine]], cols[mine]] = values[mine]
+    return patterns, counts
+
+
 def item_counts(counts: np.ndarray) -> np.ndarray:
     """``counts`` as whole numbers of items (int64), whatever dtype the caller built them in.
 

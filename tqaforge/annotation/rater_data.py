@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
 from operator import itemgetter
 from types import SimpleNamespace
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
-from sqlalchemy import Text, cast, type_coerce
+from sqlalchemy import Text, and_, case, cast, type_coerce
 from sqlmodel import Session, select
 
 from tqaforge.annotation.agreement import Coded
@@ -30,7 +30,7 @@ from tqaforge.annotation.kinds import KindSpec, LabelError, kind_spec
 from tqaforge.labels import label_order
 from tqaforge.labels import rater as person_of
 from tqaforge.people import people_names
-from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answers
+from tqaforge.queries import CHECKED_BY_PEOPLE, trusted_answer_values
 from tqaforge.schemas.records import Annotation, AnnotationTask, Answer, Question, Variant
 from tqaforge.store import Workspace
 
@@ -52,21 +52,36 @@ class RaterData:
     problems: tuple[str, ...] = ()
     #: Per item, the table its cells are on (set kinds): MASI alpha keeps tables apart.
     tables: tuple[str, ...] = ()
+    #: The labels coded once (:meth:`coded` with no values), shared by every statistic on the data.
+    _base: list[Coded] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def n_annotations(self) -> int:
-        return sum(x is not None for row in self.labels for x in row)
+        return int((self._base_codes().codes >= 0).sum())
+
+    def _base_codes(self) -> Coded:
+        """The labels coded in one pass (codes numbered as first seen row by row), once."""
+        if not self._base:
+            index: dict[Any, int] = {}
+            flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
+            codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
+            self._base.append(Coded(codes, tuple(index)))
+        return self._base[0]
 
     def coded(self, values: Sequence[Any] | None = None) -> Coded:
         """The labels as integer codes, items x raters (-1: none): what every statistic takes in
         place of :meth:`ratings` (``.T`` for :meth:`reliability_data`), read in one pass.
 
         Codes index ``values`` (default: the distinct labels, numbered as first seen row by row);
-        a label not among ``values`` is added after them."""
-        index: dict[Any, int] = {v: i for i, v in enumerate(values)} if values is not None else {}
-        flat = [-1 if x is None else index.setdefault(x, len(index)) for row in self.labels for x in row]
-        codes = np.array(flat, dtype=np.int64).reshape(len(self.labels), len(self.raters))
-        return Coded(codes, tuple(index))
+        a label not among ``values`` is added after them (in the order first seen). The labels
+        are read once per data (:meth:`_base_codes`); other values renumber those codes."""
+        base = self._base_codes()
+        if values is None:
+            return base
+        index: dict[Any, int] = {v: i for i, v in enumerate(values)}
+        # The base values are in the order first seen, so unknown ones are added in that order too.
+        remap = np.array([index.setdefault(v, len(index)) for v in base.values] + [-1], dtype=np.int64)
+        return Coded(remap[base.codes], tuple(index))  # -1 (none) takes the last entry: still -1
 
     def ratings(self) -> list[list[Any]]:
         """Items x raters."""
@@ -90,6 +105,7 @@ class RaterData:
             take = itemgetter(*used) if len(used) > 1 else (lambda row: (row[used[0]],) if used else ())
             return tuple(tuple(take(rows[i])) for i in idx)
 
+        base = self._base_codes()
         return RaterData(
             self.kind,
             tuple(self.items[i] for i in idx),
@@ -101,7 +117,20 @@ class RaterData:
             pick(self.annotation_ids),
             self.problems,
             tuple(self.tables[i] for i in idx) if self.tables else (),
+            [_renumbered(base.codes[np.array(idx, dtype=np.int64)][:, used], base.values)],
         )
+
+
+def _renumbered(codes: np.ndarray, values: tuple[Any, ...]) -> Coded:
+    """Codes of a part of the labels numbered as first seen row by row in that part: what coding
+    the part's labels afresh gives, without reading them again."""
+    flat = codes.ravel()
+    given = flat[flat >= 0]
+    found, first = np.unique(given, return_index=True)
+    order = found[np.argsort(first, kind="stable")]
+    remap = np.full(len(values) + 1, -1, dtype=np.int64)  # the last entry: none stays -1
+    remap[order] = np.arange(len(order))
+    return Coded(remap[codes], tuple(values[int(c)] for c in order))
 
 
 def latest_annotations(
@@ -132,7 +161,8 @@ def latest_annotations(
 
 
 class LabelRow(Protocol):
-    """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text."""
+    """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text;
+    also a tuple of these columns in this order (unpacked by position where every label is read)."""
 
     task_id: str
     target_type: str
@@ -144,6 +174,8 @@ class LabelRow(Protocol):
     created_at: Any  # as the driver hands it over (SQLite: text); parsed only to break a tie
     label: str | None  # the label's JSON text (None: no label)
     source: str
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
@@ -176,9 +208,10 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
     latest: dict[tuple[str, str], LabelRow] = {}
     # Core, not the ORM: plain rows, fetched in batches
     for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
-        if row.source in excluded:
+        # By position (the columns above): a lookup by name costs more, and this runs per label.
+        if row[9] in excluded:  # source
             continue
-        key = (row.task_id, row.annotator_id or row.annotator)  # one person is one rater (labels.rater)
+        key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
         held = latest.get(key)
         if held is None or order(row) > order(held):
             latest[key] = row
@@ -190,35 +223,32 @@ def _chunks(values: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
         yield values[start:start + size]
 
 
-def _subtypes(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The question subtype of each (target_type, target_id), through answers and variants."""
-    by_type: dict[str, set[str]] = defaultdict(set)
-    for target_type, target_id in targets:
-        by_type[target_type].add(target_id)
-    question_of: dict[tuple[str, str], str] = {("question", q): q for q in by_type.get("question", ())}
-    for model, target_type in ((Answer, "answer"), (Variant, "variant")):
-        ids = sorted(by_type.get(target_type, ()))
-        for chunk in _chunks(ids):
-            for rid, qid in s.connection().execute(select(model.id, model.question_id).where(model.id.in_(chunk))).all():  # type: ignore[attr-defined]
-                question_of[(target_type, rid)] = qid
-    subtype: dict[str, str | None] = {}
-    qids = sorted(set(question_of.values()))
-    for chunk in _chunks(qids):
-        for qid, st in s.connection().execute(select(Question.id, Question.subtype).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
-            subtype[qid] = st
-    return {key: subtype.get(qid) or NO_SUBTYPE for key, qid in question_of.items()}
-
-
-def _cell_tables(s: Session, targets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The table each (target_type, target_id)'s cells are on: a question's table; a variant's own."""
-    found: dict[tuple[str, str], str] = {}
-    questions = sorted({t for kind, t in targets if kind == "question"})
-    for chunk in _chunks(questions):
-        for qid, table_id in s.connection().execute(select(Question.id, Question.table_id).where(Question.id.in_(chunk))).all():  # type: ignore[attr-defined]
-            found[("question", qid)] = table_id
-    for kind, t in targets:
-        found.setdefault((kind, t), f"{kind}:{t}")
-    return found
+def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """Per (target_type, target_id) of the tasks of ``kind``: the question subtype (through the
+    answer or variant a task is about) and the table its cells are on (a question's table; a
+    variant's or an answer's own), in one query joining the tasks to their targets (no list of
+    ids sent back to the database)."""
+    task, answer, variant, question = (m.__table__ for m in (AnnotationTask, Answer, Variant, Question))  # type: ignore[attr-defined,union-attr]
+    asked = case(
+        (task.c.target_type == "question", task.c.target_id),
+        (task.c.target_type == "answer", answer.c.question_id),
+        (task.c.target_type == "variant", variant.c.question_id),
+        else_=None,
+    )
+    query = (
+        select(task.c.target_type, task.c.target_id, question.c.subtype, question.c.table_id)
+        .select_from(task)
+        .outerjoin(answer, and_(task.c.target_type == "answer", answer.c.id == task.c.target_id))
+        .outerjoin(variant, and_(task.c.target_type == "variant", variant.c.id == task.c.target_id))
+        .outerjoin(question, question.c.id == asked)
+        .where(task.c.kind == kind)
+    )
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for target_type, target_id, subtype, table_id in s.connection().execute(query):
+        # Cells of different tables are never the same cell; a variant has a table of its own.
+        table = table_id if target_type == "question" and table_id is not None else f"{target_type}:{target_id}"
+        out[(target_type, target_id)] = (subtype or NO_SUBTYPE, table)
+    return out
 
 
 def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
@@ -226,43 +256,70 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     spec = kind_spec(kind)
     with ws.session() as s:
         rows = label_columns(s, kind, exclude_sources=exclude_sources)
-        targets = {(r.target_type, r.target_id) for r in rows}
-        subtype_of = _subtypes(s, targets)
-        table_of = _cell_tables(s, targets) if spec.strategy.needs_tables else {}
+        context = _task_context(s, kind)
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
-    values: dict[str, dict[str, tuple[Any, str]]] = defaultdict(dict)
-    tasks: dict[str, LabelRow] = {}
+    values: dict[str, dict[str, tuple[Any, str, int]]] = defaultdict(dict)
+    tasks: dict[str, tuple[str, str]] = {}
     # Labels repeat (a few categories, the same cells): each distinct JSON text is decoded and
-    # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it.
+    # read once. A value read is immutable (a string, a frozenset, a tuple), so rows share it,
+    # and equal values share a number (texts differing only in spacing read alike).
     read: dict[str | None, Any] = {}
-    for row in rows:
-        value = read.get(row.label, _UNREAD)
+    number: dict[Any, int] = {}
+    # The columns unpacked by position (label_columns' order): a row's attributes by name cost
+    # a lookup each, several per label.
+    for task_id, target_type, target_id, aid, annotator, annotator_id, _, _, text, _ in rows:
+        value = read.get(text, _UNREAD)
         if value is _UNREAD:
             try:
-                value = spec.read(None if row.label is None else json.loads(row.label))
+                value = spec.read(None if text is None else json.loads(text))
             except LabelError as exc:
                 # A copy without the traceback: a raised one holds this frame, and so every row
                 # read, in a reference cycle freed only by the garbage collector.
                 value = LabelError(str(exc))
-            read[row.label] = value
+            read[text] = value
         if isinstance(value, LabelError):
-            problems.append(f"task {row.task_id[:10]}, annotator {row.annotator}: {value}")
+            problems.append(f"task {task_id[:10]}, annotator {annotator}: {value}")
             continue
-        who = row.annotator_id or row.annotator
-        values[row.task_id][names.get(who, who)] = (value, row.id)
-        tasks[row.task_id] = row
+        who = annotator_id or annotator
+        try:
+            n = number.setdefault(value, len(number))
+        except TypeError:  # an unhashable value (an authored edit, never compared): no codes
+            n, number = -1, {}
+        values[task_id][names.get(who, who)] = (value, aid, n)
+        tasks[task_id] = (target_type, target_id)
     items = tuple(sorted(values))
     raters = tuple(sorted({a for per in values.values() for a in per}))
-    labels = tuple(tuple(values[i][r][0] if r in values[i] else None for r in raters) for i in items)
-    ann_ids = tuple(tuple(values[i][r][1] if r in values[i] else None for r in raters) for i in items)
+    column = {r: j for j, r in enumerate(raters)}
+    # Rows of labels and their ids, and the labels' numbers, filled per label given (not per cell).
+    blank = (None,) * len(raters)
+    label_rows: list[tuple[Any, ...]] = []
+    id_rows: list[tuple[str | None, ...]] = []
+    cells: list[int] = []
+    numbers: list[int] = []
+    for i, item in enumerate(items):
+        given: list[Any] = list(blank)
+        ids: list[str | None] = list(blank)
+        for who, (value, aid, n) in values[item].items():
+            j = column[who]
+            given[j], ids[j] = value, aid
+            cells.append(i * len(raters) + j)
+            numbers.append(n)
+        label_rows.append(tuple(given))
+        id_rows.append(tuple(ids))
+    by_number = np.full(len(items) * len(raters), -1, dtype=np.int64)
+    by_number[np.array(cells, dtype=np.int64)] = numbers
+    # What coded() gives, without a pass per cell (left to coded() when a value is unhashable).
+    base = [_renumbered(by_number.reshape(len(items), len(raters)), tuple(number))] if -1 not in numbers else []
+    of_items = [tasks[i] for i in items]
     return RaterData(
         spec, items,
-        tuple(tasks[i].target_type for i in items),
-        tuple(tasks[i].target_id for i in items),
-        tuple(subtype_of.get((tasks[i].target_type, tasks[i].target_id), NO_SUBTYPE) for i in items),
-        raters, labels, ann_ids, tuple(sorted(problems)),
-        tuple(table_of[(tasks[i].target_type, tasks[i].target_id)] for i in items) if table_of else (),
+        tuple(t for t, _ in of_items),
+        tuple(t for _, t in of_items),
+        tuple(context[target][0] for target in of_items),
+        raters, tuple(label_rows), tuple(id_rows), tuple(sorted(problems)),
+        tuple(context[target][1] for target in of_items) if spec.strategy.needs_tables else (),
+        base,
     )
 
 
@@ -281,9 +338,9 @@ def gold_answers(ws: Workspace, data: RaterData) -> dict[str, list[str]]:
                 answers_of[vid] = list(answers) if answers is not None else None
         questions = [t for t, tt in zip(data.targets, data.target_types) if tt == "question"]
         # Only answers people vouched for: re-answering is scored against the author's gold.
-        best = trusted_answers(s, questions, at_least=CHECKED_BY_PEOPLE)
+        best = trusted_answer_values(s, questions, at_least=CHECKED_BY_PEOPLE)
     for item, target, target_type in zip(data.items, data.targets, data.target_types):
-        values = answers_of.get(target) if target_type == "variant" else (best[target].values if target in best else None)
+        values = answers_of.get(target) if target_type == "variant" else best.get(target)
         if values:
             out[item] = [str(v) for v in values]
     return out

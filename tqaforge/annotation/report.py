@@ -34,6 +34,7 @@ from tqaforge.annotation.agreement import (
 )
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
 from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
+from tqaforge.annotation.shapes import SHAPES
 from tqaforge.errors import AgreementError
 from tqaforge.ids import ID_LENGTH
 from tqaforge.labels import NOT_OURS
@@ -86,6 +87,22 @@ class KindReport:
             "notes": list(self.notes),
             "problems": list(self.problems),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KindReport:
+        """The report :meth:`as_dict` wrote (``KeyError``, ``TypeError`` or ``ValueError`` otherwise)."""
+        shape = d["shape"]
+        if shape not in SHAPES:
+            raise ValueError(f"unknown label shape {shape!r}")
+        return cls(
+            str(d["kind"]), str(d["description"]), shape, int(d["n_items"]), int(d["n_raters"]), int(d["n_annotations"]),
+            tuple(str(r) for r in d["raters"]),
+            {str(k): AgreementResult.from_dict(v) for k, v in d["overall"].items()},
+            {str(k): PairwiseResult.from_dict(v) for k, v in d["pairwise"].items()},
+            {str(k): AgreementResult.from_dict(v) for k, v in d["per_annotator"].items()},
+            {str(st): {str(k): AgreementResult.from_dict(v) for k, v in stats.items()} for st, stats in d["per_subtype"].items()},
+            tuple(str(n) for n in d["notes"]), tuple(str(p) for p in d["problems"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -241,6 +258,21 @@ class AgreementReport:
             "skipped_kinds": dict(self.skipped_kinds),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgreementReport:
+        """The report :meth:`as_dict` wrote, e.g. read back from its JSON file: ``as_dict`` of the
+        result gives ``d`` again. Anything else raises ``KeyError``, ``TypeError`` or ``ValueError``."""
+        s = d["settings"]
+        settings = Settings(
+            int(s["n_boot"]), int(s["seed"]), float(s["ci_level"]),
+            tuple(str(x) for x in s["exclude_sources"]), tuple(str(x) for x in s["match_rules"]),  # type: ignore[misc]
+        )
+        return cls(
+            str(d["workspace"]), str(d["generated_at"]), settings, str(d["annotations_hash"]),
+            {str(k): KindReport.from_dict(v) for k, v in d["kinds"].items()},
+            {str(k): str(v) for k, v in d["skipped_kinds"].items()},
+        )
+
 
 def _kinds_present(ws: Workspace) -> list[str]:
     with ws.session() as s:
@@ -282,19 +314,23 @@ class _OutOfOrder(Exception):
 
 
 def _hash_sorted(rows: Iterable[Any]) -> str:
-    canonical: dict[str | None, bytes] = {}
+    canonical: dict[str | None, str] = {}
     digest = hashlib.sha256(b"[")
     previous: str | None = None
+    parts: list[str] = []  # the text of a batch of rows, hashed at once (one call per batch, not per row)
     for rid, text in rows:
         if previous is not None and not previous < rid:
             raise _OutOfOrder(rid)
         label = canonical.get(text)
         if label is None:
-            label = canonical[text] = _canonical_json(None if text is None else json.loads(text)).encode()
+            label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
         quoted = f'"{rid}"' if rid.isalnum() else _canonical_json(rid)  # what json.dumps writes for a plain id
-        digest.update((b"[" if previous is None else b",[") + quoted.encode() + b"," + label + b"]")
+        parts.append(f"{'[' if previous is None else ',['}{quoted},{label}]")
         previous = rid
-    digest.update(b"]")
+        if len(parts) >= _BATCH:
+            digest.update("".join(parts).encode())
+            parts.clear()
+    digest.update("".join(parts).encode() + b"]")
     return digest.hexdigest()[:ID_LENGTH]
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
-from tqaforge.annotation.report import AgreementReport, Settings, agreement_report
+from tqaforge.annotation.agreement import PairwiseResult
+from tqaforge.annotation.report import AgreementReport, Settings
+from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
 from tqaforge.app.common import attempt, md, workspace_or_stop
-from tqaforge.queries import annotations_fingerprint
 
 st.title("Agreement")
 ws = workspace_or_stop()
@@ -20,14 +20,48 @@ n_boot = st.select_slider("bootstrap resamples for the intervals (0: none, faste
 
 
 @st.cache_resource(max_entries=4, show_spinner="computing agreement over every label")
-def report_for(root: str, labels: tuple[int, str], n_boot: int) -> AgreementReport:
-    """The report, computed again only when a label is added (``labels``: count and newest)."""
-    return agreement_report(ws, settings=Settings(n_boot=n_boot))
+def report_for(root: str, inputs_json: str, n_boot: int) -> AgreementReport:
+    """The report of these inputs (:func:`report_inputs`, as JSON): kept in this process, and on
+    disk between processes (read back on a first visit), computed again when a label is added or
+    a decision made."""
+    return cached_agreement_report(ws, Settings(n_boot=n_boot), inputs=json.loads(inputs_json))
 
 
-report = report_for(str(ws.root), annotations_fingerprint(ws), n_boot)
+# Taken on every run, so that a label or a decision since the last one is always shown.
+report = report_for(str(ws.root), json.dumps(report_inputs(ws), sort_keys=True), n_boot)
+
+
+def bar_chart(values: dict[str, float], title: str) -> None:
+    """A bar per name: a Vega-Lite spec of our own (Streamlit's ``bar_chart`` imports Altair, a
+    second or so of this page's first render)."""
+    data = [{"name": k, "value": v} for k, v in values.items()]
+    st.vega_lite_chart(spec={
+        "data": {"values": data}, "mark": "bar", "title": title,
+        "encoding": {"x": {"field": "name", "type": "nominal", "sort": None, "title": None},
+                     "y": {"field": "value", "type": "quantitative", "title": "agreement"}},
+    }, width="stretch")
+
+
+def heatmap(pairwise: PairwiseResult, title: str) -> None:
+    """Each pair's value on a red (-1) to green (1) scale: a Vega-Lite spec (a styled dataframe
+    needs matplotlib's colour maps, another second of the first render)."""
+    data = [{"a": a, "b": b, "value": r.value} for (x, y), r in pairwise.pairs.items() if r.value is not None
+            for a, b in ((x, y), (y, x))]
+    st.vega_lite_chart(spec={
+        "data": {"values": data}, "title": title,
+        "encoding": {"x": {"field": "b", "type": "nominal", "sort": list(pairwise.raters), "title": None},
+                     "y": {"field": "a", "type": "nominal", "sort": list(pairwise.raters), "title": None}},
+        "layer": [
+            {"mark": "rect", "encoding": {"color": {"field": "value", "type": "quantitative",
+                                                    "scale": {"scheme": "redyellowgreen", "domain": [-1, 1]}}}},
+            {"mark": "text", "encoding": {"text": {"field": "value", "type": "quantitative", "format": ".2f"}}},
+        ],
+    }, width="stretch")
+
+
 if not report.kinds:
     st.info("No annotations yet.")
+st.caption(md(f"computed {report.generated_at}"))
 for name, kind in report.kinds.items():
     with st.expander(f"{md(name)}: {kind.n_items} items, {kind.n_raters} annotators, {kind.n_annotations} labels", expanded=True):
         # The same tables as `tqaforge agreement report` (value, interval, Landis and Koch band).
@@ -35,22 +69,15 @@ for name, kind in report.kinds.items():
         for line in section.lines[2:]:
             st.caption(md(line))
         overall = section.tables[0]
-        st.dataframe(pd.DataFrame(list(overall.rows), columns=list(overall.headers)), hide_index=True, width="stretch")
+        st.dataframe({h: [row[i] for row in overall.rows] for i, h in enumerate(overall.headers)}, hide_index=True, width="stretch")
         if kind.per_annotator:
-            st.markdown("**per annotator**")
-            st.bar_chart(pd.Series({who: r.value for who, r in kind.per_annotator.items() if r.value is not None}, name="agreement"))
+            bar_chart({who: r.value for who, r in kind.per_annotator.items() if r.value is not None}, "per annotator")
         if kind.per_subtype:
             per = {sub: next((r.value for r in stats.values() if r.value is not None), None) for sub, stats in kind.per_subtype.items()}
-            st.markdown("**per subtype**")
-            st.bar_chart(pd.Series({k: v for k, v in per.items() if v is not None}, name="agreement"))
+            bar_chart({k: v for k, v in per.items() if v is not None}, "per subtype")
         for stat, pairwise in kind.pairwise.items():
             if len(pairwise.raters) >= 2:
-                matrix = pd.DataFrame(index=pairwise.raters, columns=pairwise.raters, dtype=float)
-                for (a, b), result in pairwise.pairs.items():
-                    matrix.loc[a, b] = matrix.loc[b, a] = result.value
-                st.markdown(f"**pairwise {md(stat)}**")
-                st.dataframe(matrix.style.background_gradient(cmap="RdYlGn", vmin=-1, vmax=1), width="stretch")
-
+                heatmap(pairwise, f"pairwise {stat}")
 
 
 def decide(task_id: str, label_json: str, by: str, note: str) -> None:
