@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from tqaforge.annotation.adjudication import resolve
 from tqaforge.annotation.report import AgreementReport, Settings, agreement_report
@@ -76,3 +77,24 @@ def test_a_new_label_a_decision_or_a_new_person_make_the_report_computed_again(s
     merge(study, "Person 0", "Person 2")
     merged = cached_agreement_report(study, SETTINGS)
     assert "Person 2" in kept.kinds["question_typing"].raters and "Person 2" not in merged.kinds["question_typing"].raters
+
+
+def test_two_answers_swapping_their_statuses_change_the_fingerprint(study: Workspace) -> None:
+    """A person's verification may reject one answer and verify another at once, leaving every
+    count per status as it was; the fingerprint still sees it (the gold of blind re-answering)."""
+    from tqaforge.schemas.records import Answer, AnswerStatus, Question
+
+    with study.session() as s:
+        question = s.exec(select(Question)).first()
+        assert question is not None
+        for n, status in enumerate((AnswerStatus.VERIFIED, AnswerStatus.REJECTED)):
+            s.add(Answer(id=f"swap{n}", question_id=question.id, method="human", value=str(n), values=[str(n)],
+                         status=status))
+    inputs = report_inputs(study)
+    with study.session() as s:
+        first, second = s.get(Answer, "swap0"), s.get(Answer, "swap1")
+        assert first is not None and second is not None
+        first.status, second.status = AnswerStatus.REJECTED, AnswerStatus.VERIFIED
+        s.add(first)
+        s.add(second)
+    assert report_inputs(study) != inputs

@@ -9,7 +9,7 @@ again and replaces the file.
 **What "changed" means** (:func:`report_inputs`): a few aggregates, each one indexed or one
 scan, over every table the report reads: the labels (how many, the newest time and id, how
 many carry a person), the tasks, the people (every row: their names and merges), the
-questions (subtypes: how many and the last update), answers (how many of each status: gold
+questions (subtypes: how many and the last update), answers (which holds which status: gold
 for blind re-answering), variants, and the adjudications (how many, of each status, the last
 decision). A label added, a person's decision, a merge of two people, a question re-typed
 each change them, so a page never shows figures from before them. The file also names what
@@ -89,7 +89,12 @@ def report_inputs(ws: Workspace) -> dict[str, Any]:
         tasks = one(func.count(task.id))
         questions = one(func.count(question.id), func.max(question.updated_at))
         variants = one(func.count(variant.id), func.max(variant.created_at))
-        answers = [by_status(answer.status), *one(func.max(answer.created_at))]
+        # Which answer holds which status, not only how many: a person's verification may move two
+        # answers' statuses at once and leave every count as it was.
+        statuses = hashlib.sha256()
+        for row in conn.execute(select(answer.id, answer.status).order_by(answer.id)):
+            statuses.update(f"{row[0]}\0{row[1]}\n".encode())
+        answers = [by_status(answer.status), *one(func.max(answer.created_at)), statuses.hexdigest()]
         adjudications = [by_status(adj.status), *one(func.max(adj.decided_at), func.max(adj.created_at))]
         people = hashlib.sha256(json.dumps(sorted(
             [str(i), str(n), str(m), str(a)] for i, n, m, a in conn.execute(select(person.id, person.name, person.merged_into, person.aliases))
