@@ -11,10 +11,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from conftest import wait_for
 
 from tqaforge.sandbox import Limits, Outcome, RunResult, Sandbox
 
@@ -132,6 +134,14 @@ def baseline(box: Sandbox) -> frozenset[int]:
 
 def parent(result: RunResult) -> int:
     return int(next(line for line in result.stdout.splitlines() if line.startswith("PARENT ")).split()[1])
+
+
+def dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def zygote_pids(box: Sandbox) -> list[int]:
@@ -258,7 +268,41 @@ def test_a_dead_zygote_leaves_programs_to_the_worker() -> None:
         expected = baseline(one)
         (zygote,) = zygote_pids(one)
         os.kill(zygote, signal.SIGKILL)
+        wait_for(lambda: dead(zygote), 30, "the zygote's death")
         for _ in range(3):
             r = one.run(PROBE, TABLE)
             assert leaks(r, expected) == [] and parent(r) == 1, r
         assert zygote_pids(one) == []
+
+
+def test_a_zygote_killed_during_a_program_leaves_nothing_of_it() -> None:
+    with Sandbox(workers=1, limits=Limits(wall_seconds=20)) as one:
+        expected = baseline(one)
+        (zygote,) = zygote_pids(one)
+        results: list[RunResult] = []
+        # The program leaves a detached grandchild behind, then waits to be interrupted.
+        worker = threading.Thread(target=lambda: results.append(one.run(textwrap.dedent("""
+            import os, time
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    time.sleep(60)
+                os._exit(0)
+            time.sleep(60)
+        """), TABLE)))
+        worker.start()
+
+        def program_and_grandchild() -> bool:
+            with open(f"/proc/{zygote}/task/{zygote}/children") as fh:
+                kids = fh.read().split()
+            if not kids:
+                return False
+            with open(f"/proc/{kids[0]}/task/{kids[0]}/children") as fh:
+                return bool(fh.read().split())
+
+        wait_for(program_and_grandchild, 30, "the program and its child")
+        os.kill(zygote, signal.SIGKILL)
+        worker.join(60)
+        assert results and results[0].outcome in (Outcome.CRASHED, Outcome.KILLED), results
+        after = one.run(PROBE, TABLE)
+        assert leaks(after, expected) == [] and parent(after) == 1, after

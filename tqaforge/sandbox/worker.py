@@ -116,7 +116,6 @@ class Worker:
         if self.audit:
             self.isolation.append("audit-hook")
         self.counter = 0
-        self.no_zygote = bool(config.get("no_zygote"))  # the benchmark's baseline: every program forked from the full worker
         self.zygote: Zygote | None = None
         self.host_fds: tuple[int, ...] = ()
 
@@ -144,8 +143,7 @@ class Worker:
         np.mean(frame["b"].to_numpy())
         gc.collect()
         gc.freeze()  # keep the warm heap's pages shared with the children (no refcount copy-on-write by gc)
-        if not self.no_zygote:
-            self.zygote = Zygote.start(self)
+        self.zygote = Zygote.start(self)
         import matplotlib
 
         matplotlib.use("Agg")
@@ -200,6 +198,11 @@ class Worker:
                 except ZygoteGone as exc:
                     print(f"sandbox: {exc}; programs are forked from the worker from now on", file=sys.stderr)
                     self._drop_zygote()
+                    if exc.may_have_forked:
+                        # A child it may have forked is ours now (the subreaper's): it goes before
+                        # anything else runs, and this program's pipes are not reused.
+                        self._kill_descendants()
+                        raise
                     zygote = None
             if zygote is None:
                 pid = os.fork()
@@ -260,7 +263,11 @@ class Worker:
                 try:
                     status, cpu = zygote.reap(pid)
                 except ZygoteGone:
+                    # The program (and all it started) is re-parented to this subreaper when the
+                    # zygote dies: killed and reaped here, before any other program runs.
+                    _kill_group(pid, pidfd)
                     self._drop_zygote()
+                    self._kill_descendants()
                     raise
             else:
                 _, status, usage = os.wait4(pid, 0)
@@ -468,22 +475,29 @@ class Zygote:
         """Have the zygote fork the program; its pid and a pidfd of it."""
         try:
             socket.send_fds(self.sock, [b"r"], list(pipes))
+        except OSError as exc:  # nothing reached it: nothing was forked
+            raise ZygoteGone(f"the zygote is gone: {exc}", may_have_forked=False) from None
+        try:
             program = {key: value for key, value in req.items() if key != "table_csv"}  # the table is in scratch already
             write_frame(self.sock.fileno(), {"req": program, "scratch": scratch})
-            data, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
-            answer = read_frame(self.sock.fileno())
-        except OSError as exc:
-            raise ZygoteGone(f"the zygote is gone: {exc}") from None
+            ready, _, _ = select.select([self.sock], [], [], 60)
+            data, fds, _, _ = socket.recv_fds(self.sock, 1, 1) if ready else (b"", [], 0, None)
+            answer = read_frame(self.sock.fileno()) if data else None
+        except (OSError, ValueError) as exc:
+            raise ZygoteGone(f"the zygote is gone: {exc}", may_have_forked=True) from None
         if not data or len(fds) != 1 or not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
             for fd in fds:
                 os.close(fd)
-            raise ZygoteGone(f"the zygote could not fork the program: {answer!r}")
+            raise ZygoteGone(f"the zygote could not fork the program: {answer!r}", may_have_forked=bool(fds))
         return answer["pid"], fds[0]
 
     def reap(self, pid: int) -> tuple[int, float]:
         """The program's wait status and CPU seconds, once the zygote has reaped it."""
         ready, _, _ = select.select([self.sock], [], [], 60)
-        answer = read_frame(self.sock.fileno()) if ready else None
+        try:
+            answer = read_frame(self.sock.fileno()) if ready else None
+        except (OSError, ValueError):
+            answer = None
         if not isinstance(answer, dict) or not isinstance(answer.get("status"), int):
             raise ZygoteGone(f"the zygote did not report program {pid}")
         return answer["status"], float(answer.get("cpu", 0.0))
@@ -494,6 +508,10 @@ class Zygote:
 
 class ZygoteGone(Exception):
     """The zygote died or broke its protocol: the worker forks the programs itself from then on."""
+
+    def __init__(self, message: str, *, may_have_forked: bool = True) -> None:
+        super().__init__(message)
+        self.may_have_forked = may_have_forked
 
 
 def _zygote_main(worker: Worker, sock: socket.socket) -> None:
