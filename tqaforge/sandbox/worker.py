@@ -141,6 +141,19 @@ class Worker:
         frame.groupby("a")["b"].sum().sort_values()
         frame[frame["b"] > 1].describe()
         np.mean(frame["b"].to_numpy())
+        # Run what table programs typically do a few times, so that the interpreter has specialised
+        # that code (and filled its caches) here once, not again in every child.
+        text = "name,year,score,share\n" + "".join(f"n{i % 5},{2000 + i % 7},{i * 3 % 11},{i / 7:.2f}\n" for i in range(40))
+        for _ in range(12):
+            df = pd.read_csv(io.StringIO(text))
+            df = df[df["score"] > 2]
+            totals = df.groupby("name")["score"].sum().sort_values(ascending=False)
+            df.groupby("year").agg({"share": "mean", "score": "count"})
+            df["name"].str.contains("n1").sum()
+            df["name"].value_counts()
+            df["name"].iloc[int(df["share"].to_numpy().argmax())]
+            df.iloc[0]
+            f"Final Answer: {totals.idxmax()}, {totals.max()}, {df['share'].mean():.2f}"
         gc.collect()
         gc.freeze()  # keep the warm heap's pages shared with the children (no refcount copy-on-write by gc)
         self.zygote = Zygote.start(self)
