@@ -4,7 +4,10 @@ a memory cgroup, subreaper, rlimits, an unprivileged uid, Landlock, and an audit
 Layer names (``RunResult.isolation`` / ``RunResult.missing``):
 
 ==============  ==============================================================================================
-process         the program runs in a forked child of a worker process, never in the caller's process
+process         the program runs in a child forked for it alone, never in the caller's process: from the
+                worker process, or (programs that do not draw) from the worker's zygote, a lean twin
+                forked from the worker at start that runs no program; every layer below applies to
+                the child alike from either parent (worker-wide layers: the zygote is inside them too)
 empty-env       the worker starts with an empty environment; the child clears ``os.environ`` too
 scratch-dir     the program's working directory is a fresh directory holding only ``table.csv``
 rlimits         CPU, address space, file size, open files, processes, no core dumps

@@ -5,7 +5,8 @@
         if result.outcome is Outcome.OK: ...
 
 Each worker (:mod:`tqaforge.sandbox.worker`) is ``python -I`` running ``tqaforge.sandbox.worker.main()``, started with
-an empty environment in its own session; it forks one isolated child per program. A worker that dies
+an empty environment in its own session; it forks one isolated child per program (itself, or through
+its zygote for programs that do not draw). A worker that dies
 (or stops answering) is replaced, and the call that was running gets ``crashed`` or ``killed``.
 """
 
@@ -196,13 +197,15 @@ class _Worker:
 
 
 class Sandbox:
-    """A pool of ``workers`` warm sandbox workers; thread-safe; a context manager.
+    """A pool of ``workers`` warm sandbox workers (default: one per usable core); thread-safe; a context manager.
 
     :meth:`run` blocks until a worker is free. Limits are checked here (SandboxError when out of
     range); starting fails with SandboxError when no worker can start at all.
     """
 
-    def __init__(self, workers: int = 2, limits: Limits = Limits(), *, skip_layers: tuple[str, ...] = ()) -> None:
+    def __init__(self, workers: int | None = None, limits: Limits = Limits(), *, skip_layers: tuple[str, ...] = ()) -> None:
+        if workers is None:  # one per core this process may run on: programs are CPU-bound
+            workers = min(64, len(os.sched_getaffinity(0)))
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise SandboxError(f"sandbox: workers must be an integer from 1 to 64, got {workers!r}",
                                hint="one worker per CPU core is plenty")

@@ -1,10 +1,12 @@
 """A warm sandbox worker: ``python -I -c "...; tqaforge.sandbox.worker.main()"``, started by :class:`tqaforge.sandbox.Sandbox`.
 
 Once, at start (empty environment, single-threaded): enter a new network namespace, become a child
-subreaper, import pandas, numpy and matplotlib (Agg) and draw one figure so fonts are loaded. Then,
-per program, fork a child that isolates itself (:func:`_child`) and runs the program; the worker
-reads its output with a cap, enforces the wall-clock limit, kills every descendant, removes the
-scratch directory and answers the host.
+subreaper, import pandas and numpy, fork the :class:`Zygote` (a lean twin that forks the programs
+that do not draw), then import matplotlib (Agg) and draw one figure so fonts are loaded. Then, per
+program, a child forked for it alone (by the zygote, or by the worker for a program that draws)
+isolates itself (:meth:`Worker.child_main`) and runs the program; the worker reads its output with
+a cap, enforces the wall-clock limit, kills every descendant, removes the scratch directory and
+answers the host.
 
 Protocol on the worker's original stdin/stdout: frames of an 8-byte big-endian length and JSON.
 First the host sends the configuration, the worker answers ``hello``; then one request, one reply.
@@ -18,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import struct
 import sys
 import time
@@ -113,6 +116,8 @@ class Worker:
         if self.audit:
             self.isolation.append("audit-hook")
         self.counter = 0
+        self.zygote: Zygote | None = None
+        self.host_fds: tuple[int, ...] = ()
 
     def _record(self, layer: str, why: str | None) -> None:
         if why is None:
@@ -121,16 +126,14 @@ class Worker:
             self.missing[layer] = why
 
     def warm_up(self, mplconfigdir: str) -> None:
+        """Import and exercise what programs use: pandas and numpy, then (after the lean zygote is
+        forked from this state) matplotlib and the chart reader."""
         # One thread per library: a forked child has one thread anyway, and the threads of the
         # sandbox uid count against RLIMIT_NPROC.
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
             os.environ[var] = "1"
         os.environ["MPLBACKEND"] = "Agg"
         os.environ["MPLCONFIGDIR"] = mplconfigdir
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         import numpy as np
         import pandas as pd
 
@@ -138,6 +141,27 @@ class Worker:
         frame.groupby("a")["b"].sum().sort_values()
         frame[frame["b"] > 1].describe()
         np.mean(frame["b"].to_numpy())
+        # Run what table programs typically do a few times, so that the interpreter has specialised
+        # that code (and filled its caches) here once, not again in every child.
+        text = "name,year,score,share\n" + "".join(f"n{i % 5},{2000 + i % 7},{i * 3 % 11},{i / 7:.2f}\n" for i in range(40))
+        for _ in range(12):
+            df = pd.read_csv(io.StringIO(text))
+            df = df[df["score"] > 2]
+            totals = df.groupby("name")["score"].sum().sort_values(ascending=False)
+            df.groupby("year").agg({"share": "mean", "score": "count"})
+            df["name"].str.contains("n1").sum()
+            df["name"].value_counts()
+            df["name"].iloc[int(df["share"].to_numpy().argmax())]
+            df.iloc[0]
+            f"Final Answer: {totals.idxmax()}, {totals.max()}, {df['share'].mean():.2f}"
+        gc.collect()
+        gc.freeze()  # keep the warm heap's pages shared with the children (no refcount copy-on-write by gc)
+        self.zygote = Zygote.start(self)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
         fig = plt.figure()
         frame.plot(kind="bar", x="a", y="b", ax=fig.gca(), title="warm")
         plt.pie([1, 2])
@@ -148,7 +172,7 @@ class Worker:
         except ImportError:
             pass
         gc.collect()
-        gc.freeze()  # keep the warm heap's pages shared with the children (no refcount copy-on-write by gc)
+        gc.freeze()
 
     # --- one program ------------------------------------------------------------------------------
 
@@ -179,27 +203,39 @@ class Worker:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         st_r, st_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            try:
-                os.close(out_r)
-                os.close(err_r)
-                os.close(st_r)
-                self._child(req, scratch, out_w, err_w, st_w)
-            except BaseException as exc:  # the isolation could not be set up: never run the program then
+        zygote = self.zygote if self.zygote is not None and self.zygote.serves(req) else None
+        try:
+            if zygote is not None:
                 try:
-                    os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
-                finally:
-                    os._exit(70)
-            finally:
-                os._exit(70)
-        for fd in (out_w, err_w, st_w):
-            os.close(fd)
+                    pid, pidfd = zygote.spawn(req, scratch, (out_w, err_w, st_w))
+                except ZygoteGone as exc:
+                    print(f"sandbox: {exc}; programs are forked from the worker from now on", file=sys.stderr)
+                    self._drop_zygote()
+                    if exc.may_have_forked:
+                        # A child it may have forked is ours now (the subreaper's): it goes before
+                        # anything else runs, and this program's pipes are not reused.
+                        self._kill_descendants()
+                        raise
+                    zygote = None
+            if zygote is None:
+                pid = os.fork()
+                if pid == 0:  # the child: never returns
+                    os.close(out_r)
+                    os.close(err_r)
+                    os.close(st_r)
+                    self.child_main(req, scratch, out_w, err_w, st_w)
+                pidfd = os.pidfd_open(pid)
+        except BaseException:
+            for fd in (out_r, err_r, st_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w, st_w):
+                os.close(fd)
         start = time.monotonic()
         deadline = start + float(limits["wall_seconds"])
         cap = int(limits["output_bytes"])
         bufs = {out_r: bytearray(), err_r: bytearray(), st_r: bytearray()}
-        pidfd = os.pidfd_open(pid)
         poller = select.poll()
         for fd in (out_r, err_r, st_r, pidfd):
             poller.register(fd, select.POLLIN)
@@ -235,8 +271,20 @@ class Worker:
                     # now, and its output up to here is kept.
                     break
             if reason:
-                _kill_group(pid)
-            _, status, usage = os.wait4(pid, 0)
+                _kill_group(pid, pidfd)
+            if zygote is not None:
+                try:
+                    status, cpu = zygote.reap(pid)
+                except ZygoteGone:
+                    # The program (and all it started) is re-parented to this subreaper when the
+                    # zygote dies: killed and reaped here, before any other program runs.
+                    _kill_group(pid, pidfd)
+                    self._drop_zygote()
+                    self._kill_descendants()
+                    raise
+            else:
+                _, status, usage = os.wait4(pid, 0)
+                cpu = usage.ru_utime + usage.ru_stime
             elapsed = time.monotonic() - start
             self._kill_descendants()
             for fd in list(open_fds):
@@ -261,7 +309,7 @@ class Worker:
                 # reader into the worker; a status is one flat object, so its parse error is enough.)
                 child_status = {}
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        outcome, exit_status, error = _classify(status, usage, reason, child_status, limits, oom)
+        outcome, exit_status, error = _classify(status, cpu, reason, child_status, limits, oom)
         chart = child_status.get("chart") if outcome in ("ok", "exception") else None
         if chart is None and isinstance(child_status.get("chart_error"), str) and req.get("chart_type") is not None:
             error = f"{error}; " if error else ""
@@ -280,17 +328,22 @@ class Worker:
         """Kill every remaining descendant (orphans are re-parented to this subreaper) until none is left."""
         used_uid = False
         for round_ in range(10_000):
-            children = _children()
+            children = self._children()
             if not children:
                 try:
                     while True:  # reap zombies; ECHILD: nobody left
                         pid, _ = os.waitpid(-1, os.WNOHANG)
                         if pid == 0:
                             break
+                        self._reaped(pid)
                 except ChildProcessError:
                     return
-                children = _children()
+                children = self._children()
                 if not children:
+                    if self.zygote is not None:
+                        # The zygote is a child that stays: "nobody left" is then "nobody but it"
+                        # (a child stays listed in /proc until it is reaped, so none is missed).
+                        return
                     time.sleep(0.0005)
                     continue
             for child in children:
@@ -302,12 +355,44 @@ class Worker:
                 isolation.kill_all_of_uid(self.uid, self.gid)
                 used_uid = True
             try:
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
+                while pid := os.waitpid(-1, os.WNOHANG)[0]:
+                    self._reaped(pid)
             except ChildProcessError:
                 return
 
+    def _drop_zygote(self) -> None:
+        if self.zygote is None:
+            return
+        zygote, self.zygote = self.zygote, None
+        zygote.gone()
+        try:
+            os.kill(zygote.pid, signal.SIGKILL)
+            os.waitpid(zygote.pid, 0)
+        except OSError:
+            pass  # already reaped
+
+    def _children(self) -> list[int]:
+        zygote = self.zygote.pid if self.zygote is not None else None
+        return [pid for pid in _children() if pid != zygote]
+
+    def _reaped(self, pid: int) -> None:
+        if self.zygote is not None and pid == self.zygote.pid:
+            self.zygote.gone()  # it died (it never should): programs are forked from the worker from now on
+            self.zygote = None
+
     # --- in the child -----------------------------------------------------------------------------
+
+    def child_main(self, req: dict[str, Any], scratch: str, out_w: int, err_w: int, st_w: int) -> None:
+        """The forked child: isolate, run the program, exit; never returns."""
+        try:
+            self._child(req, scratch, out_w, err_w, st_w)
+        except BaseException as exc:  # the isolation could not be set up: never run the program then
+            try:
+                os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+            finally:
+                os._exit(70)
+        finally:
+            os._exit(70)
 
     def _child(self, req: dict[str, Any], scratch: str, out_w: int, err_w: int, st_w: int) -> None:
         limits = req["limits"]
@@ -339,6 +424,144 @@ class Worker:
             isolation.install_audit_hook(scratch, self.read_dirs, "landlock-fs" in self.missing,
                                          "landlock-net" in self.missing, "landlock-scope" in self.missing)
         _run_program(req["code"], scratch, req.get("chart_type"))
+
+
+# Words in a program that (may) draw: such a program starts from the worker itself, where matplotlib
+# is warm; any other from the zygote. Only a matter of speed: both are fresh forks, isolated alike.
+_DRAWS = ("matplotlib", "pylab", "plot", "hist", "seaborn", "plt")
+
+
+class Zygote:
+    """A lean twin of the worker that forks the programs that do not draw.
+
+    Forked from the worker once, at start, when pandas and numpy are warm and before matplotlib is
+    imported: a program forked from it inherits about two thirds of the worker's memory, so the
+    kernel copies fewer page tables at its fork, tears down fewer at its exit, and the worker never
+    copies a page on write for it. It runs no program itself and nothing a program does reaches it:
+    it forks the program (as the worker would: same :meth:`Worker.child_main`, so every per-program
+    layer is applied the same way in the child), hands the worker a pidfd of it, and reaps it. It
+    holds no other state between programs; it is in the worker's pid, network and mount namespaces
+    and in its memory cgroup, runs as the worker's uid (root), and dies with the worker.
+
+    Protocol on a socket pair: the worker sends one byte with the three pipe ends of the program's
+    stdout, stderr and status (SCM_RIGHTS), then a frame ``{"req", "scratch"}``; the zygote answers
+    one byte with the program's pidfd and a frame ``{"pid"}``, then, once it has reaped it, a frame
+    ``{"status", "cpu"}``.
+    """
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+    @classmethod
+    def start(cls, worker: Worker) -> Zygote | None:
+        """Fork the zygote from ``worker`` (in its current, warm state); None when that fails."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            print(f"sandbox: no zygote ({exc}); programs are forked from the worker", file=sys.stderr)
+            ours.close()
+            theirs.close()
+            return None
+        if pid == 0:
+            code = 0
+            try:
+                ours.close()
+                _zygote_main(worker, theirs)
+            except BaseException as exc:  # the worker sees EOF and forks the programs itself
+                try:
+                    os.write(2, f"sandbox zygote stopped: {type(exc).__name__}: {exc}\n".encode())
+                except OSError:
+                    pass
+                code = 70
+            os._exit(code)
+        theirs.close()
+        return cls(pid, ours)
+
+    def serves(self, req: dict[str, Any]) -> bool:
+        """True when the program may start from the zygote: it is no chart and names nothing that draws."""
+        code = req.get("code")
+        return req.get("chart_type") is None and isinstance(code, str) and not any(word in code for word in _DRAWS)
+
+    def spawn(self, req: dict[str, Any], scratch: str, pipes: tuple[int, int, int]) -> tuple[int, int]:
+        """Have the zygote fork the program; its pid and a pidfd of it."""
+        try:
+            socket.send_fds(self.sock, [b"r"], list(pipes))
+        except OSError as exc:  # nothing reached it: nothing was forked
+            raise ZygoteGone(f"the zygote is gone: {exc}", may_have_forked=False) from None
+        try:
+            program = {key: value for key, value in req.items() if key != "table_csv"}  # the table is in scratch already
+            write_frame(self.sock.fileno(), {"req": program, "scratch": scratch})
+            ready, _, _ = select.select([self.sock], [], [], 60)
+            data, fds, _, _ = socket.recv_fds(self.sock, 1, 1) if ready else (b"", [], 0, None)
+            answer = read_frame(self.sock.fileno()) if data else None
+        except (OSError, ValueError) as exc:
+            raise ZygoteGone(f"the zygote is gone: {exc}", may_have_forked=True) from None
+        if not data or len(fds) != 1 or not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+            for fd in fds:
+                os.close(fd)
+            raise ZygoteGone(f"the zygote could not fork the program: {answer!r}", may_have_forked=bool(fds))
+        return answer["pid"], fds[0]
+
+    def reap(self, pid: int) -> tuple[int, float]:
+        """The program's wait status and CPU seconds, once the zygote has reaped it."""
+        ready, _, _ = select.select([self.sock], [], [], 60)
+        try:
+            answer = read_frame(self.sock.fileno()) if ready else None
+        except (OSError, ValueError):
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("status"), int):
+            raise ZygoteGone(f"the zygote did not report program {pid}")
+        return answer["status"], float(answer.get("cpu", 0.0))
+
+    def gone(self) -> None:
+        self.sock.close()
+
+
+class ZygoteGone(Exception):
+    """The zygote died or broke its protocol: the worker forks the programs itself from then on."""
+
+    def __init__(self, message: str, *, may_have_forked: bool = True) -> None:
+        super().__init__(message)
+        self.may_have_forked = may_have_forked
+
+
+def _zygote_main(worker: Worker, sock: socket.socket) -> None:
+    isolation.die_with_parent()
+    for fd in worker.host_fds:  # the host's pipes are the worker's alone
+        os.close(fd)
+    if worker.cgroup is not None:
+        worker.cgroup.enter()  # every program is born inside the memory cgroup, as from the worker
+    fd = sock.fileno()
+    while True:
+        data, fds, _, _ = socket.recv_fds(sock, 1, 3)
+        if not data:
+            return  # the worker is gone
+        try:
+            request = read_frame(fd)
+            if not isinstance(request, dict) or len(fds) != 3:
+                raise ValueError("bad request")
+            pid = os.fork()
+        except (OSError, ValueError) as exc:
+            for got in fds:
+                os.close(got)
+            socket.send_fds(sock, [b"e"], [])
+            write_frame(fd, {"error": str(exc)})
+            continue
+        if pid == 0:
+            sock.close()
+            worker.child_main(request["req"], request["scratch"], *fds)
+        for got in fds:
+            os.close(got)
+        pidfd = os.pidfd_open(pid)  # before the reap below: it can never name another process
+        try:
+            socket.send_fds(sock, [b"p"], [pidfd])
+        finally:
+            os.close(pidfd)
+        write_frame(fd, {"pid": pid})
+        _, status, usage = os.wait4(pid, 0)
+        write_frame(fd, {"status": status, "cpu": usage.ru_utime + usage.ru_stime})
 
 
 def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
@@ -410,7 +633,7 @@ def _exit_code(code: Any) -> tuple[int, str | None]:
     return 1, str(code)
 
 
-def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any], limits: dict[str, Any],
+def _classify(status: int, cpu: float, reason: str | None, child: dict[str, Any], limits: dict[str, Any],
               oom: bool = False) -> tuple[str, int, str | None]:
     if os.WIFSIGNALED(status):
         exit_status = -os.WTERMSIG(status)
@@ -427,7 +650,6 @@ def _classify(status: int, usage: Any, reason: str | None, child: dict[str, Any]
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
-        cpu = usage.ru_utime + usage.ru_stime
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= max(1.0, float(limits["cpu_seconds"])) - 0.05):
             return "timeout", exit_status, f"CPU-time limit of {limits['cpu_seconds']} s reached ({name})"
         if sig in _CRASH_SIGNALS:
@@ -458,12 +680,17 @@ def _children() -> list[int]:
     return pids
 
 
-def _kill_group(pid: int) -> None:
-    for fn, target in ((os.killpg, pid), (os.kill, pid)):
-        try:
-            fn(target, signal.SIGKILL)
-        except OSError:
-            pass
+def _kill_group(pid: int, pidfd: int) -> None:
+    # The program's own session and group (it called setsid), then the program through its pidfd
+    # (which never names another process, even once the zygote has reaped it).
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _drain(fd: int, buf: bytearray, cap: int) -> None:
@@ -489,6 +716,7 @@ def main() -> None:
     if not isinstance(config, dict):
         return
     worker = Worker(config)
+    worker.host_fds = (request_fd, reply_fd)
     worker.warm_up(config["mplconfigdir"])
     if worker.cgroup is not None:
         worker.cgroup.enter()  # warm: its pages stay charged where they are; every program is born inside
