@@ -34,6 +34,16 @@ def test_a_table_id_is_the_content_hash_of_header_and_rows():
     assert Table.build(["a"], []).id == content_hash({"header": ["a"], "rows": []})
 
 
+def test_a_long_table_id_is_the_same_hash_across_its_encoding_batches():
+    """Rows are encoded a batch at a time: the seams between batches (and a last short batch)
+    give the bytes of the one-shot form."""
+    for n in (ids._ROWS_PER_BATCH - 1, ids._ROWS_PER_BATCH, ids._ROWS_PER_BATCH + 1, 3 * ids._ROWS_PER_BATCH + 7):
+        rows = [[str(i), "é\n\"" * (i % 3)] for i in range(n)]
+        expected = content_hash({"header": ["a", "b"], "rows": rows})
+        assert Table.build(["a", "b"], rows).id == expected
+        assert Table(("a", "b"), PackedRows(rows)).id == expected
+
+
 def test_the_records_make_ids_with_the_same_keys():
     assert Question.make_id("t1", "Which", None, "s1") == ids.question_id("t1", "Which", None, "s1")
     assert Answer.make_id("q1", "import", ["1", "2"]) == ids.answer_id("q1", "import", ["1", "2"])

@@ -78,7 +78,14 @@ class PackedRows(Sequence[tuple[str, ...]]):
         return len(self._rows)
 
     def __iter__(self) -> Iterator[tuple[str, ...]]:
-        return (self._unpack(item) for item in self._rows)
+        sep = _SEP  # lazily: iterating a large table never holds all its rows unpacked
+        return (tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows)  # type: ignore[union-attr]
+
+    def unpacked(self) -> list[tuple[str, ...]]:
+        """Every row as a tuple of cells, each row unpacked once: index this list freely
+        (indexing the packed rows splits a row again on every access)."""
+        sep = _SEP
+        return [tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows]  # type: ignore[union-attr]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedRows):
@@ -117,8 +124,11 @@ class Table:
         if not self.header:
             raise TableError("table has no columns")
         width = len(self.header)
-        if isinstance(self.rows, PackedRows) and self.rows.common_width in (None, width):
-            return  # known from the appends, without a pass over the rows
+        if isinstance(self.rows, PackedRows):
+            if self.rows.common_width in (None, width):
+                return  # known from the appends, without a pass over the rows
+        elif set(map(len, self.rows)) <= {width}:
+            return  # one pass in C; the loop below only names the first wrong row
         for i in range(len(self.rows)):
             # Packed rows are counted without unpacking them.
             n = self.rows.width(i) if isinstance(self.rows, PackedRows) else len(self.rows[i])
@@ -165,7 +175,13 @@ class Table:
         return self.rows[row][col]
 
     def column(self, col: int) -> tuple[str, ...]:
-        return tuple(row[col] for row in self.rows)
+        return tuple(row[col] for row in self.row_tuples())
+
+    def row_tuples(self) -> Sequence[tuple[str, ...]]:
+        """The rows as tuples that are cheap to index again and again: ``rows`` itself, or
+        packed rows unpacked once (a new list, not kept: packing is what saves the memory)."""
+        rows = self.rows
+        return rows.unpacked() if isinstance(rows, PackedRows) else rows
 
     def to_dict(self) -> dict[str, object]:
         """The canonical JSON form: ``{"header": [...], "rows": [[...]], ...metadata}``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from tqaforge.tables.effects import AnswerEffect
@@ -23,9 +24,11 @@ MAX_DRAWS = 64
 
 def rebuild(table: Table, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     """A new table with the given content and the original's caption, source and licence."""
+    # Rows that are tuples already (what the perturbations here build) are kept, not copied.
+    rows = rows if type(rows) is tuple and all(type(r) is tuple for r in rows) else tuple(map(tuple, rows))
     return Table(
         tuple(header),
-        tuple(tuple(r) for r in rows),
+        rows,  # type: ignore[arg-type]  # a tuple of tuples, checked or made just above
         caption=table.caption,
         source=table.source,
         licence=table.licence,
@@ -36,11 +39,23 @@ def identity(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
+def picker(order: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    """A function taking the items at ``order`` from a sequence, as a tuple, in C (itemgetter)."""
+    if len(order) == 1:
+        only = order[0]
+        return lambda seq: (seq[only],)
+    if not order:
+        return lambda seq: ()
+    return itemgetter(*order)  # type: ignore[return-value]
+
+
 def reorder(table: Table, row_order: Sequence[int], col_order: Sequence[int]) -> Table:
     """The table with rows and columns taken in the given original order."""
-    header = [table.header[c] for c in col_order]
-    rows = [[table.rows[r][c] for c in col_order] for r in row_order]
-    return rebuild(table, header, rows)
+    rows = table.row_tuples()  # packed rows unpacked once, not once per cell
+    if tuple(col_order) == identity(table.n_cols):
+        return rebuild(table, table.header, tuple([rows[r] for r in row_order]))
+    pick = picker(col_order)
+    return rebuild(table, pick(table.header), tuple([pick(rows[r]) for r in row_order]))
 
 
 def place(total: int, moved: Sequence[int], positions: Sequence[int], others: Sequence[int]) -> tuple[int, ...]:
