@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from tqaforge.errors import TableError
 from tqaforge.tables.names import NameNumberer
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import CELL_SEP, ROW_SEP, Table, joined_rows
 from tqaforge.tables.writers import _XML_ILLEGAL, _markdown_text, write_csv, write_html
 
 Serializer = Callable[[Table], str]
@@ -91,6 +91,25 @@ def _escaped(table: Table, specials: str, escape: Callable[[str], str]) -> Seque
     return grid
 
 
+def _joined(table: Table, specials: str, escape: Callable[[str], str]) -> tuple[str, str] | None:
+    """(header, rows): the header's cells joined by :data:`CELL_SEP`, the rows as
+    :func:`joined_rows`, both escaped with ``escape``; None when a cell holds a separator.
+
+    ``escape`` must replace characters one by one (never across a cell's end, never making a
+    separator), so escaping the joined text is escaping every cell: a few passes in C over
+    the whole table instead of a call per cell. The rows text is "" for a table without rows."""
+    header = CELL_SEP.join(table.header)
+    if header.count(CELL_SEP) != table.n_cols - 1 or ROW_SEP in header:
+        return None
+    rows = joined_rows(table.rows, table.n_cols)
+    if rows is None:
+        return None
+    for ch in specials:
+        if ch in header or ch in rows:
+            return escape(header), escape(rows)
+    return header, rows
+
+
 # Escapes of the plain-text formats (indexed_row_major, concatenation, grid): the papers have
 # none; these keep a cell on one line and its pipes apart from the separators.
 _PLAIN_SPECIALS = "\\|\n\r\t"
@@ -129,6 +148,16 @@ def serialize_json(table: Table) -> str:
     '{"0": {"a": "1", "a_1": "2"}}'
     """
     names = unique_names(table.header)
+    rows = joined_rows(table.rows, table.n_cols) if table.rows else None
+    if rows is not None and "\\" not in rows:
+        # Every cell encoded by one call of the C encoder: the separators come out as the
+        # escapes \u001f and \u001e, which nothing else can produce when no cell holds a
+        # backslash. Each row is then one %-format of a template that holds the keys.
+        encoded = _JSON.encode(rows)[1:-1]
+        template = "{" + ", ".join(_JSON.encode(name).replace("%", "%%") + ': "%s"' for name in names) + "}"
+        cell_sep = _JSON.encode(CELL_SEP)[1:-1]
+        lines = encoded.split(_JSON.encode(ROW_SEP)[1:-1])
+        return "{" + ", ".join([f'"{i}": ' + template % tuple(line.split(cell_sep)) for i, line in enumerate(lines)]) + "}"
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 
@@ -147,14 +176,30 @@ def serialize_markdown(table: Table) -> str:
     | --- | --- |
     | x\\|y | 1<br>2 |
     """
+    rule = "| " + " | ".join(["---"] * table.n_cols) + " |"
+    joined = _joined(table, "\\|\n\r", _markdown_cell)
+    if joined is not None:
+        head, body = joined
+        text = "| " + head.replace(CELL_SEP, " | ") + " |\n" + rule
+        if table.rows:
+            text += "\n| " + body.replace(CELL_SEP, " | ").replace(ROW_SEP, " |\n| ") + " |"
+        return text
     header, *rows = _escaped(table, "\\|\n\r", _markdown_cell)
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * table.n_cols) + " |"]
+    lines = ["| " + " | ".join(header) + " |", rule]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def serialize_indexed_row_major(table: Table) -> str:
     """``col : a | b row 1 : x | y ...`` on one line (rows numbered from 1)."""
+    joined = _joined(table, _PLAIN_SPECIALS, _plain)
+    if joined is not None:
+        head, body = joined
+        text = "col : " + head.replace(CELL_SEP, " | ")
+        if table.rows:
+            lines = body.replace(CELL_SEP, " | ").split(ROW_SEP)
+            text += " " + " ".join([f"row {i} : {line}" for i, line in enumerate(lines, start=1)])
+        return text
     header, *rows = _escaped(table, _PLAIN_SPECIALS, _plain)
     parts = ["col : " + " | ".join(header)]
     parts += [f"row {i} : " + " | ".join(row) for i, row in enumerate(rows, start=1)]
@@ -222,6 +267,11 @@ def serialize_dataframe(table: Table) -> str:
 
 def serialize_concatenation(table: Table) -> str:
     """The header and then every cell, row by row, joined by single spaces."""
+    joined = _joined(table, _PLAIN_SPECIALS, _plain)
+    if joined is not None:
+        head, body = joined
+        text = head + " " + body if table.rows else head
+        return text.replace(CELL_SEP, " ").replace(ROW_SEP, " ")
     return " ".join(map(" ".join, _escaped(table, _PLAIN_SPECIALS, _plain)))
 
 

@@ -51,6 +51,21 @@ class PackedRows(Sequence[tuple[str, ...]]):
         elif self._width != len(row):
             self._width = -1
 
+    @classmethod
+    def _of(cls, items: list[str | tuple[str, ...]], width: int | None) -> "PackedRows":
+        """Rows from items of another PackedRows (packed strings, or tuples), not packed again:
+        for perturbations that only move, copy or add whole rows."""
+        rows = cls.__new__(cls)
+        rows._rows = items
+        rows._width = width
+        return rows
+
+    @property
+    def items(self) -> list[str | tuple[str, ...]]:
+        """The stored rows: a packed string per row (cells joined by U+001F), or a tuple for a
+        row whose cells hold U+001F. Equal items are equal rows. Do not modify the list."""
+        return self._rows
+
     @property
     def common_width(self) -> int | None:
         """The number of cells of every row (None without rows, -1 when they differ)."""
@@ -102,6 +117,30 @@ class PackedRows(Sequence[tuple[str, ...]]):
 
     def __reduce__(self) -> tuple[type, tuple[list[tuple[str, ...]]]]:
         return (PackedRows, (list(self),))
+
+
+#: Separators of :func:`joined_rows`: control characters the readers remove from every cell.
+CELL_SEP = _SEP
+ROW_SEP = "\x1e"
+
+
+def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
+    """All rows as one string, cells joined by :data:`CELL_SEP` and rows by :data:`ROW_SEP`;
+    None when a cell holds either separator (then the string could not be split back).
+
+    Formats whose escapes replace characters one by one can escape this string in a few
+    ``str.replace`` calls and then turn the separators into their own, instead of working cell
+    by cell. Packed rows are joined as they are stored, without being unpacked."""
+    if isinstance(rows, PackedRows):
+        try:
+            text = ROW_SEP.join(rows.items)  # type: ignore[arg-type]
+        except TypeError:
+            return None  # a row kept as a tuple: its cells hold CELL_SEP
+    else:
+        text = ROW_SEP.join(map(_SEP.join, rows))
+        if text.count(_SEP) != len(rows) * (width - 1):
+            return None
+    return text if text.count(ROW_SEP) == max(len(rows) - 1, 0) else None
 
 
 @dataclass(frozen=True, slots=True)

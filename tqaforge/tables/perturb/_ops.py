@@ -15,7 +15,7 @@ from tqaforge.tables.perturb.base import (
     Perturbed,
 )
 from tqaforge.tables.source import Cell
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import CELL_SEP, PackedRows, Table
 
 # Rejection sampling bound. Every loop using it accepts a draw with probability >= 1/2, so
 # reaching it means a bug, not bad luck (2**-64).
@@ -25,7 +25,8 @@ MAX_DRAWS = 64
 def rebuild(table: Table, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     """A new table with the given content and the original's caption, source and licence."""
     # Rows that are tuples already (what the perturbations here build) are kept, not copied.
-    rows = rows if type(rows) is tuple and all(type(r) is tuple for r in rows) else tuple(map(tuple, rows))
+    if not isinstance(rows, PackedRows) and not (type(rows) is tuple and all(type(r) is tuple for r in rows)):
+        rows = tuple(map(tuple, rows))
     return Table(
         tuple(header),
         rows,  # type: ignore[arg-type]  # a tuple of tuples, checked or made just above
@@ -37,6 +38,22 @@ def rebuild(table: Table, header: Sequence[str], rows: Sequence[Sequence[str]]) 
 
 def identity(n: int) -> tuple[int, ...]:
     return tuple(range(n))
+
+
+def row_items(table: Table) -> tuple[list[Any], Callable[[list[Any]], Sequence[tuple[str, ...]]]]:
+    """The table's rows as items to move, copy or drop as wholes, and the function that makes
+    rows of a new table from such items. Packed rows stay packed (their packed strings are the
+    items: equal items are equal rows), so a row shuffle never unpacks a cell."""
+    rows = table.rows
+    if isinstance(rows, PackedRows):
+        width = rows.common_width
+        return list(rows.items), lambda items: PackedRows._of(items, width)
+    return list(rows), tuple
+
+
+def empty_row_item(table: Table) -> Any:
+    """The item (see :func:`row_items`) of a row of empty cells."""
+    return CELL_SEP * (table.n_cols - 1) if isinstance(table.rows, PackedRows) else ("",) * table.n_cols
 
 
 def picker(order: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:

@@ -34,12 +34,14 @@ import random
 from tqaforge.tables.matching import target_columns, target_rows
 from tqaforge.tables.perturb._ops import (
     draw_until,
+    empty_row_item,
     identity,
     picker,
     place,
     rebuild,
     reorder,
     result,
+    row_items,
 )
 from tqaforge.tables.perturb.base import (
     Change,
@@ -94,7 +96,7 @@ def shuffle_rows(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     n = table.n_rows
     if n < 2:
         raise PerturbationSkipped(f"the table has {n} data row(s); shuffling needs at least 2")
-    rows = list(table.row_tuples())  # packed rows unpacked once
+    rows, make = row_items(table)  # packed rows stay packed
     if len(set(rows)) == 1:
         raise PerturbationSkipped("all data rows are equal; no order differs from the original")
     rng = rng_for(table, "shuffle_rows", seed)
@@ -104,7 +106,7 @@ def shuffle_rows(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
         lambda o: [rows[i] for i in o] != rows,
     )
     change = Change(row_order=order, col_order=identity(table.n_cols))
-    return result("shuffle_rows", seed, rebuild(table, table.header, tuple([rows[i] for i in order])), change, ctx)
+    return result("shuffle_rows", seed, rebuild(table, table.header, make([rows[i] for i in order])), change, ctx)
 
 
 def shuffle_columns(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
@@ -247,11 +249,11 @@ def insert_empty_rows(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     # The original rows in order, with k Nones (empty rows) put in at the drawn positions
     # (ascending, so each lands where it was drawn).
     order: list[int | None] = list(range(n))
-    rows = list(table.row_tuples())
-    empty = ("",) * table.n_cols
+    rows, make = row_items(table)  # packed rows stay packed
+    empty = empty_row_item(table)
     for p in positions:
         order.insert(p, None)
         rows.insert(p, empty)
     change = Change(row_order=tuple(order), col_order=identity(table.n_cols))
     params = {"k": k, "positions": positions}
-    return result("insert_empty_rows", seed, rebuild(table, table.header, tuple(rows)), change, ctx, params=params)
+    return result("insert_empty_rows", seed, rebuild(table, table.header, make(rows)), change, ctx, params=params)
