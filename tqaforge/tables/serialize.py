@@ -44,6 +44,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
+from itertools import chain
 
 from tqaforge.errors import TableError
 from tqaforge.tables.names import NameNumberer
@@ -141,6 +142,11 @@ def serialize_csv(table: Table) -> str:
     return write_csv(table).removesuffix("\r\n")
 
 
+# What _JSON.encode does with a str, without its checks (the same C function).
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
+
+
 def serialize_json(table: Table) -> str:
     """``{"0": {name: cell, ...}, "1": ...}`` keyed by 0-based row index; cells stay strings.
 
@@ -153,11 +159,13 @@ def serialize_json(table: Table) -> str:
         # Every cell encoded by one call of the C encoder: the separators come out as the
         # escapes \u001f and \u001e, which nothing else can produce when no cell holds a
         # backslash. Each row is then one %-format of a template that holds the keys.
-        encoded = _JSON.encode(rows)[1:-1]
-        template = "{" + ", ".join(_JSON.encode(name).replace("%", "%%") + ': "%s"' for name in names) + "}"
-        cell_sep = _JSON.encode(CELL_SEP)[1:-1]
-        lines = encoded.split(_JSON.encode(ROW_SEP)[1:-1])
-        return "{" + ", ".join([f'"{i}": ' + template % tuple(line.split(cell_sep)) for i, line in enumerate(lines)]) + "}"
+        # One %-format for the whole table: a row's template repeated, filled with each row's
+        # index and encoded cells (the indexes joined in as cells before the one encoding).
+        lines = rows.split(ROW_SEP)
+        indexed = CELL_SEP.join(chain.from_iterable(zip(map(str, range(len(lines))), lines)))
+        cells = tuple(_encode_string(indexed)[1:-1].split(_JSON_CELL_SEP))
+        keys = ", ".join([key.replace("%", "%%") + ': "%s"' for key in map(_encode_string, names)])
+        return "{" + ", ".join(['"%s": {' + keys + "}"] * len(lines)) % cells + "}"
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 

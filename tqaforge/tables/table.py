@@ -9,6 +9,7 @@ Caption, source and licence are metadata: they travel with the table but do not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
@@ -99,8 +100,24 @@ class PackedRows(Sequence[tuple[str, ...]]):
     def unpacked(self) -> list[tuple[str, ...]]:
         """Every row as a tuple of cells, each row unpacked once: index this list freely
         (indexing the packed rows splits a row again on every access)."""
+        width = self._width
+        if width is not None and width > 0:
+            try:
+                flat = _SEP.join(self._rows).split(_SEP)  # type: ignore[arg-type]
+            except TypeError:
+                pass  # a row kept as a tuple
+            else:
+                # Every cell split off in one call, then cut into rows of `width` in C.
+                return list(zip(*[iter(flat)] * width))
         sep = _SEP
         return [tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows]  # type: ignore[union-attr]
+
+    def cells(self) -> list[str]:
+        """Every cell, row by row, in one list."""
+        try:
+            return _SEP.join(self._rows).split(_SEP) if self._rows else []  # type: ignore[arg-type]
+        except TypeError:
+            return [cell for row in self.unpacked() for cell in row]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedRows):
@@ -122,6 +139,11 @@ class PackedRows(Sequence[tuple[str, ...]]):
 #: Separators of :func:`joined_rows`: control characters the readers remove from every cell.
 CELL_SEP = _SEP
 ROW_SEP = "\x1e"
+
+
+def flat_cells(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Every cell of ``rows``, row by row, in one list (packed rows split in one call)."""
+    return rows.cells() if isinstance(rows, PackedRows) else list(chain.from_iterable(rows))
 
 
 def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:

@@ -174,15 +174,15 @@ def _html_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
 
 
-def _html_body(rows: Sequence[tuple[str, ...]]) -> str:
+def _html_body(rows: Sequence[tuple[str, ...]], width: int) -> str:
     """The ``<tr>`` lines of ``rows``. The cells are joined with two control characters as
     separators and escaped in one pass over the whole body (a few ``str.replace`` calls instead
     of four per cell); the separators become the tags afterwards. A cell that holds a separator
     itself takes the per-cell path."""
-    blob = "\x1e".join("\x1f".join(row) for row in rows)
-    if blob.count("\x1f") != sum(len(r) - 1 for r in rows) or blob.count("\x1e") != len(rows) - 1:
+    blob = joined_rows(rows, width)  # packed rows are joined as stored, not unpacked
+    if blob is None:
         return "".join("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in row) + "</tr>\n" for row in rows)
-    body = _html_text(blob).replace("\x1f", "</td><td>").replace("\x1e", "</td></tr>\n<tr><td>")
+    body = _html_text(blob).replace(CELL_SEP, "</td><td>").replace(ROW_SEP, "</td></tr>\n<tr><td>")
     return f"<tr><td>{body}</td></tr>\n"
 
 
@@ -200,10 +200,15 @@ def write_html(table: Table, *, lossy: bool = False) -> str:
     parts = ["<table>\n"]
     if table.caption:
         parts.append(f"<caption>{_html_text(table.caption)}</caption>\n")
-    parts.append("<thead>\n<tr>" + "".join(f"<th>{_html_text(h)}</th>" for h in table.header) + "</tr>\n</thead>\n")
+    names = CELL_SEP.join(table.header)
+    if names.count(CELL_SEP) == table.n_cols - 1:  # escaped in one pass unless a name holds the separator
+        head = "<th>" + _html_text(names).replace(CELL_SEP, "</th><th>") + "</th>"
+    else:
+        head = "".join(f"<th>{_html_text(h)}</th>" for h in table.header)
+    parts.append("<thead>\n<tr>" + head + "</tr>\n</thead>\n")
     parts.append("<tbody>\n")
     if table.rows:
-        parts.append(_html_body(table.rows))
+        parts.append(_html_body(table.rows, table.n_cols))
     parts.append("</tbody>\n</table>\n")
     return "".join(parts)
 

@@ -51,7 +51,7 @@ from tqaforge.tables.perturb.base import (
     Perturbed,
     rng_for,
 )
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import Table, flat_cells
 
 ROW_PARTS = ("top", "middle", "bottom")
 COLUMN_PARTS = ("front", "back")
@@ -228,7 +228,9 @@ def transpose_table(table: Table) -> Table:
     >>> transpose_table(transpose_table(t)) == t
     True
     """
-    columns = list(zip(table.header, *table.row_tuples()))  # in C, each column a tuple
+    flat, m = flat_cells(table.rows), table.n_cols
+    # Column c is every m-th cell from c: a slice, in C.
+    columns = [(name, *flat[c::m]) for c, name in enumerate(table.header)]
     return rebuild(table, columns[0], tuple(columns[1:]))
 
 
