@@ -95,7 +95,7 @@ class PackedRows(Sequence[tuple[str, ...]]):
 
     def __iter__(self) -> Iterator[tuple[str, ...]]:
         sep = _SEP  # lazily: iterating a large table never holds all its rows unpacked
-        return (tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows)  # type: ignore[union-attr]
+        return (tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows)  # type: ignore[union-attr,misc]
 
     def unpacked(self) -> list[tuple[str, ...]]:
         """Every row as a tuple of cells, each row unpacked once: index this list freely
@@ -110,7 +110,7 @@ class PackedRows(Sequence[tuple[str, ...]]):
                 # Every cell split off in one call, then cut into rows of `width` in C.
                 return list(zip(*[iter(flat)] * width))
         sep = _SEP
-        return [tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows]  # type: ignore[union-attr]
+        return [tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows]  # type: ignore[union-attr,misc]
 
     def cells(self) -> list[str]:
         """Every cell, row by row, in one list."""
