@@ -489,3 +489,17 @@ def test_the_joined_text_paths_equal_the_cell_by_cell_paths(table: Table, packed
         mp.setattr(writers, "_csv_text", lambda *args: None)
         slow = {name: fn(table) for name, fn in SERIALIZATIONS.items()}
     assert fast == slow
+
+
+NUMBERISH = st.sampled_from(["0", "-0", "7", "-12", "007", "1e5", "1e+16", "1.5e-07", "2.5", "-0.001", "2.50", "3.0",
+                             "nan", "inf", "1_000", " 4", "٣", "1,234", "12\n", "", "x", "\\", "\x1f", "9" * 4301])
+
+
+@SETTINGS
+@given(cells=st.lists(NUMBERISH | st.from_regex(r"-?[0-9]{1,3}(\.[0-9]{1,3})?(e[+-][0-9]{1,3})?", fullmatch=True), min_size=1, max_size=6))
+def test_dataframe_columns_with_expressions_equal_the_parse_of_every_cell(cells: list[str]) -> None:
+    """The dataframe column text found by regular expressions and one encoding is the JSON of
+    the column parsed cell by cell (the rule: all ints, or all floats, whose str is the cell)."""
+    from tqaforge.tables.serialize import _column_text, _column_values
+
+    assert _column_text(cells) == json.dumps(_column_values(tuple(cells)), ensure_ascii=False)
