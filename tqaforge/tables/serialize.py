@@ -44,7 +44,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from itertools import chain
 
 from tqaforge.errors import TableError
 from tqaforge.tables.names import NameNumberer
@@ -145,6 +144,7 @@ def serialize_csv(table: Table) -> str:
 # What _JSON.encode does with a str, without its checks (the same C function).
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 _JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
+_JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
 
 
 def serialize_json(table: Table) -> str:
@@ -159,13 +159,17 @@ def serialize_json(table: Table) -> str:
         # Every cell encoded by one call of the C encoder: the separators come out as the
         # escapes \u001f and \u001e, which nothing else can produce when no cell holds a
         # backslash. Each row is then one %-format of a template that holds the keys.
-        # One %-format for the whole table: a row's template repeated, filled with each row's
-        # index and encoded cells (the indexes joined in as cells before the one encoding).
-        lines = rows.split(ROW_SEP)
-        indexed = CELL_SEP.join(chain.from_iterable(zip(map(str, range(len(lines))), lines)))
-        cells = tuple(_encode_string(indexed)[1:-1].split(_JSON_CELL_SEP))
-        keys = ", ".join([key.replace("%", "%%") + ': "%s"' for key in map(_encode_string, names)])
-        return "{" + ", ".join(['"%s": {' + keys + "}"] * len(lines)) % cells + "}"
+        # The encoded cells become the template of one %-format: each cell separator a slot for
+        # the next column's key, each row separator a slot for the next row's index; the
+        # arguments are the keys (row after row) with the indexes put in, all cut in C.
+        keys = list(map(_encode_string, names))
+        text = _encode_string(rows)[1:-1].replace("%", "%%")
+        text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
+        m, n = len(keys), table.n_rows
+        args = (keys[1:] + [""]) * n  # per row: the keys of columns 1.. and the next row's index
+        args[m - 1 :: m] = map(str, range(1, n + 1))
+        args.pop()  # no row after the last
+        return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 
