@@ -248,14 +248,14 @@ def _column_values(cells: tuple[str, ...]) -> list[object]:
     return numbers if len({type(n) for n in numbers}) <= 1 else list(cells)
 
 
-# A column whose cells, joined by LF, match this is all ints whose ``str`` is the cell (no "007",
+# A column whose cells, joined by CELL_SEP, match this is all ints whose ``str`` is the cell (no "007",
 # no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
-_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\n(?:0|-?[1-9][0-9]{0,4299}))*")
+_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\x1f(?:0|-?[1-9][0-9]{0,4299}))*")
 
 
 # Every str() of a finite float matches this ("12.5", "-0.001", "1e+16", "1.5e-07"); a column whose
-# cells, joined by LF, do not is no float column, found without a parse per cell.
-_FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\n-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
+# cells, joined by CELL_SEP, do not is no float column, found without a parse per cell.
+_FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
 
 
 def _column_text(cells: Sequence[str]) -> str:
@@ -264,14 +264,15 @@ def _column_text(cells: Sequence[str]) -> str:
     is the cell), recognised by regular expressions (floats then checked cell by cell with
     ``map``); a string column is encoded as one string, the cells joined by a separator
     that encodes as an escape nothing else makes."""
-    joined = "\n".join(cells)
-    if cells[0][-1:].isdigit() and joined.count("\n") == len(cells) - 1:
-        if _INT_COLUMN.fullmatch(joined):
-            return "[" + ", ".join(cells) + "]"
-        if _FLOATISH_COLUMN.fullmatch(joined) and list(map(str, map(float, cells))) == list(cells):
-            return "[" + ", ".join(cells) + "]"  # every cell a float whose str is the cell
     text = CELL_SEP.join(cells)
-    if "\\" not in text and text.count(CELL_SEP) == len(cells) - 1:
+    if text.count(CELL_SEP) != len(cells) - 1:  # a cell holds the separator: no number, no fast path
+        return _JSON.encode(list(cells))
+    if cells[0][-1:].isdigit():
+        if _INT_COLUMN.fullmatch(text):
+            return "[" + ", ".join(cells) + "]"
+        if _FLOATISH_COLUMN.fullmatch(text) and list(map(str, map(float, cells))) == list(cells):
+            return "[" + ", ".join(cells) + "]"  # every cell a float whose str is the cell
+    if "\\" not in text:
         return '["' + _encode_string(text)[1:-1].replace(_JSON_CELL_SEP, '", "') + '"]'
     return _JSON.encode(list(cells))
 
