@@ -1,12 +1,13 @@
-"""The ToRR variant grid for all of TableBench: tqaforge against unitxt, in the same run.
+"""The ToRR variant grid for all of TableBench: tqaforge against unitxt, and before against after.
 
 For each of the 886 TableBench items, each of 5 conditions ("none" and ToRR's four structural
 perturbations: shuffle rows, shuffle columns, transpose, insert empty rows) is applied once
 (seed 0) and the result serialized in each of ToRR's 7 formats (html, csv, json, markdown,
 indexed row major, dataframe, concatenation): 35 strings an item, 31,010 in all. The same grid
-is then built with unitxt's own table augmentors and serializers (the classes ToRR's unitxt
-recipes use) in a subprocess under a separate virtualenv, on the very same tables, and both
-times are printed with their ratio.
+is built three ways, each in its own child process, on the very same tables: with today's
+tqaforge ("after"), with tqaforge's grid code at ``--before`` (default: main before issue 26's
+speed-ups, taken with ``git archive``; "before"), and with unitxt's own table augmentors and
+serializers (the classes ToRR's unitxt recipes use) under a separate virtualenv.
 
 Setup, once (unitxt pins its own dependencies, so it never goes into .venv; `.venv-*/` is
 git-ignored):
@@ -15,15 +16,21 @@ git-ignored):
 
 Run:
 
-    .venv/bin/python benchmarks/variants.py [--repeat 3] [--unitxt-entry serialize_table|serialize]
+    .venv/bin/python benchmarks/variants.py [--repeat 3] [--before REV|none] [--unitxt-entry serialize_table|serialize]
 
-Timing: best and median of ``--repeat`` passes over the whole grid, each after a warm-up on 20
-items; imports, file reading and building the serializer/augmentor objects are outside the
-timing; every string's length is summed so nothing is optimised away. Our side gets fresh
-``Table`` objects before each pass, so hashing each table for its seeded generator (see
-``perturb.base.rng_for``) is paid in every pass. unitxt is called as cheaply as is legitimate
-(see ``benchmarks/_unitxt_grid.py``). A second, separate pass times each perturbation and each
-serialization on its own, for both sides, to show where the time goes.
+It prints, in one run: the whole grid's time for each side (best and median wall time of
+``--repeat`` passes, and the least CPU time: the steadier figure on a shared machine), the
+ratio unitxt / tqaforge overall (issue 26's target: >= 10x) and without the ``dataframe``
+cells, after against before, and each perturbation and serialization on its own for the three
+sides with the ratio against unitxt (target: >= 3x each; "none" is the identity on both sides).
+
+Timing: the sides take turns pass by pass, so a change in the machine's load falls on all of
+them alike; each side warms up on 20 items first; imports, file reading and building the
+serializer/augmentor objects are outside the timing; every string's length is summed so nothing
+is optimised away. Our side gets fresh ``Table`` objects before each pass, so hashing each table
+for its seeded generator (see ``perturb.base.rng_for``) is paid in every pass. unitxt is called
+as cheaply as is legitimate (see ``benchmarks/_unitxt_grid.py``). The per-part passes time each
+perturbation over all tables, then each serialization over all of its tables, in CPU time.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tqaforge import ids
 from tqaforge.schemas.records import Answer, Question
 from tqaforge.tables import content_hash
@@ -42,6 +44,20 @@ def test_a_long_table_id_is_the_same_hash_across_its_encoding_batches():
         expected = content_hash({"header": ["a", "b"], "rows": rows})
         assert Table.build(["a", "b"], rows).id == expected
         assert Table(("a", "b"), PackedRows(rows)).id == expected
+
+
+@pytest.mark.parametrize("odd", ["", "\\", "\\u001f", "\x1f", "\x1e", "\u2028", "%", '"'])
+def test_a_table_id_hashed_in_one_piece_is_the_content_hash(odd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables of moderate size are encoded as one JSON string (separators as escapes); cells with
+    a backslash or a separator, and large tables, row by row: every way gives the content hash."""
+    from tqaforge.tables import table as table_module
+
+    rows = [["1", "x" + odd], [odd, ""], ["é", "a,b"]]
+    expected = content_hash({"header": ["h" + odd, "k"], "rows": rows})
+    assert Table.build(["h" + odd, "k"], rows).id == expected
+    assert Table(("h" + odd, "k"), PackedRows(rows)).id == expected
+    monkeypatch.setattr(table_module, "_ONE_PIECE_CELLS", 2)
+    assert Table.build(["h" + odd, "k"], rows).id == expected
 
 
 def test_the_records_make_ids_with_the_same_keys():

@@ -56,6 +56,23 @@ def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 _ROWS_PER_BATCH = 512  # bounds the text held at once for a large table
 
 
+def table_id_of_joined(header: Sequence[str], joined: str, cell_sep: str, row_sep: str) -> str | None:
+    """:func:`table_id` of the rows whose cells, joined by ``cell_sep`` within a row and the rows
+    by ``row_sep``, are ``joined`` (no cell holds either separator; a table with rows); None when
+    a cell holds a backslash (then the caller uses :func:`table_id`).
+
+    The whole text is encoded as one JSON string, whose separators come out as escapes that
+    nothing else makes without a backslash in a cell, and those become the list punctuation:
+    the same bytes as encoding every cell, in a few calls."""
+    if "\\" in joined:
+        return None
+    cell, row = json.encoder.encode_basestring(cell_sep)[1:-1], json.encoder.encode_basestring(row_sep)[1:-1]  # type: ignore[attr-defined]
+    body = json.encoder.encode_basestring(joined)[1:-1].replace(cell, '","').replace(row, '"],["')  # type: ignore[attr-defined]
+    digest = hashlib.sha256()
+    digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[["' + body.encode("utf-8") + b'"]]}')
+    return digest.hexdigest()[:ID_LENGTH]
+
+
 def question_id(table_id: str, text: str, subtype: str | None, source_id: str | None = None) -> str:
     """A question's id: its table, its words (whitespace collapsed), its category and, for an
     imported item, the dataset's own id."""

@@ -13,7 +13,7 @@ from itertools import chain
 from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
-from tqaforge.ids import table_id
+from tqaforge.ids import table_id, table_id_of_joined
 
 # Separator of the cells of a packed row: a control character, which the readers remove from
 # every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
@@ -139,6 +139,7 @@ class PackedRows(Sequence[tuple[str, ...]]):
 #: Separators of :func:`joined_rows`: control characters the readers remove from every cell.
 CELL_SEP = _SEP
 ROW_SEP = "\x1e"
+_ONE_PIECE_CELLS = 100_000  # tables with more cells are hashed row by row (ids.table_id)
 
 
 def flat_cells(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -220,8 +221,20 @@ class Table:
         """Content hash of header and rows (:func:`tqaforge.ids.table_id`): equal tables have equal ids."""
         if not self._id:
             # Computed once: hashing a large table is the costliest thing about it.
-            object.__setattr__(self, "_id", table_id(self.header, self.rows))
+            object.__setattr__(self, "_id", self._content_id())
         return self._id
+
+    def _content_id(self) -> str:
+        rows = self.rows
+        # A table of moderate size is encoded in one piece (a few calls in C); a large one row
+        # by row, so that no second copy of it is held.
+        if rows and len(rows) * len(self.header) <= _ONE_PIECE_CELLS:
+            joined = joined_rows(rows, len(self.header))
+            if joined is not None:
+                found = table_id_of_joined(self.header, joined, _SEP, ROW_SEP)
+                if found is not None:
+                    return found
+        return table_id(self.header, rows)
 
     @property
     def n_rows(self) -> int:
