@@ -51,6 +51,16 @@ def row_items(table: Table) -> tuple[list[Any], Callable[[list[Any]], Sequence[t
     return list(rows), tuple
 
 
+def packed(rows: Sequence[tuple[str, ...]], width: int) -> Sequence[tuple[str, ...]]:
+    """``rows`` (tuples of ``width`` cells) as :class:`PackedRows` when no cell holds its
+    separator, else as they are: every serializer then joins the rows in one call instead of
+    one per row (for tables made column by column: transposed, columns shuffled)."""
+    items = list(map(CELL_SEP.join, rows))
+    if CELL_SEP.join(items).count(CELL_SEP) != len(items) * width - 1 and items:
+        return tuple(rows)
+    return PackedRows._of(items, width if items else None)  # type: ignore[arg-type]
+
+
 def empty_row_item(table: Table) -> Any:
     """The item (see :func:`row_items`) of a row of empty cells."""
     return CELL_SEP * (table.n_cols - 1) if isinstance(table.rows, PackedRows) else ("",) * table.n_cols

@@ -36,6 +36,7 @@ from tqaforge.tables.perturb._ops import (
     draw_until,
     empty_row_item,
     identity,
+    packed,
     picker,
     place,
     rebuild,
@@ -128,7 +129,7 @@ def shuffle_columns(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     )
     change = Change(row_order=identity(len(rows)), col_order=order)
     pick = picker(order)
-    return result("shuffle_columns", seed, rebuild(table, pick(table.header), tuple(map(pick, rows))), change, ctx)
+    return result("shuffle_columns", seed, rebuild(table, pick(table.header), packed(list(map(pick, rows)), m)), change, ctx)
 
 
 def _shift_into(
@@ -231,7 +232,7 @@ def transpose_table(table: Table) -> Table:
     flat, m = flat_cells(table.rows), table.n_cols
     # Column c is every m-th cell from c: a slice, in C.
     columns = [(name, *flat[c::m]) for c, name in enumerate(table.header)]
-    return rebuild(table, columns[0], tuple(columns[1:]))
+    return rebuild(table, columns[0], packed(columns[1:], table.n_rows + 1))
 
 
 def transpose(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
