@@ -350,10 +350,11 @@ def main() -> int:
     u = grid["unitxt"][0]
     print(f"  unitxt made {u['strings']:,} strings, {u['chars']:,} characters")
     theirs = best_breakdown(parts["unitxt"])
-    overall = best["unitxt"] / best["after"]
+    overall, overall_cpu = best["unitxt"] / best["after"], cpu["unitxt"] / cpu["after"]
     print(f"\nratio unitxt / tqaforge after, whole grid: {overall:.1f}x (best), {med['unitxt'] / med['after']:.1f}x (median), "
-          f"{cpu['unitxt'] / cpu['after']:.1f}x (CPU); target >= {TARGET_OVERALL:.0f}x: "
-          f"{'met' if overall >= TARGET_OVERALL else 'NOT met'}")
+          f"{overall_cpu:.1f}x (CPU); target >= {TARGET_OVERALL:.0f}x: "
+          f"{'met' if overall >= TARGET_OVERALL else 'NOT met'} in best time, "
+          f"{'met' if overall_cpu >= TARGET_OVERALL else 'NOT met'} in CPU time")
     if "before" in grid:
         print(f"  before: {best['unitxt'] / best['before']:.1f}x (best), {cpu['unitxt'] / cpu['before']:.1f}x (CPU)")
     # unitxt's DataFrame serializer builds a pandas DataFrame per call and dominates its time;
