@@ -1,12 +1,13 @@
-"""The ToRR variant grid for all of TableBench: tqaforge against unitxt, in the same run.
+"""The ToRR variant grid for all of TableBench: tqaforge against unitxt, and before against after.
 
 For each of the 886 TableBench items, each of 5 conditions ("none" and ToRR's four structural
 perturbations: shuffle rows, shuffle columns, transpose, insert empty rows) is applied once
 (seed 0) and the result serialized in each of ToRR's 7 formats (html, csv, json, markdown,
 indexed row major, dataframe, concatenation): 35 strings an item, 31,010 in all. The same grid
-is then built with unitxt's own table augmentors and serializers (the classes ToRR's unitxt
-recipes use) in a subprocess under a separate virtualenv, on the very same tables, and both
-times are printed with their ratio.
+is built three ways, each in its own child process, on the very same tables: with today's
+tqaforge ("after"), with tqaforge's grid code at ``--before`` (default: main before issue 26's
+speed-ups, taken with ``git archive``; "before"), and with unitxt's own table augmentors and
+serializers (the classes ToRR's unitxt recipes use) under a separate virtualenv.
 
 Setup, once (unitxt pins its own dependencies, so it never goes into .venv; `.venv-*/` is
 git-ignored):
@@ -15,15 +16,21 @@ git-ignored):
 
 Run:
 
-    .venv/bin/python benchmarks/variants.py [--repeat 3] [--unitxt-entry serialize_table|serialize]
+    .venv/bin/python benchmarks/variants.py [--repeat 3] [--before REV|none] [--unitxt-entry serialize_table|serialize]
 
-Timing: best and median of ``--repeat`` passes over the whole grid, each after a warm-up on 20
-items; imports, file reading and building the serializer/augmentor objects are outside the
-timing; every string's length is summed so nothing is optimised away. Our side gets fresh
-``Table`` objects before each pass, so hashing each table for its seeded generator (see
-``perturb.base.rng_for``) is paid in every pass. unitxt is called as cheaply as is legitimate
-(see ``benchmarks/_unitxt_grid.py``). A second, separate pass times each perturbation and each
-serialization on its own, for both sides, to show where the time goes.
+It prints, in one run: the whole grid's time for each side (best and median wall time of
+``--repeat`` passes, and the least CPU time: the steadier figure on a shared machine), the
+ratio unitxt / tqaforge overall (issue 26's target: >= 10x) and without the ``dataframe``
+cells, after against before, and each perturbation and serialization on its own for the three
+sides with the ratio against unitxt (target: >= 3x each; "none" is the identity on both sides).
+
+Timing: the sides take turns pass by pass, so a change in the machine's load falls on all of
+them alike; each side warms up on 20 items first; imports, file reading and building the
+serializer/augmentor objects are outside the timing; every string's length is summed so nothing
+is optimised away. Our side gets fresh ``Table`` objects before each pass, so hashing each table
+for its seeded generator (see ``perturb.base.rng_for``) is paid in every pass. unitxt is called
+as cheaply as is legitimate (see ``benchmarks/_unitxt_grid.py``). The per-part passes time each
+perturbation over all tables, then each serialization over all of its tables, in CPU time.
 """
 
 from __future__ import annotations
@@ -53,6 +60,11 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tablebench" / "TableBench.jsonl"
 BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 HELPER = Path(__file__).resolve().parent / "_unitxt_grid.py"
+OURS_HELPER = Path(__file__).resolve().parent / "_tqaforge_grid.py"
+#: The grid's code before issue 26's speed-ups (``--before``'s default): main when they began.
+BEFORE = "0abec0ef32e5a3504b4bedd7e5dd3b1f78a75291"
+#: Issue 26's targets: unitxt's time over ours.
+TARGET_OVERALL, TARGET_EACH = 10.0, 3.0
 SETUP = "python3 -m venv .venv-bench && .venv-bench/bin/pip install unitxt pandas"
 
 SEED = 0
@@ -97,48 +109,50 @@ def run_ours(items: list[Item]) -> tuple[float, int, int, int]:
 
 
 def breakdown_ours(items: list[Item]) -> dict[str, Any]:
-    """One pass timing each perturbation and each serialization on its own."""
+    """One pass timing each perturbation over all items, then each serialization over all of
+    that perturbation's tables, in CPU time (the steadier figure on a shared machine; one clock
+    reading per part and table set, not per call). The first seeded perturbation pays for
+    hashing the tables (see :func:`fresh`), as unitxt's shuffles pay for copying them."""
     work = fresh(items)
     t_pert = dict.fromkeys(CONDITIONS, 0.0)
     t_ser = dict.fromkeys(TORR_SERIALIZATIONS, 0.0)
     chars = {c: dict.fromkeys(TORR_SERIALIZATIONS, 0) for c in CONDITIONS}
     skips: dict[str, int] = {}
-    clock = time.perf_counter
-    for table, ctx in work:
-        for cname in CONDITIONS:
-            fn = PERTURBATIONS[cname]
-            t0 = clock()
+    clock = time.process_time
+    for cname in CONDITIONS:
+        fn = PERTURBATIONS[cname]
+        variants: list[Table] = []
+        reasons: list[str] = []
+        t0 = clock()
+        for table, ctx in work:
             try:
-                variant = fn(table, ctx, SEED).table
+                variants.append(fn(table, ctx, SEED).table)
             except PerturbationSkipped as exc:
-                t_pert[cname] += clock() - t0
-                skips[f"{cname}: {exc.reason}"] = skips.get(f"{cname}: {exc.reason}", 0) + 1
-                continue
-            t_pert[cname] += clock() - t0
-            for sname in TORR_SERIALIZATIONS:
-                ser = SERIALIZATIONS[sname]
-                t0 = clock()
-                text = ser(variant)
-                t_ser[sname] += clock() - t0
-                chars[cname][sname] += len(text)
+                reasons.append(exc.reason)
+        t_pert[cname] += clock() - t0
+        for reason in reasons:
+            skips[f"{cname}: {reason}"] = skips.get(f"{cname}: {reason}", 0) + 1
+        for sname in TORR_SERIALIZATIONS:
+            ser = SERIALIZATIONS[sname]
+            t0 = clock()
+            texts = [ser(variant) for variant in variants]
+            t_ser[sname] += clock() - t0
+            chars[cname][sname] += sum(map(len, texts))
     return {"perturbation_seconds": t_pert, "serializer_seconds": t_ser, "chars": chars, "skips": skips}
 
 
-class Unitxt:
-    """The unitxt side: ``_unitxt_grid.py --serve`` under the bench interpreter, fed the very
-    tables our side uses (cells already strings), one per item, in item order. Each
-    :meth:`ask` runs one command there and returns its answer; nothing of ours runs meanwhile."""
+class Server:
+    """A child process that answers one command a line with ``RESULT <json>``: unitxt's side
+    (``_unitxt_grid.py --serve``) or tqaforge's, today's or an older commit's
+    (``_tqaforge_grid.py``). Each :meth:`ask` runs one command there and returns its answer;
+    nothing else of this benchmark runs meanwhile."""
 
-    def __init__(self, items: list[Item], python: Path, entry: str) -> None:
+    def __init__(self, argv: list[str], what: str) -> None:
         self._dir = tempfile.TemporaryDirectory()
-        tables = Path(self._dir.name) / "tables.jsonl"
-        with tables.open("w", encoding="utf-8") as fh:
-            for table, _ctx in items:
-                fh.write(json.dumps({"header": list(table.header), "rows": [list(r) for r in table.rows]}) + "\n")
+        self.what = what
         self._stderr = (Path(self._dir.name) / "stderr.txt").open("w+", encoding="utf-8")
         self._proc = subprocess.Popen(
-            [str(python), str(HELPER), str(tables), "--serve", "--entry", entry],
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
         )
 
     def ask(self, command: str) -> dict[str, Any]:
@@ -155,7 +169,7 @@ class Unitxt:
         self._stderr.seek(0)
         tail = self._stderr.read().strip().splitlines()[-15:]
         joined = "\n    ".join(tail)
-        raise RuntimeError(f"the unitxt run failed (exit {self._proc.returncode}):\n    {joined}")
+        raise RuntimeError(f"the {self.what} run failed (exit {self._proc.returncode}):\n    {joined}")
 
     def close(self) -> None:
         if self._proc.stdin:
@@ -165,23 +179,78 @@ class Unitxt:
         self._dir.cleanup()
 
 
+def unitxt_server(items: list[Item], python: Path, entry: str, folder: Path) -> Server:
+    """unitxt's side, fed the very tables our side uses (cells already strings), in item order."""
+    tables = folder / "tables.jsonl"
+    with tables.open("w", encoding="utf-8") as fh:
+        for table, _ctx in items:
+            fh.write(json.dumps({"header": list(table.header), "rows": [list(r) for r in table.rows]}) + "\n")
+    return Server([str(python), str(HELPER), str(tables), "--serve", "--entry", entry], "unitxt")
+
+
+def tqaforge_server(code: Path, data: Path, what: str) -> Server:
+    """tqaforge's side with the code in ``code`` (this tree, or an older commit's tqaforge/)."""
+    return Server([sys.executable, str(OURS_HELPER), str(code), str(data)], what)
+
+
+def extract(rev: str, folder: Path) -> Path:
+    """tqaforge/ as it is at ``rev``, extracted into ``folder`` (git archive: no checkout)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "tqaforge"], capture_output=True, check=True).stdout
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
 def _row(label: str, seconds: float, configs: int, width: int = 34) -> str:
     return f"  {label:<{width}} {seconds:8.3f} s  {configs / seconds:10,.0f} configs/s"
 
 
-def report_breakdown(ours: dict[str, Any], theirs: dict[str, Any] | None) -> None:
-    print("\nWhere the time goes (one separate pass, each call timed on its own; seconds over all items):")
-    head = f"  {'':<20} {'tqaforge':>10}"
-    print(head + (f" {'unitxt':>10} {'unitxt/ours':>12}" if theirs is not None else ""))
-    for kind, names in (("perturbation_seconds", CONDITIONS), ("serializer_seconds", TORR_SERIALIZATIONS)):
-        for name in names:
-            a = ours[kind][name]
-            if theirs is not None:
-                b = theirs["breakdown"][kind].get(name)
-                ratio = f"{b / a:11.1f}x" if b is not None and a > 0 else ""
-                print(f"  {name:<20} {a:10.3f} {b:10.3f} {ratio:>12}")
+
+PARTS: tuple[tuple[str, str], ...] = (
+    *(("perturbation_seconds", c) for c in CONDITIONS),
+    *(("serializer_seconds", s) for s in TORR_SERIALIZATIONS),
+)
+
+
+def best_breakdown(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per part, the least time over the passes (the chars and skips of the first)."""
+    out = dict(passes[0])
+    for kind in ("perturbation_seconds", "serializer_seconds"):
+        out[kind] = {name: min(p[kind][name] for p in passes) for name in passes[0][kind]}
+    return out
+
+
+def without_df(bd: dict[str, Any]) -> float:
+    """Seconds of the grid's parts but the dataframe serializer."""
+    return sum(bd["perturbation_seconds"].values()) + sum(v for k, v in bd["serializer_seconds"].items() if k != "dataframe")
+
+
+def report_parts(before: dict[str, Any] | None, after: dict[str, Any], theirs: dict[str, Any] | None) -> None:
+    """Each perturbation and serialization: before, after, unitxt and the ratios with the target."""
+    print(f"\nEach part on its own (CPU seconds over all items, best of the per-part passes; each part timed over"
+          f" all tables at once; target unitxt/after >= {TARGET_EACH:.0f}x):")
+    print(f"  {'':<20} {'before':>8} {'after':>8} {'after/before':>13}" + (f" {'unitxt':>8} {'unitxt/after':>13}" if theirs else ""))
+    met = total = 0
+    for kind, name in PARTS:
+        a = after[kind][name]
+        if before:
+            b = before[kind][name]
+            line = f"  {name:<20} {b:8.3f} {a:8.3f} {b / a if a > 0 else float('inf'):12.1f}x"
+        else:
+            line = f"  {name:<20} {'':>8} {a:8.3f} {'':>13}"
+        if theirs:
+            u = theirs[kind][name]
+            ratio = u / a if a > 0 else float("inf")
+            if name == "none":
+                verdict = "(identity on both sides; no target)"
             else:
-                print(f"  {name:<20} {a:10.3f}")
+                total += 1
+                met += ratio >= TARGET_EACH
+                verdict = "met" if ratio >= TARGET_EACH else "NOT met"
+            line += f" {u:8.3f} {ratio:12.1f}x  {verdict}"
+        print(line)
+    if theirs:
+        print(f"  {met} of {total} perturbations and serializations at >= {TARGET_EACH:.0f}x")
 
 
 def report_chars(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
@@ -191,7 +260,7 @@ def report_chars(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     for c in CONDITIONS:
         cells = []
         for s in TORR_SERIALIZATIONS:
-            a, b = ours["chars"][c][s], theirs["breakdown"]["chars"][c][s]
+            a, b = ours["chars"][c][s], theirs["chars"][c][s]
             cells.append(f"{a / b:13.2f}" if b else f"{'-':>13}")
         print(f"  {c:<18}" + "".join(cells))
 
@@ -207,6 +276,8 @@ def main() -> int:
     parser.add_argument("--no-unitxt", action="store_true", help="time tqaforge only")
     parser.add_argument("--unitxt-python", type=Path, default=BENCH_PYTHON,
                         help="interpreter with unitxt installed (default: .venv-bench/bin/python)")
+    parser.add_argument("--before", default=BEFORE, help="the commit whose grid code 'before' times (default: main "
+                        "before issue 26's speed-ups); 'none' to skip it")
     args = parser.parse_args()
     if not args.data.exists():
         print(f"skipped: {args.data} not found (needs ../shared/data)")
@@ -220,81 +291,90 @@ def main() -> int:
     print(f"  conditions:     {', '.join(CONDITIONS)} (seed {SEED})")
     print(f"  serializations: {', '.join(TORR_SERIALIZATIONS)}")
 
-    unitxt: Unitxt | None = None
+    tmp = tempfile.TemporaryDirectory()
+    servers: dict[str, Server] = {}
     why_not = ""
-    if args.no_unitxt:
-        why_not = "not run (--no-unitxt)"
-    elif not args.unitxt_python.exists():
-        why_not = f"no {args.unitxt_python}; create it with:  {SETUP}"
-    else:
-        unitxt = Unitxt(items, args.unitxt_python, args.unitxt_entry)
-    meta: dict[str, Any] = {}
     try:
-        if unitxt is not None:
-            meta = unitxt.ask("describe")  # waits until unitxt is imported and warmed up
-        run_ours(items[:WARMUP_ITEMS])
-        # Passes alternate, ours then unitxt's, so that a change in the machine's load (other
-        # processes on 2 cores) falls on both sides alike rather than on one.
-        ours: list[tuple[float, int, int, int]] = []
-        theirs: list[dict[str, Any]] = []
+        servers["after"] = tqaforge_server(REPO, args.data, "tqaforge (after)")
+        if args.before != "none":
+            servers["before"] = tqaforge_server(extract(args.before, Path(tmp.name) / "before"), args.data, "tqaforge (before)")
+        if args.no_unitxt:
+            why_not = "not run (--no-unitxt)"
+        elif not args.unitxt_python.exists():
+            why_not = f"no {args.unitxt_python}; create it with:  {SETUP}"
+        else:
+            servers["unitxt"] = unitxt_server(items, args.unitxt_python, args.unitxt_entry, Path(tmp.name))
+        meta = {name: s.ask("describe") for name, s in servers.items()}  # waits until each is warmed up
+        # Passes go round the sides, so that a change in the machine's load (other processes
+        # on 2 cores) falls on all alike rather than on one.
+        grid: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+        parts: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
         for _ in range(args.repeat):
-            ours.append(run_ours(items))
-            if unitxt is not None:
-                theirs.append(unitxt.ask("grid"))
-        ours_bd = breakdown_ours(items)
-        theirs_bd = unitxt.ask("breakdown") if unitxt is not None else None
-    except RuntimeError as exc:
+            for name, server in servers.items():
+                grid[name].append(server.ask("grid"))
+        for _ in range(args.repeat):
+            for name, server in servers.items():
+                parts[name].append(server.ask("breakdown"))
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        if unitxt is not None:
-            unitxt.close()
+        for server in servers.values():
+            server.close()
+        tmp.cleanup()
 
-    times = [r[0] for r in ours]
-    t_best, t_med = min(times), statistics.median(times)
-    _, n_strings, n_chars, n_skipped = ours[0]
-    print(f"\nTimes for the whole grid (best / median of {args.repeat} passes, the two sides alternating):")
-    print(_row("tqaforge (best)", t_best, configs))
-    print(_row("tqaforge (median)", t_med, configs))
-    if unitxt is None or theirs_bd is None:
-        print(f"  tqaforge made {n_strings:,} strings, {n_chars:,} characters; {n_skipped} cells skipped")
-        print(f"  unitxt: {why_not}")
-        report_breakdown(ours_bd, None)
+    labels = {"after": "tqaforge after", "before": f"tqaforge before ({args.before[:7]})",
+              "unitxt": f"unitxt {meta.get('unitxt', {}).get('unitxt_version', '')}"}
+    best = {name: min(r["seconds"] for r in runs) for name, runs in grid.items()}
+    med = {name: statistics.median(r["seconds"] for r in runs) for name, runs in grid.items()}
+    cpu = {name: min(r["cpu"] for r in runs) for name, runs in grid.items()}
+    print(f"\nThe whole grid ({configs:,} strings), best / median of {args.repeat} passes, the sides taking turns:")
+    print(f"  {'':<30} {'best s':>8} {'median s':>9} {'CPU s':>7} {'configs/s':>11}")
+    for name in grid:
+        print(f"  {labels[name]:<30} {best[name]:8.3f} {med[name]:9.3f} {cpu[name]:7.3f} {configs / best[name]:11,.0f}")
+    a = grid["after"][0]
+    print(f"  tqaforge made {a['strings']:,} strings, {a['chars']:,} characters; {a['skipped']} cells skipped")
+    if "before" in grid:
+        b = grid["before"][0]
+        same = (b["strings"], b["chars"]) == (a["strings"], a["chars"])
+        print(f"  before made {b['strings']:,} strings, {b['chars']:,} characters ({'the same' if same else 'DIFFERENT'})")
+        print(f"\nafter vs before: {best['before'] / best['after']:.1f}x faster (best), "
+              f"{med['before'] / med['after']:.1f}x (median), {cpu['before'] / cpu['after']:.1f}x in CPU time")
+    before_parts = best_breakdown(parts["before"]) if "before" in parts else None
+    after_parts = best_breakdown(parts["after"])
+    if "unitxt" not in grid:
+        print(f"unitxt: {why_not}")
+        report_parts(before_parts, after_parts, None)
         return 0
 
-    u_times = [r["seconds"] for r in theirs]
-    u_best, u_med = min(u_times), statistics.median(u_times)
-    label = f"unitxt {meta['unitxt_version']}"
-    print(_row(f"{label} (best)", u_best, configs))
-    print(_row(f"{label} (median)", u_med, configs))
-    print(f"  tqaforge made {n_strings:,} strings, {n_chars:,} characters; {n_skipped} cells skipped")
-    print(f"  unitxt   made {theirs[0]['strings']:,} strings, {theirs[0]['chars']:,} characters")
-    pairs = sorted(u / o for (o, *_), u in zip(ours, u_times))
-    print(f"\nratio unitxt time / tqaforge time: {u_best / t_best:.1f}x (best), {u_med / t_med:.1f}x (median); "
-          f"per pass {', '.join(f'{r:.1f}x' for r in pairs)}; target >= 3x: {'met' if u_best / t_best >= 3 else 'NOT met'}")
-
+    u = grid["unitxt"][0]
+    print(f"  unitxt made {u['strings']:,} strings, {u['chars']:,} characters")
+    theirs = best_breakdown(parts["unitxt"])
+    overall, overall_cpu = best["unitxt"] / best["after"], cpu["unitxt"] / cpu["after"]
+    print(f"\nratio unitxt / tqaforge after, whole grid: {overall:.1f}x (best), {med['unitxt'] / med['after']:.1f}x (median), "
+          f"{overall_cpu:.1f}x (CPU); target >= {TARGET_OVERALL:.0f}x: "
+          f"{'met' if overall >= TARGET_OVERALL else 'NOT met'} in best time, "
+          f"{'met' if overall_cpu >= TARGET_OVERALL else 'NOT met'} in CPU time")
+    if "before" in grid:
+        print(f"  before: {best['unitxt'] / best['before']:.1f}x (best), {cpu['unitxt'] / cpu['before']:.1f}x (CPU)")
     # unitxt's DataFrame serializer builds a pandas DataFrame per call and dominates its time;
-    # the ratio on the other 30 cells, from the per-part pass, shows the rest of the grid.
-    def without_df(bd: dict[str, Any]) -> float:
-        return sum(bd["perturbation_seconds"].values()) + sum(
-            v for k, v in bd["serializer_seconds"].items() if k != "dataframe"
-        )
+    # the ratio on the other 30 cells, from the per-part passes, shows the rest of the grid.
+    line = f"ratio without the dataframe cells (the other 6 x 5 = 30 configurations, per-part passes): {without_df(theirs) / without_df(after_parts):.1f}x"
+    if before_parts:
+        line += f" (before: {without_df(theirs) / without_df(before_parts):.1f}x)"
+    print(line)
+    report_parts(before_parts, after_parts, theirs)
+    report_chars(after_parts, theirs)
+    if after_parts["skips"]:
+        print("\nskipped cells (tqaforge): " + "; ".join(f"{k} x{v}" for k, v in after_parts["skips"].items()))
 
-    a, b = without_df(ours_bd), without_df(theirs_bd)
-    print(f"ratio without the dataframe cells (the other 6 x 5 = 30 configurations, per-part pass): {b / a:.1f}x")
-
-    theirs_full = {"breakdown": theirs_bd}
-    report_breakdown(ours_bd, theirs_full)
-    report_chars(ours_bd, theirs_full)
-    if ours_bd["skips"]:
-        print("\nskipped cells (tqaforge): " + "; ".join(f"{k} x{v}" for k, v in ours_bd["skips"].items()))
-
-    print(f"\nunitxt {meta['unitxt_version']} with pandas {meta['pandas_version']}, Python {meta['python']}; "
-          f"{meta['entry']} for the SerializeTable subclasses, process_value for the augmentors:")
+    m = meta["unitxt"]
+    print(f"\nunitxt {m['unitxt_version']} with pandas {m['pandas_version']}, Python {m['python']}; "
+          f"{m['entry']} for the SerializeTable subclasses, process_value for the augmentors:")
     for name in TORR_SERIALIZATIONS:
-        print(f"  {name:<20} {meta['serializers'][name]}")
+        print(f"  {name:<20} {m['serializers'][name]}")
     for name in CONDITIONS:
-        print(f"  {name:<20} {meta['augmentors'][name]}")
+        print(f"  {name:<20} {m['augmentors'][name]}")
     print("  every cell of the grid has a unitxt equivalent: csv is unitxt's default TableSerializer, which is\n"
           "  what ToRR's csv recipes use (serializer: null); formats differ in detail (see the sizes above)")
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tqaforge import ids
 from tqaforge.schemas.records import Answer, Question
 from tqaforge.tables import content_hash
@@ -32,6 +34,30 @@ def test_a_table_id_is_the_content_hash_of_header_and_rows():
     assert table.id == content_hash({"header": ["a", "é"], "rows": [["1", "xé"], ["2", ""]]})
     assert Table(table.header, PackedRows(table.rows)).id == table.id  # streamed row by row, same bytes
     assert Table.build(["a"], []).id == content_hash({"header": ["a"], "rows": []})
+
+
+def test_a_long_table_id_is_the_same_hash_across_its_encoding_batches():
+    """Rows are encoded a batch at a time: the seams between batches (and a last short batch)
+    give the bytes of the one-shot form."""
+    for n in (ids._ROWS_PER_BATCH - 1, ids._ROWS_PER_BATCH, ids._ROWS_PER_BATCH + 1, 3 * ids._ROWS_PER_BATCH + 7):
+        rows = [[str(i), "é\n\"" * (i % 3)] for i in range(n)]
+        expected = content_hash({"header": ["a", "b"], "rows": rows})
+        assert Table.build(["a", "b"], rows).id == expected
+        assert Table(("a", "b"), PackedRows(rows)).id == expected
+
+
+@pytest.mark.parametrize("odd", ["", "\\", "\\u001f", "\x1f", "\x1e", "\u2028", "%", '"'])
+def test_a_table_id_hashed_in_one_piece_is_the_content_hash(odd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables of moderate size are encoded as one JSON string (separators as escapes); cells with
+    a backslash or a separator, and large tables, row by row: every way gives the content hash."""
+    from tqaforge.tables import table as table_module
+
+    rows = [["1", "x" + odd], [odd, ""], ["é", "a,b"]]
+    expected = content_hash({"header": ["h" + odd, "k"], "rows": rows})
+    assert Table.build(["h" + odd, "k"], rows).id == expected
+    assert Table(("h" + odd, "k"), PackedRows(rows)).id == expected
+    monkeypatch.setattr(table_module, "_ONE_PIECE_CELLS", 2)
+    assert Table.build(["h" + odd, "k"], rows).id == expected
 
 
 def test_the_records_make_ids_with_the_same_keys():

@@ -39,7 +39,7 @@ from tqaforge.tables.perturb.structure import (
     row_part_bounds,
     transpose_table,
 )
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import PackedRows, Table
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,6 +137,25 @@ def test_change_describes_the_output(item: tuple[Table, ItemContext], seed: int,
                 table.rows[source_row][c] for c in change.col_order  # type: ignore[index]
             )
             assert new.rows[i] == expected
+
+
+@SETTINGS
+@given(items(), seeds, st.sampled_from(sorted(PERTURBATIONS)), st.sampled_from(["", "\x1f", "\x1e"]))
+def test_packed_rows_give_the_same_variant(item: tuple[Table, ItemContext], seed: int, name: str, odd: str) -> None:
+    """A table read from a file (rows packed, see tables.table.PackedRows, which some
+    perturbations keep packed) and the same table as tuples give equal variants, also when a
+    cell holds a separator the fast paths use."""
+    table, ctx = item
+    if odd:
+        table = Table.build(table.header, [[table.rows[0][0] + odd, *table.rows[0][1:]], *table.rows[1:]])
+    packed = Table(table.header, PackedRows(table.rows), caption=table.caption)
+    a, b = apply(name, table, ctx, seed), apply(name, packed, ctx, seed)
+    if a is None or b is None:
+        assert a is None and b is None
+        return
+    assert a.table.to_dict() == b.table.to_dict() and a.table.id == b.table.id
+    assert (a.change, a.params, a.answers, a.answer_effect) == (b.change, b.params, b.answers, b.answer_effect)
+    assert [list(r) for r in b.table.rows] == [list(r) for r in b.table.row_tuples()] and len(b.table.rows) == b.table.n_rows
 
 
 @SETTINGS
@@ -623,3 +642,25 @@ def test_docstring_examples(module: str) -> None:
 
     failures, _ = doctest.testmod(importlib.import_module(module))
     assert failures == 0
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from(["", "a", "b c", "\x1f", "x\x1ey", "é"]), min_size=3, max_size=3), max_size=6),
+       st.integers(1, 3))
+def test_packed_rows_unpack_and_join_as_their_tuples(rows: list[list[str]], width: int) -> None:
+    """The one-split unpacking, the flat cells and the joined text of packed rows (the fast paths
+    of perturbations and serializers) agree with the rows as tuples; a cell holding a separator
+    keeps its row a tuple, and joined_rows then says None."""
+    from tqaforge.tables.table import CELL_SEP, ROW_SEP, flat_cells, joined_rows
+
+    rows = [r[:width] for r in rows]
+    packed = PackedRows(rows)
+    tuples = [tuple(r) for r in rows]
+    assert packed.unpacked() == tuples == list(packed) and flat_cells(packed) == [c for r in rows for c in r]
+    holds_sep = any(CELL_SEP in c or ROW_SEP in c for r in rows for c in r)
+    for source in (packed, tuple(tuples)):
+        text = joined_rows(source, width)
+        if holds_sep:
+            assert text is None
+        else:
+            assert text == ROW_SEP.join(CELL_SEP.join(r) for r in rows)

@@ -296,7 +296,7 @@ def test_html_one_pass_body_equals_escaping_each_cell(table: Table, separators: 
 
     rows = tuple(tuple(c + "".join(separators) if (i + j) % 2 else c for j, c in enumerate(r)) for i, r in enumerate(table.rows))
     by_cell = "".join("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in r) + "</tr>\n" for r in rows)
-    assert _html_body(rows) == by_cell
+    assert _html_body(rows, table.n_cols) == by_cell
 
 
 @SETTINGS
@@ -462,3 +462,44 @@ def test_indexed_row_major_and_concatenation_structure(table: Table) -> None:
         position = irm.index(f" row {i} : ", position) + 1
     # Concatenation: no unescaped pipe at all, and unescaping gives back the cells.
     assert _split_plain(concat) == [" ".join(c for row in grid_of(table) for c in row)]
+
+
+@SETTINGS
+@given(table=tables(), packed=st.booleans(), separators=st.lists(st.sampled_from(["\x1e", "\x1f"]), max_size=2),
+       in_header=st.booleans())
+def test_the_joined_text_paths_equal_the_cell_by_cell_paths(table: Table, packed: bool, separators: list[str], in_header: bool) -> None:
+    """Serializers escape the joined cells of a table in one pass (tables.joined_rows) and fall
+    back to one cell at a time when a cell holds a separator: both give the same text, for
+    packed rows and tuples alike. The csv fast path gives what the csv module writes."""
+    from tqaforge.tables import serialize as ser
+    from tqaforge.tables import writers
+    from tqaforge.tables.table import PackedRows
+
+    if separators and in_header:
+        table = Table((table.header[0] + "".join(separators), *table.header[1:]), table.rows)
+    elif separators and table.rows:
+        first = table.rows[0]
+        table = Table(table.header, ((first[0] + "".join(separators), *first[1:]), *table.rows[1:]))
+    if packed:
+        table = Table(table.header, PackedRows(table.rows))
+    fast = {name: fn(table) for name, fn in SERIALIZATIONS.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (ser, writers):
+            mp.setattr(module, "joined_rows", lambda rows, width: None)
+        mp.setattr(writers, "_csv_text", lambda *args: None)
+        slow = {name: fn(table) for name, fn in SERIALIZATIONS.items()}
+    assert fast == slow
+
+
+NUMBERISH = st.sampled_from(["0", "-0", "7", "-12", "007", "1e5", "1e+16", "1.5e-07", "2.5", "-0.001", "2.50", "3.0",
+                             "nan", "inf", "1_000", " 4", "٣", "1,234", "12\n", "", "x", "\\", "\x1f", "9" * 4301])
+
+
+@SETTINGS
+@given(cells=st.lists(NUMBERISH | st.from_regex(r"-?[0-9]{1,3}(\.[0-9]{1,3})?(e[+-][0-9]{1,3})?", fullmatch=True), min_size=1, max_size=6))
+def test_dataframe_columns_with_expressions_equal_the_parse_of_every_cell(cells: list[str]) -> None:
+    """The dataframe column text found by regular expressions and one encoding is the JSON of
+    the column parsed cell by cell (the rule: all ints, or all floats, whose str is the cell)."""
+    from tqaforge.tables.serialize import _column_text, _column_values
+
+    assert _column_text(cells) == json.dumps(_column_values(tuple(cells)), ensure_ascii=False)

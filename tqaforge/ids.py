@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from itertools import islice
 from typing import Any, Iterable, Mapping, Sequence
 
 #: Length of a hexadecimal id (128 bits of SHA-256: collisions are not a practical concern).
@@ -41,9 +42,34 @@ def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     so hashing a table read from a large file needs no second copy of it."""
     digest = hashlib.sha256()
     digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[')
-    for i, row in enumerate(rows):
-        digest.update((("," if i else "") + _JSON.encode(list(row))).encode("utf-8"))
+    # Rows are encoded a batch at a time (one call of the C encoder per batch, not per row):
+    # a batch's "[[...],[...]]" without its outer brackets is the rows' part of the one-shot form.
+    it = iter(rows)
+    first = True
+    while batch := [list(row) for row in islice(it, _ROWS_PER_BATCH)]:
+        digest.update(("" if first else ",").encode() + _JSON.encode(batch)[1:-1].encode("utf-8"))
+        first = False
     digest.update(b"]}")
+    return digest.hexdigest()[:ID_LENGTH]
+
+
+_ROWS_PER_BATCH = 512  # bounds the text held at once for a large table
+
+
+def table_id_of_joined(header: Sequence[str], joined: str, cell_sep: str, row_sep: str) -> str | None:
+    """:func:`table_id` of the rows whose cells, joined by ``cell_sep`` within a row and the rows
+    by ``row_sep``, are ``joined`` (no cell holds either separator; a table with rows); None when
+    a cell holds a backslash (then the caller uses :func:`table_id`).
+
+    The whole text is encoded as one JSON string, whose separators come out as escapes that
+    nothing else makes without a backslash in a cell, and those become the list punctuation:
+    the same bytes as encoding every cell, in a few calls."""
+    if "\\" in joined:
+        return None
+    cell, row = json.encoder.encode_basestring(cell_sep)[1:-1], json.encoder.encode_basestring(row_sep)[1:-1]  # type: ignore[attr-defined]
+    body = json.encoder.encode_basestring(joined)[1:-1].replace(cell, '","').replace(row, '"],["')  # type: ignore[attr-defined]
+    digest = hashlib.sha256()
+    digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[["' + body.encode("utf-8") + b'"]]}')
     return digest.hexdigest()[:ID_LENGTH]
 
 

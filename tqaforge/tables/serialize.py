@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from tqaforge.errors import TableError
 from tqaforge.tables.names import NameNumberer
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import CELL_SEP, ROW_SEP, Table, flat_cells, joined_rows
 from tqaforge.tables.writers import _XML_ILLEGAL, _markdown_text, write_csv, write_html
 
 Serializer = Callable[[Table], str]
@@ -91,6 +91,25 @@ def _escaped(table: Table, specials: str, escape: Callable[[str], str]) -> Seque
     return grid
 
 
+def _joined(table: Table, specials: str, escape: Callable[[str], str]) -> tuple[str, str] | None:
+    """(header, rows): the header's cells joined by :data:`CELL_SEP`, the rows as
+    :func:`joined_rows`, both escaped with ``escape``; None when a cell holds a separator.
+
+    ``escape`` must replace characters one by one (never across a cell's end, never making a
+    separator), so escaping the joined text is escaping every cell: a few passes in C over
+    the whole table instead of a call per cell. The rows text is "" for a table without rows."""
+    header = CELL_SEP.join(table.header)
+    if header.count(CELL_SEP) != table.n_cols - 1 or ROW_SEP in header:
+        return None
+    rows = joined_rows(table.rows, table.n_cols)
+    if rows is None:
+        return None
+    for ch in specials:
+        if ch in header or ch in rows:
+            return escape(header), escape(rows)
+    return header, rows
+
+
 # Escapes of the plain-text formats (indexed_row_major, concatenation, grid): the papers have
 # none; these keep a cell on one line and its pipes apart from the separators.
 _PLAIN_SPECIALS = "\\|\n\r\t"
@@ -122,6 +141,12 @@ def serialize_csv(table: Table) -> str:
     return write_csv(table).removesuffix("\r\n")
 
 
+# What _JSON.encode does with a str, without its checks (the same C function).
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
+_JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
+
+
 def serialize_json(table: Table) -> str:
     """``{"0": {name: cell, ...}, "1": ...}`` keyed by 0-based row index; cells stay strings.
 
@@ -129,6 +154,22 @@ def serialize_json(table: Table) -> str:
     '{"0": {"a": "1", "a_1": "2"}}'
     """
     names = unique_names(table.header)
+    rows = joined_rows(table.rows, table.n_cols) if table.rows else None
+    if rows is not None and "\\" not in rows:
+        # Every cell encoded by one call of the C encoder: the separators come out as the
+        # escapes \u001f and \u001e, which nothing else can produce when no cell holds a
+        # backslash. Each row is then one %-format of a template that holds the keys.
+        # The encoded cells become the template of one %-format: each cell separator a slot for
+        # the next column's key, each row separator a slot for the next row's index; the
+        # arguments are the keys (row after row) with the indexes put in, all cut in C.
+        keys = list(map(_encode_string, names))
+        text = _encode_string(rows)[1:-1].replace("%", "%%")
+        text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
+        m, n = len(keys), table.n_rows
+        args = (keys[1:] + [""]) * n  # per row: the keys of columns 1.. and the next row's index
+        args[m - 1 :: m] = map(str, range(1, n + 1))
+        args.pop()  # no row after the last
+        return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 
@@ -147,14 +188,30 @@ def serialize_markdown(table: Table) -> str:
     | --- | --- |
     | x\\|y | 1<br>2 |
     """
+    rule = "| " + " | ".join(["---"] * table.n_cols) + " |"
+    joined = _joined(table, "\\|\n\r", _markdown_cell)
+    if joined is not None:
+        head, body = joined
+        text = "| " + head.replace(CELL_SEP, " | ") + " |\n" + rule
+        if table.rows:
+            text += "\n| " + body.replace(CELL_SEP, " | ").replace(ROW_SEP, " |\n| ") + " |"
+        return text
     header, *rows = _escaped(table, "\\|\n\r", _markdown_cell)
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * table.n_cols) + " |"]
+    lines = ["| " + " | ".join(header) + " |", rule]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def serialize_indexed_row_major(table: Table) -> str:
     """``col : a | b row 1 : x | y ...`` on one line (rows numbered from 1)."""
+    joined = _joined(table, _PLAIN_SPECIALS, _plain)
+    if joined is not None:
+        head, body = joined
+        text = "col : " + head.replace(CELL_SEP, " | ")
+        if table.rows:
+            lines = body.replace(CELL_SEP, " | ").split(ROW_SEP)
+            text += " " + " ".join([f"row {i} : {line}" for i, line in enumerate(lines, start=1)])
+        return text
     header, *rows = _escaped(table, _PLAIN_SPECIALS, _plain)
     parts = ["col : " + " | ".join(header)]
     parts += [f"row {i} : " + " | ".join(row) for i, row in enumerate(rows, start=1)]
@@ -191,19 +248,52 @@ def _column_values(cells: tuple[str, ...]) -> list[object]:
     return numbers if len({type(n) for n in numbers}) <= 1 else list(cells)
 
 
-# A column whose cells, joined by LF, match this is all ints whose ``str`` is the cell (no "007",
+# A column whose cells, joined by CELL_SEP, match this is all ints whose ``str`` is the cell (no "007",
 # no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
-_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\n(?:0|-?[1-9][0-9]{0,4299}))*")
+_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\x1f(?:0|-?[1-9][0-9]{0,4299}))*")
 
 
-def _column_text(cells: tuple[str, ...]) -> str:
-    """The JSON text of :func:`_column_values` of ``cells``; integer columns (the most common
-    numeric kind) are recognised with one regular-expression match instead of a parse per cell."""
+# Every str() of a finite float matches this ("12.5", "-0.001", "1e+16", "1.5e-07"); a column whose
+# cells, joined by CELL_SEP, do not is no float column, found without a parse per cell.
+_FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
+
+
+def _column_text(cells: Sequence[str]) -> str:
+    """The JSON text of :func:`_column_values` of ``cells``, with a few calls in C a column:
+    a number column is its cells as they are (JSON writes an int or a float as its ``str``, which
+    is the cell), recognised by regular expressions (floats then checked cell by cell with
+    ``map``); a string column is encoded as one string, the cells joined by a separator
+    that encodes as an escape nothing else makes."""
+    text = CELL_SEP.join(cells)
+    if text.count(CELL_SEP) != len(cells) - 1:  # a cell holds the separator: no number, no fast path
+        return _JSON.encode(list(cells))
     if cells[0][-1:].isdigit():
-        joined = "\n".join(cells)
-        if joined.count("\n") == len(cells) - 1 and _INT_COLUMN.fullmatch(joined):
+        if _INT_COLUMN.fullmatch(text):
             return "[" + ", ".join(cells) + "]"
-    return _JSON.encode(_column_values(cells))
+        if _FLOATISH_COLUMN.fullmatch(text) and list(map(str, map(float, cells))) == list(cells):
+            return "[" + ", ".join(cells) + "]"  # every cell a float whose str is the cell
+    if "\\" not in text:
+        return '["' + _encode_string(text)[1:-1].replace(_JSON_CELL_SEP, '", "') + '"]'
+    return _JSON.encode(list(cells))
+
+
+def _string_columns_text(columns: list[list[str]]) -> list[str | None]:
+    """The JSON text of every column that is surely a string column (its first cell does not end
+    with a digit, so it is no number column), all encoded in one call: the columns joined by
+    ROW_SEP, their cells by CELL_SEP, both coming out as escapes nothing else makes when no cell
+    holds a backslash. None for the other columns (and for all when the fast path does not apply)."""
+    strings = [c for c, cells in enumerate(columns) if not cells[0][-1:].isdigit()]
+    texts: list[str | None] = [None] * len(columns)
+    if not strings:
+        return texts
+    joined = ROW_SEP.join([CELL_SEP.join(columns[c]) for c in strings])
+    cells = sum(len(columns[c]) for c in strings)
+    if "\\" in joined or joined.count(CELL_SEP) + joined.count(ROW_SEP) != cells - 1:
+        return texts
+    bodies = _encode_string(joined)[1:-1].replace(_JSON_CELL_SEP, '", "').split(_JSON_ROW_SEP)
+    for c, body in zip(strings, bodies, strict=True):
+        texts[c] = '["' + body + '"]'
+    return texts
 
 
 def serialize_dataframe(table: Table) -> str:
@@ -214,14 +304,23 @@ def serialize_dataframe(table: Table) -> str:
     """
     names = unique_names(table.header)
     if table.rows:
-        body = ", ".join(f"{_JSON.encode(name)}: {_column_text(cells)}" for name, cells in zip(names, zip(*table.rows)))
+        flat, m = flat_cells(table.rows), table.n_cols
+        columns = [flat[c::m] for c in range(m)]
+        texts = _string_columns_text(columns)
+        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
+                          for key, text, cells in zip(map(_encode_string, names), texts, columns)])
     else:
-        body = ", ".join(f"{_JSON.encode(name)}: []" for name in names)
+        body = ", ".join([f"{_encode_string(name)}: []" for name in names])
     return f"pd.DataFrame({{{body}}}, index={list(range(table.n_rows))})"
 
 
 def serialize_concatenation(table: Table) -> str:
     """The header and then every cell, row by row, joined by single spaces."""
+    joined = _joined(table, _PLAIN_SPECIALS, _plain)
+    if joined is not None:
+        head, body = joined
+        text = head + " " + body if table.rows else head
+        return text.replace(CELL_SEP, " ").replace(ROW_SEP, " ")
     return " ".join(map(" ".join, _escaped(table, _PLAIN_SPECIALS, _plain)))
 
 

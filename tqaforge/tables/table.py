@@ -9,10 +9,11 @@ Caption, source and licence are metadata: they travel with the table but do not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
-from tqaforge.ids import table_id
+from tqaforge.ids import table_id, table_id_of_joined
 
 # Separator of the cells of a packed row: a control character, which the readers remove from
 # every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
@@ -51,6 +52,21 @@ class PackedRows(Sequence[tuple[str, ...]]):
         elif self._width != len(row):
             self._width = -1
 
+    @classmethod
+    def _of(cls, items: list[str | tuple[str, ...]], width: int | None) -> "PackedRows":
+        """Rows from items of another PackedRows (packed strings, or tuples), not packed again:
+        for perturbations that only move, copy or add whole rows."""
+        rows = cls.__new__(cls)
+        rows._rows = items
+        rows._width = width
+        return rows
+
+    @property
+    def items(self) -> list[str | tuple[str, ...]]:
+        """The stored rows: a packed string per row (cells joined by U+001F), or a tuple for a
+        row whose cells hold U+001F. Equal items are equal rows. Do not modify the list."""
+        return self._rows
+
     @property
     def common_width(self) -> int | None:
         """The number of cells of every row (None without rows, -1 when they differ)."""
@@ -78,7 +94,30 @@ class PackedRows(Sequence[tuple[str, ...]]):
         return len(self._rows)
 
     def __iter__(self) -> Iterator[tuple[str, ...]]:
-        return (self._unpack(item) for item in self._rows)
+        sep = _SEP  # lazily: iterating a large table never holds all its rows unpacked
+        return (tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows)  # type: ignore[union-attr,misc]
+
+    def unpacked(self) -> list[tuple[str, ...]]:
+        """Every row as a tuple of cells, each row unpacked once: index this list freely
+        (indexing the packed rows splits a row again on every access)."""
+        width = self._width
+        if width is not None and width > 0:
+            try:
+                flat = _SEP.join(self._rows).split(_SEP)  # type: ignore[arg-type]
+            except TypeError:
+                pass  # a row kept as a tuple
+            else:
+                # Every cell split off in one call, then cut into rows of `width` in C.
+                return list(zip(*[iter(flat)] * width))
+        sep = _SEP
+        return [tuple(item.split(sep)) if item.__class__ is str else item for item in self._rows]  # type: ignore[union-attr,misc]
+
+    def cells(self) -> list[str]:
+        """Every cell, row by row, in one list."""
+        try:
+            return _SEP.join(self._rows).split(_SEP) if self._rows else []  # type: ignore[arg-type]
+        except TypeError:
+            return [cell for row in self.unpacked() for cell in row]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedRows):
@@ -95,6 +134,36 @@ class PackedRows(Sequence[tuple[str, ...]]):
 
     def __reduce__(self) -> tuple[type, tuple[list[tuple[str, ...]]]]:
         return (PackedRows, (list(self),))
+
+
+#: Separators of :func:`joined_rows`: control characters the readers remove from every cell.
+CELL_SEP = _SEP
+ROW_SEP = "\x1e"
+_ONE_PIECE_CELLS = 100_000  # tables with more cells are hashed row by row (ids.table_id)
+
+
+def flat_cells(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Every cell of ``rows``, row by row, in one list (packed rows split in one call)."""
+    return rows.cells() if isinstance(rows, PackedRows) else list(chain.from_iterable(rows))
+
+
+def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
+    """All rows as one string, cells joined by :data:`CELL_SEP` and rows by :data:`ROW_SEP`;
+    None when a cell holds either separator (then the string could not be split back).
+
+    Formats whose escapes replace characters one by one can escape this string in a few
+    ``str.replace`` calls and then turn the separators into their own, instead of working cell
+    by cell. Packed rows are joined as they are stored, without being unpacked."""
+    if isinstance(rows, PackedRows):
+        try:
+            text = ROW_SEP.join(rows.items)  # type: ignore[arg-type]
+        except TypeError:
+            return None  # a row kept as a tuple: its cells hold CELL_SEP
+    else:
+        text = ROW_SEP.join(map(_SEP.join, rows))
+        if text.count(_SEP) != len(rows) * (width - 1):
+            return None
+    return text if text.count(ROW_SEP) == max(len(rows) - 1, 0) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +186,11 @@ class Table:
         if not self.header:
             raise TableError("table has no columns")
         width = len(self.header)
-        if isinstance(self.rows, PackedRows) and self.rows.common_width in (None, width):
-            return  # known from the appends, without a pass over the rows
+        if isinstance(self.rows, PackedRows):
+            if self.rows.common_width in (None, width):
+                return  # known from the appends, without a pass over the rows
+        elif set(map(len, self.rows)) <= {width}:
+            return  # one pass in C; the loop below only names the first wrong row
         for i in range(len(self.rows)):
             # Packed rows are counted without unpacking them.
             n = self.rows.width(i) if isinstance(self.rows, PackedRows) else len(self.rows[i])
@@ -149,8 +221,20 @@ class Table:
         """Content hash of header and rows (:func:`tqaforge.ids.table_id`): equal tables have equal ids."""
         if not self._id:
             # Computed once: hashing a large table is the costliest thing about it.
-            object.__setattr__(self, "_id", table_id(self.header, self.rows))
+            object.__setattr__(self, "_id", self._content_id())
         return self._id
+
+    def _content_id(self) -> str:
+        rows = self.rows
+        # A table of moderate size is encoded in one piece (a few calls in C); a large one row
+        # by row, so that no second copy of it is held.
+        if rows and len(rows) * len(self.header) <= _ONE_PIECE_CELLS:
+            joined = joined_rows(rows, len(self.header))
+            if joined is not None:
+                found = table_id_of_joined(self.header, joined, _SEP, ROW_SEP)
+                if found is not None:
+                    return found
+        return table_id(self.header, rows)
 
     @property
     def n_rows(self) -> int:
@@ -165,7 +249,13 @@ class Table:
         return self.rows[row][col]
 
     def column(self, col: int) -> tuple[str, ...]:
-        return tuple(row[col] for row in self.rows)
+        return tuple(row[col] for row in self.row_tuples())
+
+    def row_tuples(self) -> Sequence[tuple[str, ...]]:
+        """The rows as tuples that are cheap to index again and again: ``rows`` itself, or
+        packed rows unpacked once (a new list, not kept: packing is what saves the memory)."""
+        rows = self.rows
+        return rows.unpacked() if isinstance(rows, PackedRows) else rows
 
     def to_dict(self) -> dict[str, object]:
         """The canonical JSON form: ``{"header": [...], "rows": [[...]], ...metadata}``."""

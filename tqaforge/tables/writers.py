@@ -26,7 +26,7 @@ from tqaforge.errors import TableError
 from tqaforge.tables.readers.delimited import CANDIDATES
 from tqaforge.tables.readers.html import visible_text
 from tqaforge.tables.source import SourceItem
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import CELL_SEP, ROW_SEP, Table, joined_rows
 
 #: Formats :func:`write_table` writes (the benchmark lines have their own functions).
 WRITE_FORMATS: tuple[str, ...] = ("csv", "tsv", "json", "html", "markdown", "excel")
@@ -64,6 +64,9 @@ def write_csv(table: Table, *, delimiter: str = ",") -> str:
     quoted, so that delimiter detection cannot be misled and the character is not read as a
     byte-order mark."""
     others = [d for d in CANDIDATES if d != delimiter]
+    fast = _csv_text(table, delimiter, others)
+    if fast is not None:
+        return fast
     # One joined string searched once per delimiter: far cheaper than a test per cell.
     blob = "\x00".join(table.header) + "\x00" + "\x00".join("\x00".join(row) for row in table.rows)
     quote_all = table.header[0].startswith("\ufeff") or any(d in blob for d in others)
@@ -80,6 +83,42 @@ def write_csv(table: Table, *, delimiter: str = ",") -> str:
     writer.writerow(table.header)
     writer.writerows(table.rows)
     return out.getvalue()
+
+
+def _needs_quotes(delimiter: str) -> re.Pattern[str]:
+    """A separator and the cell after it (in text joined by CELL_SEP and ROW_SEP, with a
+    separator put in front) when QUOTE_MINIMAL quotes that cell: it holds the delimiter, a quote,
+    CR or LF. A match starts at a separator only (which the engine finds fast), so each cell
+    is scanned once."""
+    special = re.escape(delimiter + '"') + "\r\n"
+    return re.compile(f"([{CELL_SEP}{ROW_SEP}])([^{CELL_SEP}{ROW_SEP}{special}]*[{special}][^{CELL_SEP}{ROW_SEP}]*)")
+
+
+_NEEDS_QUOTES = {d: _needs_quotes(d) for d in CANDIDATES}
+
+
+def _quoted(match: re.Match[str]) -> str:
+    return match[1] + '"' + match[2].replace('"', '""') + '"'
+
+
+def _csv_text(table: Table, delimiter: str, others: Sequence[str]) -> str | None:
+    """What the csv module writes for ``table`` (see :func:`write_csv`), made from the joined
+    cells (:func:`joined_rows`) with a few passes in C instead of a call per cell; None where the
+    csv module must do it (a cell holding a separator; one column, whose empty cells it quotes;
+    a delimiter it does not know)."""
+    if table.n_cols == 1 or delimiter not in _NEEDS_QUOTES:
+        return None
+    header = CELL_SEP.join(table.header)
+    rows = joined_rows(table.rows, table.n_cols)
+    if rows is None or header.count(CELL_SEP) != table.n_cols - 1 or ROW_SEP in header:
+        return None
+    text = header + ROW_SEP + rows if table.rows else header
+    if table.header[0].startswith("\ufeff") or any(d in text for d in others):
+        text = '"' + text.replace('"', '""').replace(CELL_SEP, f'"{delimiter}"').replace(ROW_SEP, '"\r\n"') + '"'
+        return text + "\r\n"
+    if '"' in text or "\r" in text or "\n" in text or delimiter in text:
+        text = _NEEDS_QUOTES[delimiter].sub(_quoted, CELL_SEP + text)[1:]
+    return text.replace(CELL_SEP, delimiter).replace(ROW_SEP, "\r\n") + "\r\n"
 
 
 def write_json(table: Table, *, shape: JsonShape = "header") -> str:
@@ -135,15 +174,15 @@ def _html_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
 
 
-def _html_body(rows: Sequence[tuple[str, ...]]) -> str:
+def _html_body(rows: Sequence[tuple[str, ...]], width: int) -> str:
     """The ``<tr>`` lines of ``rows``. The cells are joined with two control characters as
     separators and escaped in one pass over the whole body (a few ``str.replace`` calls instead
     of four per cell); the separators become the tags afterwards. A cell that holds a separator
     itself takes the per-cell path."""
-    blob = "\x1e".join("\x1f".join(row) for row in rows)
-    if blob.count("\x1f") != sum(len(r) - 1 for r in rows) or blob.count("\x1e") != len(rows) - 1:
+    blob = joined_rows(rows, width)  # packed rows are joined as stored, not unpacked
+    if blob is None:
         return "".join("<tr>" + "".join(f"<td>{_html_text(v)}</td>" for v in row) + "</tr>\n" for row in rows)
-    body = _html_text(blob).replace("\x1f", "</td><td>").replace("\x1e", "</td></tr>\n<tr><td>")
+    body = _html_text(blob).replace(CELL_SEP, "</td><td>").replace(ROW_SEP, "</td></tr>\n<tr><td>")
     return f"<tr><td>{body}</td></tr>\n"
 
 
@@ -161,10 +200,15 @@ def write_html(table: Table, *, lossy: bool = False) -> str:
     parts = ["<table>\n"]
     if table.caption:
         parts.append(f"<caption>{_html_text(table.caption)}</caption>\n")
-    parts.append("<thead>\n<tr>" + "".join(f"<th>{_html_text(h)}</th>" for h in table.header) + "</tr>\n</thead>\n")
+    names = CELL_SEP.join(table.header)
+    if names.count(CELL_SEP) == table.n_cols - 1:  # escaped in one pass unless a name holds the separator
+        head = "<th>" + _html_text(names).replace(CELL_SEP, "</th><th>") + "</th>"
+    else:
+        head = "".join(f"<th>{_html_text(h)}</th>" for h in table.header)
+    parts.append("<thead>\n<tr>" + head + "</tr>\n</thead>\n")
     parts.append("<tbody>\n")
     if table.rows:
-        parts.append(_html_body(table.rows))
+        parts.append(_html_body(table.rows, table.n_cols))
     parts.append("</tbody>\n</table>\n")
     return "".join(parts)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from tqaforge.tables.effects import AnswerEffect
@@ -14,7 +15,7 @@ from tqaforge.tables.perturb.base import (
     Perturbed,
 )
 from tqaforge.tables.source import Cell
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import CELL_SEP, PackedRows, Table
 
 # Rejection sampling bound. Every loop using it accepts a draw with probability >= 1/2, so
 # reaching it means a bug, not bad luck (2**-64).
@@ -23,9 +24,12 @@ MAX_DRAWS = 64
 
 def rebuild(table: Table, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     """A new table with the given content and the original's caption, source and licence."""
+    # Rows that are tuples already (what the perturbations here build) are kept, not copied.
+    if not isinstance(rows, PackedRows) and not (type(rows) is tuple and all(type(r) is tuple for r in rows)):
+        rows = tuple(map(tuple, rows))
     return Table(
         tuple(header),
-        tuple(tuple(r) for r in rows),
+        rows,  # type: ignore[arg-type]  # a tuple of tuples, checked or made just above
         caption=table.caption,
         source=table.source,
         licence=table.licence,
@@ -36,11 +40,49 @@ def identity(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
+def row_items(table: Table) -> tuple[list[Any], Callable[[list[Any]], Sequence[tuple[str, ...]]]]:
+    """The table's rows as items to move, copy or drop as wholes, and the function that makes
+    rows of a new table from such items. Packed rows stay packed (their packed strings are the
+    items: equal items are equal rows), so a row shuffle never unpacks a cell."""
+    rows = table.rows
+    if isinstance(rows, PackedRows):
+        width = rows.common_width
+        return list(rows.items), lambda items: PackedRows._of(items, width)
+    return list(rows), tuple
+
+
+def packed(rows: Sequence[tuple[str, ...]], width: int) -> Sequence[tuple[str, ...]]:
+    """``rows`` (tuples of ``width`` cells) as :class:`PackedRows` when no cell holds its
+    separator, else as they are: every serializer then joins the rows in one call instead of
+    one per row (for tables made column by column: transposed, columns shuffled)."""
+    items = list(map(CELL_SEP.join, rows))
+    if CELL_SEP.join(items).count(CELL_SEP) != len(items) * width - 1 and items:
+        return tuple(rows)
+    return PackedRows._of(items, width if items else None)  # type: ignore[arg-type]
+
+
+def empty_row_item(table: Table) -> Any:
+    """The item (see :func:`row_items`) of a row of empty cells."""
+    return CELL_SEP * (table.n_cols - 1) if isinstance(table.rows, PackedRows) else ("",) * table.n_cols
+
+
+def picker(order: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    """A function taking the items at ``order`` from a sequence, as a tuple, in C (itemgetter)."""
+    if len(order) == 1:
+        only = order[0]
+        return lambda seq: (seq[only],)
+    if not order:
+        return lambda seq: ()
+    return itemgetter(*order)  # type: ignore[return-value]
+
+
 def reorder(table: Table, row_order: Sequence[int], col_order: Sequence[int]) -> Table:
     """The table with rows and columns taken in the given original order."""
-    header = [table.header[c] for c in col_order]
-    rows = [[table.rows[r][c] for c in col_order] for r in row_order]
-    return rebuild(table, header, rows)
+    rows = table.row_tuples()  # packed rows unpacked once, not once per cell
+    if tuple(col_order) == identity(table.n_cols):
+        return rebuild(table, table.header, tuple([rows[r] for r in row_order]))
+    pick = picker(col_order)
+    return rebuild(table, pick(table.header), tuple([pick(rows[r]) for r in row_order]))
 
 
 def place(total: int, moved: Sequence[int], positions: Sequence[int], others: Sequence[int]) -> tuple[int, ...]:

@@ -34,11 +34,15 @@ import random
 from tqaforge.tables.matching import target_columns, target_rows
 from tqaforge.tables.perturb._ops import (
     draw_until,
+    empty_row_item,
     identity,
+    packed,
+    picker,
     place,
     rebuild,
     reorder,
     result,
+    row_items,
 )
 from tqaforge.tables.perturb.base import (
     Change,
@@ -48,7 +52,7 @@ from tqaforge.tables.perturb.base import (
     Perturbed,
     rng_for,
 )
-from tqaforge.tables.table import Table
+from tqaforge.tables.table import Table, flat_cells
 
 ROW_PARTS = ("top", "middle", "bottom")
 COLUMN_PARTS = ("front", "back")
@@ -90,18 +94,20 @@ def shuffle_rows(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     would only repeat the "none" variant. Skipped when no order can differ: fewer than two
     rows, or all rows equal.
     """
-    if table.n_rows < 2:
-        raise PerturbationSkipped(f"the table has {table.n_rows} data row(s); shuffling needs at least 2")
-    if len(set(table.rows)) == 1:
+    n = table.n_rows
+    if n < 2:
+        raise PerturbationSkipped(f"the table has {n} data row(s); shuffling needs at least 2")
+    rows, make = row_items(table)  # packed rows stay packed
+    if len(set(rows)) == 1:
         raise PerturbationSkipped("all data rows are equal; no order differs from the original")
     rng = rng_for(table, "shuffle_rows", seed)
     order = draw_until(
         rng,
-        lambda g: tuple(g.sample(range(table.n_rows), table.n_rows)),
-        lambda o: [table.rows[i] for i in o] != list(table.rows),
+        lambda g: tuple(g.sample(range(n), n)),
+        lambda o: [rows[i] for i in o] != rows,
     )
     change = Change(row_order=order, col_order=identity(table.n_cols))
-    return result("shuffle_rows", seed, reorder(table, order, identity(table.n_cols)), change, ctx)
+    return result("shuffle_rows", seed, rebuild(table, table.header, make([rows[i] for i in order])), change, ctx)
 
 
 def shuffle_columns(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
@@ -109,17 +115,21 @@ def shuffle_columns(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     drawn and skipped as :func:`shuffle_rows`."""
     if table.n_cols < 2:
         raise PerturbationSkipped(f"the table has {table.n_cols} column; shuffling needs at least 2")
-    columns = [(table.header[c], table.column(c)) for c in range(table.n_cols)]
+    m = table.n_cols
+    rows = table.row_tuples()
+    # (name, cells) per column; zip transposes in C (no rows: every column is empty).
+    columns = list(zip(table.header, zip(*rows) if rows else [()] * m))
     if all(col == columns[0] for col in columns):
         raise PerturbationSkipped("all columns are equal; no order differs from the original")
     rng = rng_for(table, "shuffle_columns", seed)
     order = draw_until(
         rng,
-        lambda g: tuple(g.sample(range(table.n_cols), table.n_cols)),
+        lambda g: tuple(g.sample(range(m), m)),
         lambda o: [columns[i] for i in o] != columns,
     )
-    change = Change(row_order=identity(table.n_rows), col_order=order)
-    return result("shuffle_columns", seed, reorder(table, identity(table.n_rows), order), change, ctx)
+    change = Change(row_order=identity(len(rows)), col_order=order)
+    pick = picker(order)
+    return result("shuffle_columns", seed, rebuild(table, pick(table.header), packed(list(map(pick, rows)), m)), change, ctx)
 
 
 def _shift_into(
@@ -219,9 +229,10 @@ def transpose_table(table: Table) -> Table:
     >>> transpose_table(transpose_table(t)) == t
     True
     """
-    grid = [table.header, *table.rows]
-    columns = [tuple(line[c] for line in grid) for c in range(table.n_cols)]
-    return rebuild(table, columns[0], columns[1:])
+    flat, m = flat_cells(table.rows), table.n_cols
+    # Column c is every m-th cell from c: a slice, in C.
+    columns = [(name, *flat[c::m]) for c, name in enumerate(table.header)]
+    return rebuild(table, columns[0], packed(columns[1:], table.n_rows + 1))
 
 
 def transpose(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
@@ -233,14 +244,19 @@ def transpose(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
 def insert_empty_rows(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     """ToRR's "add empty rows": ``k`` rows of empty cells at random positions, ``k`` drawn
     from 1..max(1, n // 4) so the table is padded by at most a quarter of its length."""
+    n = table.n_rows
     rng = rng_for(table, "insert_empty_rows", seed)
-    k = rng.randint(1, max(1, table.n_rows // 4))
-    total = table.n_rows + k
-    positions = set(rng.sample(range(total), k))
-    originals = iter(range(table.n_rows))
-    order = tuple(None if i in positions else next(originals) for i in range(total))
-    empty = ("",) * table.n_cols
-    rows = [empty if r is None else table.rows[r] for r in order]
-    change = Change(row_order=order, col_order=identity(table.n_cols))
-    params = {"k": k, "positions": sorted(positions)}
-    return result("insert_empty_rows", seed, rebuild(table, table.header, rows), change, ctx, params=params)
+    k = rng.randint(1, max(1, n // 4))
+    total = n + k
+    positions = sorted(rng.sample(range(total), k))
+    # The original rows in order, with k Nones (empty rows) put in at the drawn positions
+    # (ascending, so each lands where it was drawn).
+    order: list[int | None] = list(range(n))
+    rows, make = row_items(table)  # packed rows stay packed
+    empty = empty_row_item(table)
+    for p in positions:
+        order.insert(p, None)
+        rows.insert(p, empty)
+    change = Change(row_order=tuple(order), col_order=identity(table.n_cols))
+    params = {"k": k, "positions": positions}
+    return result("insert_empty_rows", seed, rebuild(table, table.header, make(rows)), change, ctx, params=params)
