@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tqaforge.answers.agents import parse_methods
+from tqaforge.answers.methods import parse_methods
 from tqaforge.errors import ConfigError, EvaluateError, ReaderError
 from tqaforge.printable import escape_controls
 from tqaforge.release.verify import read_manifest, subset_file, verify_release
@@ -87,7 +87,8 @@ class Release:
         column = self._files.get(ref.subset)
         if column is None:
             path = subset_file(self.root, self.manifest, ref.subset, "parquet")
-            column = self._files[ref.subset] = pq.read_table(path, columns=["table"]).column("table")
+            with pq.ParquetFile(path) as parquet:  # not pq.read_table: it imports pyarrow.dataset, and pandas
+                column = self._files[ref.subset] = parquet.read(columns=["table"]).column("table")
         value: Mapping[str, Any] = column[ref.row].as_py()
         return value
 
@@ -164,8 +165,10 @@ def _columns(path: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
-        names = pq.read_schema(path).names
-        rows: list[dict[str, Any]] = pq.read_table(path, columns=[c for c in _COLUMNS if c in names]).to_pylist()
+        # ParquetFile, not pq.read_table: that one imports pyarrow.dataset, and with it pandas.
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            rows: list[dict[str, Any]] = parquet.read(columns=[c for c in _COLUMNS if c in names]).to_pylist()
     except (OSError, ValueError) as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
     return rows

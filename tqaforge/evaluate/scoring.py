@@ -22,7 +22,8 @@ which fails correct programs; the sandbox runs each program once, as a script.
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -75,7 +76,8 @@ def is_chart(ref: Reference) -> bool:
     return ref.qsubtype == CHART_SUBTYPE or ref.qtype == "Visualization"
 
 
-def _uses_code(ref: Reference, method: str) -> bool:
+def uses_code(ref: Reference, method: str) -> bool:
+    """Whether a prediction of ``method`` for ``ref`` is scored by running code (PoT, charts)."""
     return method == "PoT" or is_chart(ref)
 
 
@@ -107,17 +109,81 @@ def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
     return tb, ours
 
 
-def run_programs(
+def may_run_code(predictions: Sequence[Prediction]) -> bool:
+    """Whether scoring ``predictions`` may run a program, known before the release is read: a
+    PoT prediction, or a reply with a fenced block (TableBench's and our chart code is the last
+    ```` ``` ```` or ``~~~`` block; no fence, no program). False: no sandbox is needed at all."""
+    return any(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+
+
+class SandboxStart:
+    """A sandbox started in the background (``now``; else on the first :meth:`get`): its workers
+    import pandas and matplotlib, a second or two, while this process reads the release and scores
+    the text. :meth:`get` waits for it; :meth:`close` stops it once started (idempotent)."""
+
+    def __init__(self, factory: Callable[[], Sandbox], *, now: bool = True) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start")
+        self._future: Future[Sandbox] | None = self._thread.submit(factory) if now else None
+
+    def get(self) -> Sandbox:
+        """The sandbox, once started; its start's error (SandboxError) if it could not start."""
+        with self._lock:
+            if self._future is None:
+                self._future = self._thread.submit(self._factory)
+            future = self._future
+        return future.result()
+
+    def close(self) -> None:
+        with self._lock:
+            future, self._future = self._future, None
+            self._thread.shutdown(wait=False)  # no start after this one
+        if future is None:
+            return
+        try:
+            box = future.result()
+        except BaseException:  # it did not start: nothing to stop (a caller that needed it got the error from get)
+            return
+        box.close()
+
+
+class PendingPrograms:
+    """The programs of some pairs, running in the sandbox (:func:`start_programs`)."""
+
+    def __init__(self, jobs: Mapping[str, _Job], wanted: Mapping[tuple[str, str], str], sandbox: Callable[[], Sandbox],
+                 workers: int) -> None:
+        self._wanted = wanted
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run") if jobs else None
+        # Each run waits in its thread for the sandbox to have started (the caller scores the text meanwhile).
+        self._futures = {key: self._pool.submit(lambda job: sandbox().run(job.code, job.table_csv, chart_type=job.chart_type), job)
+                         for key, job in jobs.items()} if self._pool is not None else {}
+
+    def wait(self, on_progress: Progress | None = None) -> Results:
+        """The results by (reference id, code), once every program has run."""
+        done_jobs: dict[str, RunResult] = {}
+        try:
+            for done, (key, future) in enumerate(self._futures.items(), start=1):
+                done_jobs[key] = future.result()
+                if on_progress is not None:
+                    on_progress(done, len(self._futures), "programs run in the sandbox")
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(cancel_futures=True)
+        return {pair: done_jobs[key] for pair, key in self._wanted.items()}
+
+
+def start_programs(
     pairs: Sequence[tuple[Reference, Prediction]], table_of: Callable[[Reference], Mapping[str, Any]],
-    sandbox_factory: Callable[[], Sandbox], *, workers: int = 2, on_progress: Progress | None = None,
-) -> Results:
-    """Run every distinct program of ``pairs`` (by code, table and chart type) in the sandbox once;
-    the results by (reference id, code)."""
+    sandbox: Callable[[], Sandbox], *, workers: int = 2,
+) -> PendingPrograms:
+    """Start every distinct program of ``pairs`` (by code, table and chart type) in the sandbox
+    ``sandbox()`` gives, once each, ``workers`` at a time; :meth:`PendingPrograms.wait` for them."""
     jobs: dict[str, _Job] = {}
     wanted: dict[tuple[str, str], str] = {}
     csv_of: dict[str, str] = {}
     for ref, p in pairs:
-        if not _uses_code(ref, p.method):
+        if not uses_code(ref, p.method):
             continue
         for code in set(_programs(ref, p)):
             if not code:
@@ -128,17 +194,7 @@ def run_programs(
             job = _Job(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
             jobs.setdefault(job.key, job)
             wanted[(ref.id, code)] = job.key
-    if not jobs:
-        return {}
-    done_jobs: dict[str, RunResult] = {}
-    total = len(jobs)
-    with sandbox_factory() as box, ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {key: pool.submit(box.run, job.code, job.table_csv, chart_type=job.chart_type) for key, job in jobs.items()}
-        for done, (key, future) in enumerate(futures.items(), start=1):
-            done_jobs[key] = future.result()
-            if on_progress is not None:
-                on_progress(done, total, "programs run in the sandbox")
-    return {pair: done_jobs[key] for pair, key in wanted.items()}
+    return PendingPrograms(jobs, wanted, sandbox, workers)
 
 
 def _result_of(ref: Reference, code: str, results: Results) -> RunResult | None:
@@ -179,7 +235,7 @@ def _ran(result: RunResult | None) -> bool:
 
 
 def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
-    """One prediction scored both ways (its programs already run: :func:`run_programs`)."""
+    """One prediction scored both ways (its programs already run: :func:`start_programs`)."""
     head = (ref, p.model, p.method, True)
     if is_chart(ref):
         tb_code, our_code = _programs(ref, p)
@@ -201,12 +257,7 @@ def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
     return Scored(*head, items.metric(metric_of(ref.qtype, ref.qsubtype)), items.parsed, score, correct, executed)
 
 
-def score_pairs(pairs: Sequence[tuple[Reference, Prediction]], results: Results) -> list[Scored]:
-    """Every prediction scored both ways (programs already run: :func:`run_programs`)."""
-    return [score_one(ref, p, results) for ref, p in pairs]
-
-
 def unanswered(ref: Reference, model: str, method: str) -> Scored:
     """A reference without a prediction in a group that has others: it counts, as wrong (and, where
     code would run, as not executed)."""
-    return Scored(ref, model, method, False, executed=False if _uses_code(ref, method) else None)
+    return Scored(ref, model, method, False, executed=False if uses_code(ref, method) else None)
