@@ -162,6 +162,7 @@ def timed_process(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) 
 def _tablebench_copy(repo: Path, into: Path) -> Path:
     """A fresh copy of TableBench's repository (a clone's work tree, or the mirror's HEAD)."""
     target = into / "TableBench"
+    shutil.rmtree(target, ignore_errors=True)  # --keep DIR of an earlier run
     if (repo / "eval_tablebench_script.py").exists():
         shutil.copytree(repo, target, ignore=shutil.ignore_patterns(".git"))
     else:

@@ -34,7 +34,6 @@ subtype and by configuration (:func:`write_outputs`).
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -379,14 +378,12 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
     except BaseException:
         sandbox.close()
         raise
-    # Its workers take a moment to exit: stopped in the background, joined before returning.
-    closing = threading.Thread(target=sandbox.close, name="sandbox-close")
-    closing.start()
+    sandbox.close(wait=False)  # its workers take a moment to exit: in the background, waited for below
     try:
         scored = [text.get(i) or score_one(ref, p, results) for i, (ref, p) in enumerate(matched.pairs)]
         return _report(options, release, matched, scored, results, ws=ws, on_progress=on_progress, judge_budget=judge_budget)
     finally:
-        closing.join()
+        sandbox.close()
 
 
 def _report(options: EvaluateOptions, release: Release, matched: Matched, scored: list[Scored], results: Results, *,

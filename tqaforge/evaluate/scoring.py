@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
+from tqaforge.errors import SandboxError
+from tqaforge.evaluate.batches import BATCH_SIZE, Program, run_batched
 from tqaforge.evaluate.predictions import Prediction, Reference
 from tqaforge.evaluate.tablebench import (
     metric_of,
@@ -81,16 +83,9 @@ def uses_code(ref: Reference, method: str) -> bool:
     return method == "PoT" or is_chart(ref)
 
 
-@dataclass(frozen=True)
-class _Job:
-    code: str
-    table_csv: str
-    chart_type: str | None
-
-    @property
-    def key(self) -> str:
-        text = "\0".join((self.code, self.table_csv, self.chart_type or ""))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _key(job: Program) -> str:
+    text = "\0".join((job.code, job.table_csv, job.chart_type or ""))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
@@ -119,54 +114,89 @@ def may_run_code(predictions: Sequence[Prediction]) -> bool:
 class SandboxStart:
     """A sandbox started in the background (``now``; else on the first :meth:`get`): its workers
     import pandas and matplotlib, a second or two, while this process reads the release and scores
-    the text. :meth:`get` waits for it; :meth:`close` stops it once started (idempotent)."""
+    the text. :meth:`get` waits for it; :meth:`close` stops it (idempotent).
+
+    One thread owns it from start to stop: a worker dies with the *thread* that started it (the
+    parent-death signal, ``PR_SET_PDEATHSIG``, follows the thread), so that thread starts it, waits
+    until it is closed, and closes it."""
 
     def __init__(self, factory: Callable[[], Sandbox], *, now: bool = True) -> None:
         self._factory = factory
         self._lock = threading.Lock()
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start")
-        self._future: Future[Sandbox] | None = self._thread.submit(factory) if now else None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._box: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._owner: threading.Thread | None = None
+        if now:
+            self._start()
+
+    def _start(self) -> None:
+        self._owner = threading.Thread(target=self._own, name="sandbox", daemon=True)
+        self._owner.start()
+
+    def _own(self) -> None:
+        try:
+            box = self._factory()
+        except BaseException as exc:  # handed to get(); nobody may need it
+            self._error = exc
+            self._ready.set()
+            return
+        self._box = box
+        self._ready.set()
+        self._stop.wait()
+        box.close()
 
     def get(self) -> Sandbox:
         """The sandbox, once started; its start's error (SandboxError) if it could not start."""
         with self._lock:
-            if self._future is None:
-                self._future = self._thread.submit(self._factory)
-            future = self._future
-        return future.result()
+            if self._stop.is_set():
+                raise SandboxError("sandbox: used after close()")
+            if self._owner is None:
+                self._start()
+        self._ready.wait()
+        if self._box is None:
+            assert self._error is not None
+            raise self._error
+        return self._box
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the sandbox (its workers take a moment to exit); ``wait`` False: in the background,
+        :meth:`close` again to wait for it."""
         with self._lock:
-            future, self._future = self._future, None
-            self._thread.shutdown(wait=False)  # no start after this one
-        if future is None:
-            return
-        try:
-            box = future.result()
-        except BaseException:  # it did not start: nothing to stop (a caller that needed it got the error from get)
-            return
-        box.close()
+            self._stop.set()
+            owner = self._owner
+        if owner is not None and wait:
+            owner.join()
 
 
 class PendingPrograms:
     """The programs of some pairs, running in the sandbox (:func:`start_programs`)."""
 
-    def __init__(self, jobs: Mapping[str, _Job], wanted: Mapping[tuple[str, str], str], sandbox: Callable[[], Sandbox],
+    def __init__(self, jobs: Mapping[str, Program], wanted: Mapping[tuple[str, str], str], sandbox: Callable[[], Sandbox],
                  workers: int) -> None:
         self._wanted = wanted
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run") if jobs else None
-        # Each run waits in its thread for the sandbox to have started (the caller scores the text meanwhile).
-        self._futures = {key: self._pool.submit(lambda job: sandbox().run(job.code, job.table_csv, chart_type=job.chart_type), job)
-                         for key, job in jobs.items()} if self._pool is not None else {}
+        # Batches of programs (tqaforge.evaluate.batches), as many as the workers at least, each run
+        # in a thread that waits for the sandbox to have started (the caller scores the text meanwhile).
+        keys = list(jobs)
+        size = max(1, min(BATCH_SIZE, -(-len(keys) // max(1, workers))))
+        chunks = [keys[i:i + size] for i in range(0, len(keys), size)]
+        self._total = len(keys)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run") if chunks else None
+
+        def run(chunk: list[str]) -> list[RunResult]:
+            return run_batched([jobs[k] for k in chunk], sandbox(), batch_size=size)
+
+        self._futures = [(chunk, self._pool.submit(run, chunk)) for chunk in chunks] if self._pool is not None else []
 
     def wait(self, on_progress: Progress | None = None) -> Results:
         """The results by (reference id, code), once every program has run."""
         done_jobs: dict[str, RunResult] = {}
         try:
-            for done, (key, future) in enumerate(self._futures.items(), start=1):
-                done_jobs[key] = future.result()
+            for chunk, future in self._futures:
+                done_jobs.update(zip(chunk, future.result()))
                 if on_progress is not None:
-                    on_progress(done, len(self._futures), "programs run in the sandbox")
+                    on_progress(len(done_jobs), self._total, "programs run in the sandbox")
         finally:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
@@ -178,8 +208,9 @@ def start_programs(
     sandbox: Callable[[], Sandbox], *, workers: int = 2,
 ) -> PendingPrograms:
     """Start every distinct program of ``pairs`` (by code, table and chart type) in the sandbox
-    ``sandbox()`` gives, once each, ``workers`` at a time; :meth:`PendingPrograms.wait` for them."""
-    jobs: dict[str, _Job] = {}
+    ``sandbox()`` gives, once each, in batches (:mod:`tqaforge.evaluate.batches`), ``workers`` at
+    a time; :meth:`PendingPrograms.wait` for them."""
+    jobs: dict[str, Program] = {}
     wanted: dict[tuple[str, str], str] = {}
     csv_of: dict[str, str] = {}
     for ref, p in pairs:
@@ -191,9 +222,10 @@ def start_programs(
             table_csv = csv_of.get(ref.id)
             if table_csv is None:
                 table_csv = csv_of[ref.id] = write_csv(Table.from_dict(dict(table_of(ref))))
-            job = _Job(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
-            jobs.setdefault(job.key, job)
-            wanted[(ref.id, code)] = job.key
+            job = Program(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
+            key = _key(job)
+            jobs.setdefault(key, job)
+            wanted[(ref.id, code)] = key
     return PendingPrograms(jobs, wanted, sandbox, workers)
 
 
