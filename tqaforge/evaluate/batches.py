@@ -21,6 +21,15 @@ a MemoryError, more output than ``Limits.output_bytes``; the programs after it f
 What the driver cannot see is a program changing a library in place (monkeypatching pandas, say):
 such a program changes what later programs of its batch do, as in TableBench's own run, where every
 program runs in one process.
+
+A chart program is run twice over for TableBench's score (its run draws the code twice into one
+figure) and once for ours: a :class:`Program` with ``again`` runs the code, reads the chart (the
+result of the code alone), runs the same code again in the same namespace and reads the chart once
+more (the result of the code twice over, as one script: the same statements in the same order), so
+the code is run twice, not three times. The second result's stdout holds the same bytes as the
+script's, in the order they were flushed (a chart's stdout only counts as empty or not). Code
+that compiles alone but not twice over (``from __future__`` after the first line), or the other
+way round, runs alone, both ways.
 """
 
 from __future__ import annotations
@@ -40,47 +49,54 @@ _TAG = "tqaforge-batch "
 
 @dataclass(frozen=True)
 class Program:
-    """One program to run: its code, the table it reads as ``table.csv``, the chart it draws (or None)."""
+    """One program to run: its code, the table it reads as ``table.csv``, the chart it draws (or
+    None); ``again``: then once more in the same namespace (module docs), two results."""
 
     code: str
     table_csv: str
     chart_type: str | None
+    again: bool = False
+
+    def alone(self, sandbox: Sandbox) -> tuple[RunResult, ...]:
+        """Its results, each from a sandbox run of its own."""
+        first = sandbox.run(self.code, self.table_csv, chart_type=self.chart_type)
+        if not self.again:
+            return (first,)
+        return first, sandbox.run(f"{self.code}\n{self.code}", self.table_csv, chart_type=self.chart_type)
 
 
-def run_batched(programs: Sequence[Program], sandbox: Sandbox, *, batch_size: int = BATCH_SIZE) -> list[RunResult]:
-    """Each program's result, in order, run in batches of ``batch_size`` in ``sandbox`` (module docs)."""
-    results: list[RunResult | None] = [None] * len(programs)
+def run_batched(programs: Sequence[Program], sandbox: Sandbox, *, batch_size: int = BATCH_SIZE) -> list[tuple[RunResult, ...]]:
+    """Each program's results (two with ``again``, else one), in order, run in batches of
+    ``batch_size`` in ``sandbox`` (module docs)."""
+    results: list[tuple[RunResult, ...] | None] = [None] * len(programs)
     todo = list(range(len(programs)))
     silent = 0  # batches in a row that reported nothing: two, and the driver itself does not run here
     while todo:
         batch, todo = todo[:batch_size], todo[batch_size:]
         if len(batch) == 1 or silent >= 2:
-            program = programs[batch[0]]
-            results[batch[0]] = sandbox.run(program.code, program.table_csv, chart_type=program.chart_type)
+            results[batch[0]] = programs[batch[0]].alone(sandbox)
             todo = batch[1:] + todo
             continue
         reported = _run_batch([programs[i] for i in batch], sandbox)
         silent = silent + 1 if reported[0] is None else 0
         for k, result in enumerate(reported):
             if result is None:  # not reported, or not as it would be alone: this one alone, the rest again
-                program = programs[batch[k]]
-                results[batch[k]] = sandbox.run(program.code, program.table_csv, chart_type=program.chart_type)
+                results[batch[k]] = programs[batch[k]].alone(sandbox)
                 todo = batch[k + 1:] + todo
                 break
             results[batch[k]] = result
-    assert all(r is not None for r in results)
     return [r for r in results if r is not None]
 
 
-def _run_batch(programs: Sequence[Program], sandbox: Sandbox) -> list[RunResult | None]:
-    """One sandbox run of ``programs``: the result of each program reported as its own run's, in
+def _run_batch(programs: Sequence[Program], sandbox: Sandbox) -> list[tuple[RunResult, ...] | None]:
+    """One sandbox run of ``programs``: the results of each program reported as its own runs', in
     order, up to the first that was not (None from there)."""
     nonce = secrets.token_hex(8)
     spec = {"nonce": nonce, "output_bytes": sandbox.limits.output_bytes,
-            "programs": [{"code": p.code, "table_csv": p.table_csv, "chart_type": p.chart_type} for p in programs]}
+            "programs": [{"code": p.code, "table_csv": p.table_csv, "chart_type": p.chart_type, "again": p.again} for p in programs]}
     driver = f"from tqaforge.evaluate.batches import child_main\nchild_main({json.dumps(spec)!r})\n"
     run = sandbox.run(driver, "", chart_type=None)
-    out: list[RunResult | None] = [None] * len(programs)
+    out: list[tuple[RunResult, ...] | None] = [None] * len(programs)
     prefix = f"{_TAG}{nonce} "
     for line in run.stdout.splitlines():
         if not line.startswith(prefix):
@@ -88,34 +104,33 @@ def _run_batch(programs: Sequence[Program], sandbox: Sandbox) -> list[RunResult 
         try:
             record = json.loads(line[len(prefix):])
             index = int(record["index"])
-            result = _result(record, run) if 0 <= index < len(programs) and out[index] is None else None
+            if not 0 <= index < len(programs) or out[index] is not None or record.get("alone"):
+                continue
+            phases = record["phases"]
+            if not isinstance(phases, list) or len(phases) != (2 if programs[index].again else 1):
+                continue
+            out[index] = tuple(_result(phase, run) for phase in phases)
         except (ValueError, KeyError, TypeError):
-            continue
-        if result is not None:
-            out[index] = result
+            continue  # not a record of the driver's: that program runs alone
     first_missing = next((i for i, r in enumerate(out) if r is None), len(out))
     return out[:first_missing] + [None] * (len(out) - first_missing)
 
 
-def _result(record: dict[str, Any], run: RunResult) -> RunResult | None:
-    """A program's result from its record; None when it must run alone (module docs)."""
-    if record.get("alone"):
-        return None
-    exit_status = record["exit"]
+def _result(phase: dict[str, Any], run: RunResult) -> RunResult:
+    """One result of a program from its record (ValueError, TypeError, KeyError: not one)."""
+    exit_status = phase["exit"]
     if not isinstance(exit_status, int) or isinstance(exit_status, bool):
-        return None
-    chart = None
-    if isinstance(record.get("chart"), dict):
-        chart = ChartReading.from_dict(record["chart"])  # ValueError: an unreadable reading, caught by the caller
-    error = record.get("error") if isinstance(record.get("error"), str) else None
+        raise ValueError("no exit status")
+    chart = ChartReading.from_dict(phase["chart"]) if isinstance(phase.get("chart"), dict) else None
+    error = phase.get("error") if isinstance(phase.get("error"), str) else None
     if error is None and exit_status:
         error = f"exit status {exit_status}"
-    if record.get("chart_error") and isinstance(record["chart_error"], str):
-        error = (f"{error}; " if error else "") + f"chart not read: {record['chart_error']}"
+    if isinstance(phase.get("chart_error"), str):
+        error = (f"{error}; " if error else "") + f"chart not read: {phase['chart_error']}"
     return RunResult(
-        outcome=Outcome.OK if exit_status == 0 else Outcome.EXCEPTION, stdout=str(record["stdout"]), stderr=str(record["stderr"]),
+        outcome=Outcome.OK if exit_status == 0 else Outcome.EXCEPTION, stdout=str(phase["stdout"]), stderr=str(phase["stderr"]),
         exit_status=exit_status, error=error, isolation=run.isolation, missing=run.missing,
-        chart=chart, seconds=float(record.get("seconds", 0.0)),
+        chart=chart, seconds=float(phase.get("seconds", 0.0)),
     )
 
 
@@ -154,6 +169,66 @@ def child_main(spec_json: str) -> None:
     np_state = np.random.get_state()  # alone, each program starts from the worker's
     rc = dict(matplotlib.rcParams)
     threads = _threads()
+    filename = os.path.join(scratch, "program.py")
+
+    def compiled(code: str) -> Any:
+        try:
+            return compile(code, filename, "exec")
+        except BaseException as exc:  # raised where the program would have raised it
+            return exc
+
+    def execute(code: Any, main: types.ModuleType, phase: dict[str, Any]) -> bool:
+        """Run compiled ``code`` in ``main``; whether it ran to its end."""
+        exit_code = 0
+        try:
+            if isinstance(code, BaseException):
+                raise code
+            exec(code, main.__dict__)
+        except SystemExit as exc:
+            exit_code, message = _exit_code(exc.code)
+            if message is not None:
+                print(message, file=sys.stderr)
+            if exit_code:
+                phase["error"] = f"SystemExit: {exc.code}"
+            phase["exit"] = exit_code
+            return False
+        except BaseException as exc:
+            phase["error"] = f"{type(exc).__name__}: {exc}"[:4000]
+            if isinstance(exc, MemoryError):
+                phase["alone"] = True  # memory left by earlier programs may be the cause
+            try:
+                import traceback
+
+                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+            except BaseException:
+                pass
+            phase["exit"] = 1
+            return False
+        phase["exit"] = exit_code
+        return True
+
+    def finish(phase: dict[str, Any], chart_type: str | None, captured: list[int]) -> None:
+        if chart_type is not None:
+            try:
+                phase["chart"] = read_chart(chart_type).to_dict()
+            except BaseException as exc:
+                phase["chart_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        texts = []
+        for fd in captured:
+            data, offset = b"", 0
+            while len(data) <= cap and (chunk := os.pread(fd, 1 << 16, offset)):
+                data += chunk
+                offset += len(chunk)
+            texts.append(data)
+        if len(texts[0]) + len(texts[1]) > cap:
+            phase["alone"] = True  # alone, it passes the output limit
+        phase["stdout"], phase["stderr"] = (t[:cap].decode("utf-8", "replace") for t in texts)
+
     for index, program in enumerate(spec["programs"]):
         for name in os.listdir(scratch):  # only a fresh table.csv, as alone
             _remove(os.path.join(scratch, name))
@@ -168,67 +243,42 @@ def child_main(spec_json: str) -> None:
         plt.close("all")
         if dict(matplotlib.rcParams) != rc:  # (validating every parameter again costs more than comparing)
             matplotlib.rcParams.update(rc)
-        captured = [os.memfd_create("stdout"), os.memfd_create("stderr")]  # in no directory: the program sees neither
-        os.dup2(captured[0], 1)
-        os.dup2(captured[1], 2)
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                      write_through=True)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.argv = ["program.py"]
-        filename = os.path.join(scratch, "program.py")
         code = program["code"]
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        main = types.ModuleType("__main__")
-        main.__dict__.update(__file__=filename, __builtins__=builtins)
-        sys.modules["__main__"] = main
         record: dict[str, Any] = {"index": index}
-        start = time.monotonic()
-        exit_code = 0
-        try:
-            exec(compile(code, filename, "exec"), main.__dict__)
-        except SystemExit as exc:
-            exit_code, message = _exit_code(exc.code)
-            if message is not None:
-                print(message, file=sys.stderr)
-            if exit_code:
-                record["error"] = f"SystemExit: {exc.code}"
-        except BaseException as exc:
-            exit_code = 1
-            record["error"] = f"{type(exc).__name__}: {exc}"[:4000]
-            if isinstance(exc, MemoryError):
-                record["alone"] = True  # memory left by earlier programs may be the cause
-            try:
-                import traceback
-
-                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
-            except BaseException:
-                pass
-        if program["chart_type"] is not None:
-            try:
-                record["chart"] = read_chart(program["chart_type"]).to_dict()
-            except BaseException as exc:
-                record["chart_error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        record["seconds"] = time.monotonic() - start
-        record["exit"] = exit_code
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        texts = []
-        for fd in captured:
-            os.lseek(fd, 0, os.SEEK_SET)
-            data = b""
-            while len(data) <= cap and (chunk := os.read(fd, 1 << 16)):
-                data += chunk
-            os.close(fd)
-            texts.append(data)
-        if len(texts[0]) + len(texts[1]) > cap:
-            record["alone"] = True  # alone, it passes the output limit
-        record["stdout"], record["stderr"] = (t[:cap].decode("utf-8", "replace") for t in texts)
+        first = compiled(code)
+        if program["again"] and isinstance(first, BaseException) != isinstance(compiled(f"{code}\n{code}"), BaseException):
+            record["alone"] = True  # it compiles alone and not twice over, or the other way round
+        else:
+            captured = [os.memfd_create("stdout"), os.memfd_create("stderr")]  # in no directory: the program sees neither
+            os.dup2(captured[0], 1)
+            os.dup2(captured[1], 2)
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                          write_through=True)
+            sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+            sys.argv = ["program.py"]
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            main = types.ModuleType("__main__")
+            main.__dict__.update(__file__=filename, __builtins__=builtins)
+            sys.modules["__main__"] = main
+            start = time.monotonic()
+            phases: list[dict[str, Any]] = [{}]
+            ran = execute(first, main, phases[0])
+            finish(phases[0], program["chart_type"], captured)
+            if program["again"]:
+                if ran:  # the script twice over goes on with its second half
+                    phases.append({})
+                    execute(first, main, phases[1])
+                    finish(phases[1], program["chart_type"], captured)
+                else:  # it ends where its first half ended
+                    phases.append(dict(phases[0]))
+            phases[-1]["seconds"] = time.monotonic() - start
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            for fd in captured:
+                os.close(fd)
+            record["phases"] = phases
+            record["alone"] = any(phase.pop("alone", False) for phase in phases)
         left = signal.alarm(0) or any(signal.setitimer(t, 0)[0] for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))
         stop = bool(left or _threads() != threads or _has_children()
                     or any(signal.getsignal(s) is not h for s, h in handlers.items())
