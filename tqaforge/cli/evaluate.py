@@ -47,7 +47,7 @@ def evaluate_cmd(
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Also grade every reply with this model against the reference (and acknowledgement of missing values and duplicates)."),
     judge_max_cost: Optional[float] = typer.Option(None, "--judge-max-cost", help="The judge's budget in USD."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
-    workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code."),
+    workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code, at most (one per 64 programs)."),
     model_workers: int = typer.Option(1, "--model-workers", min=1, help="With --model: workers in this process asking the model (the step runner's --workers; --workers here is the sandbox's)."),
     transport: str = TRANSPORT_OPTION,
     budget_name: Optional[str] = BUDGET_OPTION,

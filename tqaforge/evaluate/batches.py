@@ -230,9 +230,14 @@ def child_main(spec_json: str) -> None:
         phase["stdout"], phase["stderr"] = (t[:cap].decode("utf-8", "replace") for t in texts)
 
     for index, program in enumerate(spec["programs"]):
-        for name in os.listdir(scratch):  # only a fresh table.csv, as alone
-            _remove(os.path.join(scratch, name))
-        os.chdir(scratch)
+        try:  # only a fresh table.csv, as alone; a scratch directory that cannot be emptied ends the batch
+            os.chdir(scratch)
+            for name in os.listdir(scratch):
+                _remove(os.path.join(scratch, name))
+            if os.listdir(scratch):
+                break
+        except BaseException:
+            break
         with open("table.csv", "w", encoding="utf-8", newline="") as fh:
             fh.write(program["table_csv"])
         os.environ.clear()
@@ -293,16 +298,15 @@ def child_main(spec_json: str) -> None:
 
 
 def _remove(path: str) -> None:
+    """Remove what a program left (a file, a link, a tree of any depth, directories it made unreadable)."""
     import os
-    import shutil
 
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
-    except OSError:
-        pass
+    from tqaforge.files import remove_tree
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        remove_tree(path)
+    else:
+        os.unlink(path)
 
 
 def _threads() -> int:

@@ -58,8 +58,9 @@ from tqaforge.evaluate.scoring import (
     Results,
     SandboxStart,
     Scored,
+    code_predictions,
     is_chart,
-    may_run_code,
+    sandbox_workers,
     score_one,
     start_programs,
     unanswered,
@@ -89,7 +90,8 @@ class EvaluateOptions:
     """What to score: a release directory and a predictions file; ``model`` names predictions that
     name none; ``out`` receives ``scores.json`` and the plots (default
     ``evaluations/RELEASE/PREDICTIONS`` under the current directory);
-    ``workers`` sandbox workers; ``wall_seconds`` per program (TableBench allows 15)."""
+    ``workers`` sandbox workers at most (one per 64 programs: :func:`~tqaforge.evaluate.scoring.sandbox_workers`);
+    ``wall_seconds`` per program (TableBench allows 15)."""
 
     release: Path
     predictions: Path
@@ -346,12 +348,15 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
                             hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
     predictions = read_predictions(options.predictions, model=options.model)
 
+    programs = code_predictions(predictions)
+    workers = sandbox_workers(options.workers, programs)
+
     def factory() -> Sandbox:
-        return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
+        return Sandbox(workers=workers, limits=Limits(wall_seconds=options.wall_seconds))
 
     # The sandbox starts now, in the background, when a program may run: its workers warm up
     # while the release is read and verified and the text is scored. (Else only if one does run.)
-    sandbox = SandboxStart(sandbox_factory or factory, now=may_run_code(predictions))
+    sandbox = SandboxStart(sandbox_factory or factory, now=programs > 0)
     try:
         release = load_release(options.release)
         matched = match(release, predictions)
@@ -371,7 +376,7 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
                     hint="keep one prediction per model, method and row",
                 )
             seen[key] = p.line
-        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=options.workers)
+        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers)
         # The text while the programs run (the same scores, in the same order: only the time changes).
         text = {i: score_one(ref, p, {}) for i, (ref, p) in enumerate(matched.pairs) if not uses_code(ref, p.method)}
         results = pending.wait(on_progress)

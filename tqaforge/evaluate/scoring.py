@@ -104,11 +104,22 @@ def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
     return tb, ours
 
 
-def may_run_code(predictions: Sequence[Prediction]) -> bool:
-    """Whether scoring ``predictions`` may run a program, known before the release is read: a
-    PoT prediction, or a reply with a fenced block (TableBench's and our chart code is the last
-    ```` ``` ```` or ``~~~`` block; no fence, no program). False: no sandbox is needed at all."""
-    return any(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+#: Programs worth a sandbox worker of their own: a worker's start (pandas, numpy and matplotlib
+#: imported, a figure drawn) costs about what sixty programs in batches cost.
+PROGRAMS_PER_WORKER = 64
+
+
+def code_predictions(predictions: Sequence[Prediction]) -> int:
+    """How many of ``predictions`` may run a program, known before the release is read: PoT
+    predictions and replies with a fenced block (TableBench's and our chart code is the last
+    ```` ``` ```` or ``~~~`` block; no fence, no program). 0: no sandbox is needed at all."""
+    return sum(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+
+
+def sandbox_workers(most: int, programs: int) -> int:
+    """The workers to start for about ``programs`` programs: one per :data:`PROGRAMS_PER_WORKER`,
+    at least one, at most ``most``."""
+    return max(1, min(most, -(-programs // PROGRAMS_PER_WORKER)))
 
 
 class SandboxStart:
