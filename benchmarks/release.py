@@ -12,7 +12,8 @@
    evaluate`` as a process) and **by TableBench's own scripts** (``parse_tablebench_instruction_
    response_script.py`` then ``eval_tablebench_script.py``, run unmodified from a copy of its public
    repository in their own virtualenv), both timed as processes from start to finish, in the same
-   run; the scores of both are printed side by side. Target: ours faster.
+   run; the scores of both are printed side by side. Target: ours 2x faster (issue 26;
+   ``benchmarks/evaluate.py`` runs this part alone, repeated, with an earlier commit's code beside).
 4. **Peak memory** of ``release build`` at 1x (the 886 items) and 10x (8,860 items: TableBench ten
    times, each copy's tables made distinct by a suffix on the first column's name, with the grid
    built for every item), each build a child process (its own peak RSS, ``VmHWM``), with

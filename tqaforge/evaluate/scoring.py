@@ -13,7 +13,9 @@ it has one); prose subtypes keep ROUGE-L. TableBench's quirks (notes in the modu
 
 Code (PoT programs, chart code) runs only in the sandbox, never in this process, with the table
 as ``table.csv``; a chart passes when the drawn data equals the references (Pass@1,
-:func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once.
+:func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once,
+in batches (several programs a sandbox run, each as it would run alone: :mod:`tqaforge.evaluate.batches`);
+the sandbox starts while the release is read and the text is scored (:class:`SandboxStart`).
 One departure from TableBench's own run, kept on purpose: TableBench executes chart code twice into
 the same figure and PoT code in-process (where functions cannot see the program's top-level names),
 which fails correct programs; the sandbox runs each program once, as a script.
