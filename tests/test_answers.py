@@ -28,8 +28,9 @@ from sqlalchemy import func
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from tqaforge.answers.agents import AGENTS, chart_type_for, parse_methods
+from tqaforge.answers.agents import AGENTS, chart_type_for
 from tqaforge.answers.annotate import AnswerOptions, generate_answers, load_answer_options, routing_draw
+from tqaforge.answers.methods import parse_methods
 from tqaforge.answers.report import answers_report
 from tqaforge.cli import app
 from tqaforge.errors import ConfigError

@@ -22,8 +22,8 @@ from openai_server import OpenAIServer, Scripted
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from tqaforge.answers.agents import parse_methods
 from tqaforge.answers.annotate import AnswerOptions, generate_answers
+from tqaforge.answers.methods import parse_methods
 from tqaforge.cli import app
 from tqaforge.errors import BudgetExceeded
 from tqaforge.generation.classify import ClassifyOptions, classify_questions

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tqaforge.answers.parse import ParsedReply, answer_from_output, last_python_block, parse_reply
-from tqaforge.errors import ConfigError, InvalidReply
+from tqaforge.errors import InvalidReply
 from tqaforge.llm import Gateway
 from tqaforge.prompts import format_rules, render
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
@@ -75,22 +75,6 @@ class Agent:
 
 
 AGENTS: dict[AnswerMethod, Agent] = {method: Agent(method) for method in AnswerMethod}
-
-
-def parse_methods(text: str | tuple[str, ...] | list[str]) -> tuple[AnswerMethod, ...]:
-    """Methods from ``"tcot,scot,pot"`` (any case, any order, each once) or a sequence of names."""
-    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
-    by_name = {m.value.lower(): m for m in AnswerMethod}
-    out: list[AnswerMethod] = []
-    for name in names:
-        method = by_name.get(name.lower())
-        if method is None:
-            raise ConfigError(f"unknown answering method {name!r}", hint="methods are " + ", ".join(m.value for m in AnswerMethod))
-        if method not in out:
-            out.append(method)
-    if not out:
-        raise ConfigError("no answering method given", hint="e.g. --methods tcot,scot,pot")
-    return tuple(out)
 
 
 def chart_type_for(question: str, meta: Mapping[str, Any] | None) -> str | None:

@@ -39,8 +39,8 @@ from tqaforge.answers.agents import (
     answer_once,
     chart_answer_text,
     chart_type_for,
-    parse_methods,
 )
+from tqaforge.answers.methods import parse_methods
 from tqaforge.answers.vote import VOTE_RULES, Ballot, vote
 from tqaforge.errors import ConfigError, NotFound, TqaforgeError
 from tqaforge.ids import candidate_id, content_hash

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -22,6 +22,9 @@ from tqaforge.cli._common import (
     progress_reporter,
     runner_options,
 )
+
+if TYPE_CHECKING:
+    from tqaforge.llm.budget import Budget
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +47,7 @@ def evaluate_cmd(
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Also grade every reply with this model against the reference (and acknowledgement of missing values and duplicates)."),
     judge_max_cost: Optional[float] = typer.Option(None, "--judge-max-cost", help="The judge's budget in USD."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
-    workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code."),
+    workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code, at most (one per 64 programs)."),
     model_workers: int = typer.Option(1, "--model-workers", min=1, help="With --model: workers in this process asking the model (the step runner's --workers; --workers here is the sandbox's)."),
     transport: str = TRANSPORT_OPTION,
     budget_name: Optional[str] = BUDGET_OPTION,
@@ -58,21 +61,27 @@ def evaluate_cmd(
     configuration; Em, Emd and VP per robustness aspect; ToRR's P and R and Kendall's W."""
     from tqaforge.errors import EvaluateError
     from tqaforge.evaluate.harness import EvaluateOptions, evaluate
-    from tqaforge.evaluate.model_run import ModelRunOptions, run_model
-    from tqaforge.llm.budget import Budget, open_budget
 
     if (predictions is None) == (model is None):
         raise EvaluateError("give either --predictions FILE or --model NAME", hint="--model asks the model first, then scores its replies")
+    # The model run's options, and the budget, import the LLM gateway (and openai, SQLAlchemy):
+    # only when a model is asked or they are given. Scoring a predictions file calls no model.
     # The runner's budget by name is made here, not by the runner: the judge spends from it too.
-    runner = runner_options(model_workers, transport, None, batch_file, wait)
+    runner = (runner_options(model_workers, transport, None, batch_file, wait)
+              if model is not None or transport != "online" or batch_file is not None or wait else None)
     ws = open_ws(ctx, workspace) if model or judge_model else None
     if budget_name is not None and ws is None:
         raise EvaluateError("--budget names the budget of --model and --judge-model runs", hint="give one of them")
-    # One budget for every paid call of the command: the model run's and the judge's.
-    budget = open_budget(ws, budget_name, max_cost) if ws is not None else (
-        Budget(max_cost) if max_cost is not None else None)
+    budget: Budget | None = None
+    if ws is not None or max_cost is not None:
+        from tqaforge.llm.budget import Budget, open_budget
+
+        # One budget for every paid call of the command: the model run's and the judge's.
+        budget = open_budget(ws, budget_name, max_cost) if ws is not None else Budget(max_cost)
     try:
         if model is not None:
+            from tqaforge.evaluate.model_run import ModelRunOptions, run_model
+
             assert ws is not None
             with progress_reporter(f"asking {model}", lazy=True) as on_progress:
                 ran = run_model(ws, ModelRunOptions(release=release, model=model, method=method, subsets=names(subsets),

@@ -46,6 +46,7 @@ from tqaforge.evaluate.predictions import (
     CONFIGURATIONS,
     ROBUSTNESS_SUBSETS,
     EvaluateError,
+    Matched,
     Reference,
     Release,
     load_release,
@@ -53,7 +54,18 @@ from tqaforge.evaluate.predictions import (
     read_predictions,
 )
 from tqaforge.evaluate.robustness import emd, kendall_w, torr_performance, torr_robustness, vp
-from tqaforge.evaluate.scoring import Scored, is_chart, run_programs, score_pairs, unanswered
+from tqaforge.evaluate.scoring import (
+    Results,
+    SandboxStart,
+    Scored,
+    code_predictions,
+    is_chart,
+    sandbox_workers,
+    score_one,
+    start_programs,
+    unanswered,
+    uses_code,
+)
 from tqaforge.evaluate.tablebench import metric_of, percent
 from tqaforge.files import atomic_write_text
 from tqaforge.printable import escape_controls
@@ -78,7 +90,8 @@ class EvaluateOptions:
     """What to score: a release directory and a predictions file; ``model`` names predictions that
     name none; ``out`` receives ``scores.json`` and the plots (default
     ``evaluations/RELEASE/PREDICTIONS`` under the current directory);
-    ``workers`` sandbox workers; ``wall_seconds`` per program (TableBench allows 15)."""
+    ``workers`` sandbox workers at most (one per 64 programs: :func:`~tqaforge.evaluate.scoring.sandbox_workers`);
+    ``wall_seconds`` per program (TableBench allows 15)."""
 
     release: Path
     predictions: Path
@@ -335,31 +348,53 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
                             hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
     predictions = read_predictions(options.predictions, model=options.model)
 
+    programs = code_predictions(predictions)
+    workers = sandbox_workers(options.workers, programs)
+
     def factory() -> Sandbox:
-        return Sandbox(workers=options.workers, limits=Limits(wall_seconds=options.wall_seconds))
+        return Sandbox(workers=workers, limits=Limits(wall_seconds=options.wall_seconds))
 
-    release = load_release(options.release)
-    matched = match(release, predictions)
-    if not matched.pairs:
-        sample = escape_controls(", ".join(p.id for p in predictions[:3]), lines=False)
-        raise EvaluateError(
-            f"no prediction of {options.predictions} matches a row of release {release.name} (ids such as {sample})",
-            hint="predictions carry the release's row ids (or TableBench's ids for a release of TableBench)",
-        )
-    seen: dict[tuple[str, str, str], int] = {}
-    for ref, p in matched.pairs:
-        key = (p.model, p.method, ref.id)
-        if key in seen:
+    # The sandbox starts now, in the background, when a program may run: its workers warm up
+    # while the release is read and verified and the text is scored. (Else only if one does run.)
+    sandbox = SandboxStart(sandbox_factory or factory, now=programs > 0)
+    try:
+        release = load_release(options.release)
+        matched = match(release, predictions)
+        if not matched.pairs:
+            sample = escape_controls(", ".join(p.id for p in predictions[:3]), lines=False)
             raise EvaluateError(
-                f"{options.predictions}:{p.line}: a second prediction of {p.model}/{p.method} for row "
-                f"{escape_controls(ref.id, lines=False)} (first at line {seen[key]})",
-                hint="keep one prediction per model, method and row",
+                f"no prediction of {options.predictions} matches a row of release {release.name} (ids such as {sample})",
+                hint="predictions carry the release's row ids (or TableBench's ids for a release of TableBench)",
             )
-        seen[key] = p.line
+        seen: dict[tuple[str, str, str], int] = {}
+        for ref, p in matched.pairs:
+            key = (p.model, p.method, ref.id)
+            if key in seen:
+                raise EvaluateError(
+                    f"{options.predictions}:{p.line}: a second prediction of {p.model}/{p.method} for row "
+                    f"{escape_controls(ref.id, lines=False)} (first at line {seen[key]})",
+                    hint="keep one prediction per model, method and row",
+                )
+            seen[key] = p.line
+        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers)
+        # The text while the programs run (the same scores, in the same order: only the time changes).
+        text = {i: score_one(ref, p, {}) for i, (ref, p) in enumerate(matched.pairs) if not uses_code(ref, p.method)}
+        results = pending.wait(on_progress)
+    except BaseException:
+        sandbox.close()
+        raise
+    sandbox.close(wait=False)  # its workers take a moment to exit: in the background, waited for below
+    try:
+        scored = [text.get(i) or score_one(ref, p, results) for i, (ref, p) in enumerate(matched.pairs)]
+        return _report(options, release, matched, scored, results, ws=ws, on_progress=on_progress, judge_budget=judge_budget)
+    finally:
+        sandbox.close()
 
-    results = run_programs(matched.pairs, release.table, sandbox_factory or factory, workers=options.workers, on_progress=on_progress)
-    scored = score_pairs(matched.pairs, results)
-    scored += _unanswered(release, scored)
+
+def _report(options: EvaluateOptions, release: Release, matched: Matched, scored: list[Scored], results: Results, *,
+            ws: Workspace | None, on_progress: Progress | None, judge_budget: Budget | None) -> EvaluationReport:
+    """The report of the scored predictions (and the judge's verdicts when one is asked), written out."""
+    scored = scored + _unanswered(release, scored)
     report = EvaluationReport(release.name, str(options.predictions), len(matched.pairs),
                               sorted({escape_controls(p.id, lines=False) for p in matched.unmatched}),
                               len({id(r) for r in results.values()}))

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tqaforge.answers.agents import AGENTS, parse_methods
+from tqaforge.answers.agents import AGENTS
+from tqaforge.answers.methods import parse_methods
 from tqaforge.errors import InvalidReply
 from tqaforge.evaluate.predictions import CONFIGURATIONS, EvaluateError, Reference, Release, load_release
 from tqaforge.files import atomic_write_text

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tqaforge.answers.agents import parse_methods
+from tqaforge.answers.methods import parse_methods
 from tqaforge.errors import ConfigError, EvaluateError, ReaderError
 from tqaforge.printable import escape_controls
 from tqaforge.release.verify import read_manifest, subset_file, verify_release
@@ -87,7 +87,8 @@ class Release:
         column = self._files.get(ref.subset)
         if column is None:
             path = subset_file(self.root, self.manifest, ref.subset, "parquet")
-            column = self._files[ref.subset] = pq.read_table(path, columns=["table"]).column("table")
+            with pq.ParquetFile(path) as parquet:  # not pq.read_table: it imports pyarrow.dataset, and pandas
+                column = self._files[ref.subset] = parquet.read(columns=["table"]).column("table")
         value: Mapping[str, Any] = column[ref.row].as_py()
         return value
 
@@ -133,42 +134,69 @@ def load_release(root: Path) -> Release:
         )
     manifest = read_manifest(root)
     subsets = list(manifest.get("counts") or {})
-    rows = {sub: _columns(subset_file(root, manifest, sub, "parquet")) for sub in subsets}
-    base = {row["id"]: row for row in rows.get("base", [])}
+    # Column by column (a list per column, no dict per row): the configurations subset alone has
+    # tens of thousands of rows, and this is most of what `tqaforge evaluate` does before scoring.
+    columns = {sub: _columns(subset_file(root, manifest, sub, "parquet")) for sub in subsets}
     refs: list[Reference] = []
-    for i, row in enumerate(rows.get("base", [])):
+    b = columns.get("base") or {}
+    base_ids: list[str] = b.get("id") or []
+    n = len(base_ids)
+    none = [None] * n
+    b_answer = b["answer"] if n else []
+    b_answer_text, b_qtype, b_qsubtype = (b.get(k) or none for k in ("answer_text", "qtype", "qsubtype"))
+    b_dataset, b_chart = (b.get(k) or none for k in ("dataset", "chart_type"))
+    for i, (id_, qtype, qsubtype, answer, answer_text, question, dataset, chart_type, source_id) in enumerate(zip(
+            base_ids, b_qtype, b_qsubtype, b_answer, b_answer_text, b.get("question") or none, b_dataset, b_chart,
+            b.get("source_id") or none)):
         refs.append(Reference(
-            row["id"], "base", row["id"], BASE_CONFIG, row.get("qtype") or "", row.get("qsubtype") or "", tuple(row["answer"]),
-            row.get("answer_text") or ", ".join(row["answer"]), i, row.get("question") or "", row.get("dataset") or "",
-            row.get("chart_type") or "", row.get("source_id") or "",
+            id_, "base", id_, BASE_CONFIG, qtype or "", qsubtype or "", tuple(answer), answer_text or ", ".join(answer), i,
+            question or "", dataset or "", chart_type or "", source_id or "",
         ))
+    item_of = {id_: i for i, id_ in enumerate(base_ids)}
+
+    def item_value(column: str, i: int | None, default: Any) -> Any:
+        """``base[item].get(column, default)`` as a row dict would give it (None where the row holds None)."""
+        if i is None or column not in b:
+            return default
+        return b[column][i]
+
     for sub in subsets:
         if sub == "base":
             continue
-        for i, row in enumerate(rows[sub]):
-            item = base.get(row["item_id"], {})
-            answer = tuple(row["answer"])
+        c = columns[sub]
+        ids: list[str] = c.get("id") or []
+        if not ids:
+            continue
+        none = [None] * len(ids)
+        configs = c["config"] if sub == CONFIGURATIONS else c["perturbation"]
+        for i, (id_, item_id, config, qtype, qsubtype, answer_list, question, chart_type) in enumerate(zip(
+                ids, c["item_id"], configs, c.get("qtype") or none, c.get("qsubtype") or none, c["answer"],
+                c.get("question") or none, c.get("chart_type") or none)):
+            k = item_of.get(item_id)
+            answer = tuple(answer_list)
             # A variant whose gold is the item's keeps the item's own answer text (a chart's references).
-            text = item.get("answer_text", "") if item and tuple(item.get("answer", ())) == answer else ", ".join(answer)
-            config = row["config"] if sub == CONFIGURATIONS else row["perturbation"]
+            same = k is not None and tuple(item_value("answer", k, ())) == answer
+            text = item_value("answer_text", k, "") if same else ", ".join(answer)
             refs.append(Reference(
-                row["id"], sub, row["item_id"], config, row.get("qtype") or item.get("qtype", ""),
-                row.get("qsubtype") or item.get("qsubtype", ""), answer, text, i, row.get("question") or "", item.get("dataset") or "",
-                row.get("chart_type") or item.get("chart_type") or "",
+                id_, sub, item_id, config, qtype or item_value("qtype", k, ""), qsubtype or item_value("qsubtype", k, ""), answer,
+                text, i, question or "", item_value("dataset", k, None) or "", chart_type or item_value("chart_type", k, None) or "",
             ))
     return Release(root, manifest, refs)
 
 
-def _columns(path: Path) -> list[dict[str, Any]]:
-    """The scoring columns of one subset's Parquet file, as rows (checked by the manifest already)."""
+def _columns(path: Path) -> dict[str, list[Any]]:
+    """The scoring columns of one subset's Parquet file, each a list (checked by the manifest already)."""
     import pyarrow.parquet as pq
 
     try:
-        names = pq.read_schema(path).names
-        rows: list[dict[str, Any]] = pq.read_table(path, columns=[c for c in _COLUMNS if c in names]).to_pylist()
+        # ParquetFile, not pq.read_table: that one imports pyarrow.dataset, and with it pandas.
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            table = parquet.read(columns=[c for c in _COLUMNS if c in names])
+            columns: dict[str, list[Any]] = {name: table.column(name).to_pylist() for name in table.column_names}
     except (OSError, ValueError) as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
-    return rows
+    return columns
 
 
 def _method(value: object, path: Path, number: int) -> str:

@@ -13,7 +13,9 @@ it has one); prose subtypes keep ROUGE-L. TableBench's quirks (notes in the modu
 
 Code (PoT programs, chart code) runs only in the sandbox, never in this process, with the table
 as ``table.csv``; a chart passes when the drawn data equals the references (Pass@1,
-:func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once.
+:func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once,
+in batches (several programs a sandbox run, each as it would run alone: :mod:`tqaforge.evaluate.batches`);
+the sandbox starts while the release is read and the text is scored (:class:`SandboxStart`).
 One departure from TableBench's own run, kept on purpose: TableBench executes chart code twice into
 the same figure and PoT code in-process (where functions cannot see the program's top-level names),
 which fails correct programs; the sandbox runs each program once, as a script.
@@ -22,11 +24,14 @@ which fails correct programs; the sandbox runs each program once, as a script.
 from __future__ import annotations
 
 import hashlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
+from tqaforge.errors import SandboxError
+from tqaforge.evaluate.batches import BATCH_SIZE, Program, run_batched
 from tqaforge.evaluate.predictions import Prediction, Reference
 from tqaforge.evaluate.tablebench import (
     metric_of,
@@ -75,20 +80,14 @@ def is_chart(ref: Reference) -> bool:
     return ref.qsubtype == CHART_SUBTYPE or ref.qtype == "Visualization"
 
 
-def _uses_code(ref: Reference, method: str) -> bool:
+def uses_code(ref: Reference, method: str) -> bool:
+    """Whether a prediction of ``method`` for ``ref`` is scored by running code (PoT, charts)."""
     return method == "PoT" or is_chart(ref)
 
 
-@dataclass(frozen=True)
-class _Job:
-    code: str
-    table_csv: str
-    chart_type: str | None
-
-    @property
-    def key(self) -> str:
-        text = "\0".join((self.code, self.table_csv, self.chart_type or ""))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _key(job: Program) -> str:
+    text = "\0".join((job.code, job.table_csv, job.chart_type or "", "again" if job.again else ""))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
@@ -107,38 +106,146 @@ def _programs(ref: Reference, p: Prediction) -> tuple[str, str]:
     return tb, ours
 
 
-def run_programs(
+#: Programs worth a sandbox worker of their own: a worker's start (pandas, numpy and matplotlib
+#: imported, a figure drawn) costs about what sixty programs in batches cost.
+PROGRAMS_PER_WORKER = 64
+
+
+def code_predictions(predictions: Sequence[Prediction]) -> int:
+    """How many of ``predictions`` may run a program, known before the release is read: PoT
+    predictions and replies with a fenced block (TableBench's and our chart code is the last
+    ```` ``` ```` or ``~~~`` block; no fence, no program). 0: no sandbox is needed at all."""
+    return sum(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+
+
+def sandbox_workers(most: int, programs: int) -> int:
+    """The workers to start for about ``programs`` programs: one per :data:`PROGRAMS_PER_WORKER`,
+    at least one, at most ``most``."""
+    return max(1, min(most, -(-programs // PROGRAMS_PER_WORKER)))
+
+
+class SandboxStart:
+    """A sandbox started in the background (``now``; else on the first :meth:`get`): its workers
+    import pandas and matplotlib, a second or two, while this process reads the release and scores
+    the text. :meth:`get` waits for it; :meth:`close` stops it (idempotent).
+
+    One thread owns it from start to stop: a worker dies with the *thread* that started it (the
+    parent-death signal, ``PR_SET_PDEATHSIG``, follows the thread), so that thread starts it, waits
+    until it is closed, and closes it."""
+
+    def __init__(self, factory: Callable[[], Sandbox], *, now: bool = True) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._box: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._owner: threading.Thread | None = None
+        if now:
+            self._start()
+
+    def _start(self) -> None:
+        self._owner = threading.Thread(target=self._own, name="sandbox", daemon=True)
+        self._owner.start()
+
+    def _own(self) -> None:
+        try:
+            box = self._factory()
+        except BaseException as exc:  # handed to get(); nobody may need it
+            self._error = exc
+            self._ready.set()
+            return
+        self._box = box
+        self._ready.set()
+        self._stop.wait()
+        box.close()
+
+    def get(self) -> Sandbox:
+        """The sandbox, once started; its start's error (SandboxError) if it could not start."""
+        with self._lock:
+            if self._stop.is_set():
+                raise SandboxError("sandbox: used after close()")
+            if self._owner is None:
+                self._start()
+        self._ready.wait()
+        if self._box is None:
+            assert self._error is not None
+            raise self._error
+        return self._box
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the sandbox (its workers take a moment to exit); ``wait`` False: in the background,
+        :meth:`close` again to wait for it."""
+        with self._lock:
+            self._stop.set()
+            owner = self._owner
+        if owner is not None and wait:
+            owner.join()
+
+
+class PendingPrograms:
+    """The programs of some pairs, running in the sandbox (:func:`start_programs`)."""
+
+    def __init__(self, jobs: Mapping[str, Program], wanted: Mapping[tuple[str, str], tuple[str, int]],
+                 sandbox: Callable[[], Sandbox], workers: int) -> None:
+        self._wanted = wanted
+        # Batches of programs (tqaforge.evaluate.batches), as many as the workers at least, each run
+        # in a thread that waits for the sandbox to have started (the caller scores the text meanwhile).
+        keys = list(jobs)
+        size = max(1, min(BATCH_SIZE, -(-len(keys) // max(1, workers))))
+        chunks = [keys[i:i + size] for i in range(0, len(keys), size)]
+        self._total = len(keys)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run") if chunks else None
+
+        def run(chunk: list[str]) -> list[tuple[RunResult, ...]]:
+            return run_batched([jobs[k] for k in chunk], sandbox(), batch_size=size)
+
+        self._futures = [(chunk, self._pool.submit(run, chunk)) for chunk in chunks] if self._pool is not None else []
+
+    def wait(self, on_progress: Progress | None = None) -> Results:
+        """The results by (reference id, code), once every program has run."""
+        done_jobs: dict[str, tuple[RunResult, ...]] = {}
+        try:
+            for chunk, future in self._futures:
+                done_jobs.update(zip(chunk, future.result()))
+                if on_progress is not None:
+                    on_progress(len(done_jobs), self._total, "programs run in the sandbox")
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(cancel_futures=True)
+        return {pair: done_jobs[key][phase] for pair, (key, phase) in self._wanted.items()}
+
+
+def start_programs(
     pairs: Sequence[tuple[Reference, Prediction]], table_of: Callable[[Reference], Mapping[str, Any]],
-    sandbox_factory: Callable[[], Sandbox], *, workers: int = 2, on_progress: Progress | None = None,
-) -> Results:
-    """Run every distinct program of ``pairs`` (by code, table and chart type) in the sandbox once;
-    the results by (reference id, code)."""
-    jobs: dict[str, _Job] = {}
-    wanted: dict[tuple[str, str], str] = {}
+    sandbox: Callable[[], Sandbox], *, workers: int = 2,
+) -> PendingPrograms:
+    """Start every distinct program of ``pairs`` (by code, table and chart type) in the sandbox
+    ``sandbox()`` gives, once each, in batches (:mod:`tqaforge.evaluate.batches`), ``workers`` at
+    a time; :meth:`PendingPrograms.wait` for them."""
+    jobs: dict[str, Program] = {}
+    wanted: dict[tuple[str, str], tuple[str, int]] = {}  # (reference id, code) -> (job, which of its results)
     csv_of: dict[str, str] = {}
     for ref, p in pairs:
-        if not _uses_code(ref, p.method):
+        if not uses_code(ref, p.method):
             continue
-        for code in set(_programs(ref, p)):
-            if not code:
-                continue
+        tb, ours = _programs(ref, p)
+        chart_type = (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None
+        # A chart's TableBench program is most often ours twice over (ours may lack the final
+        # newline, which changes nothing a script does): one job gives both results.
+        half = tb[:len(tb) // 2]
+        programs = [(half, True, ((ours, 0), (tb, 1)))] if ours and tb == f"{half}\n{half}" and ours in (half, half.removesuffix("\n")) else [
+            (code, False, ((code, 0),)) for code in {tb, ours} if code]
+        for code, again, results in programs:
             table_csv = csv_of.get(ref.id)
             if table_csv is None:
                 table_csv = csv_of[ref.id] = write_csv(Table.from_dict(dict(table_of(ref))))
-            job = _Job(code, table_csv, (chart_type_of(ref.chart_type) or "line") if is_chart(ref) else None)
-            jobs.setdefault(job.key, job)
-            wanted[(ref.id, code)] = job.key
-    if not jobs:
-        return {}
-    done_jobs: dict[str, RunResult] = {}
-    total = len(jobs)
-    with sandbox_factory() as box, ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {key: pool.submit(box.run, job.code, job.table_csv, chart_type=job.chart_type) for key, job in jobs.items()}
-        for done, (key, future) in enumerate(futures.items(), start=1):
-            done_jobs[key] = future.result()
-            if on_progress is not None:
-                on_progress(done, total, "programs run in the sandbox")
-    return {pair: done_jobs[key] for pair, key in wanted.items()}
+            job = Program(code, table_csv, chart_type, again=again)
+            key = _key(job)
+            jobs.setdefault(key, job)
+            for result_code, phase in results:
+                wanted[(ref.id, result_code)] = (key, phase)
+    return PendingPrograms(jobs, wanted, sandbox, workers)
 
 
 def _result_of(ref: Reference, code: str, results: Results) -> RunResult | None:
@@ -179,7 +286,7 @@ def _ran(result: RunResult | None) -> bool:
 
 
 def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
-    """One prediction scored both ways (its programs already run: :func:`run_programs`)."""
+    """One prediction scored both ways (its programs already run: :func:`start_programs`)."""
     head = (ref, p.model, p.method, True)
     if is_chart(ref):
         tb_code, our_code = _programs(ref, p)
@@ -201,12 +308,7 @@ def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
     return Scored(*head, items.metric(metric_of(ref.qtype, ref.qsubtype)), items.parsed, score, correct, executed)
 
 
-def score_pairs(pairs: Sequence[tuple[Reference, Prediction]], results: Results) -> list[Scored]:
-    """Every prediction scored both ways (programs already run: :func:`run_programs`)."""
-    return [score_one(ref, p, results) for ref, p in pairs]
-
-
 def unanswered(ref: Reference, model: str, method: str) -> Scored:
     """A reference without a prediction in a group that has others: it counts, as wrong (and, where
     code would run, as not executed)."""
-    return Scored(ref, model, method, False, executed=False if _uses_code(ref, method) else None)
+    return Scored(ref, model, method, False, executed=False if uses_code(ref, method) else None)

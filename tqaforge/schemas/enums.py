@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
-
-from sqlalchemy.engine import Dialect
-from sqlmodel import AutoString
 
 from tqaforge.tables.effects import AnswerEffect as AnswerEffect  # defined by the pure table layer
 
@@ -106,26 +102,3 @@ class StepStatus(StrEnum):
 
     DONE = "done"
     INVALID_REPLY = "invalid_reply"  # every attempt got an invalid reply; --retry-failed retries it
-
-
-class StoredEnum(AutoString):
-    """The column type of a record field typed with a StrEnum: stored as the plain string (the
-    same column type as a ``str`` field, so no migration), read back as the enum member.
-
-    A stored value that is not a member (written by a later version) is read back as the plain
-    string rather than failing the whole query.
-    """
-
-    cache_ok = True
-
-    def __init__(self, enum: type[StrEnum]) -> None:
-        super().__init__()
-        self.enum = enum
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        try:
-            return self.enum(value)
-        except ValueError:
-            return value

@@ -7,7 +7,7 @@ from which inputs, and with which seed where chance was involved. JSON columns h
 values whose shape the stages own (:mod:`tqaforge.schemas.shapes` describes them).
 
 Status and kind columns are typed with the enums of :mod:`tqaforge.schemas.enums`. They are
-StrEnums stored as plain strings (:class:`~tqaforge.schemas.enums.StoredEnum`: the column type
+StrEnums stored as plain strings (:class:`StoredEnum`: the column type
 of a ``str`` field, read back as the member), so ``q.status == "accepted"`` and
 ``q.status == QuestionStatus.ACCEPTED`` both hold.
 
@@ -18,10 +18,12 @@ checks that the migrations and these classes agree.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any, Optional
 
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlalchemy.engine import Dialect
+from sqlmodel import AutoString, Field, SQLModel
 
 from tqaforge import ids
 from tqaforge.schemas.enums import (
@@ -37,7 +39,6 @@ from tqaforge.schemas.enums import (
     QuestionStatus,
     QuestionType,
     StepStatus,
-    StoredEnum,
     TaskStatus,
     VariantStatus,
 )
@@ -47,6 +48,30 @@ from tqaforge.tables.table import Table
 def utcnow() -> datetime:
     """Now, in UTC (the time every record is stamped with)."""
     return datetime.now(timezone.utc)
+
+
+class StoredEnum(AutoString):
+    """The column type of a record field typed with a StrEnum: stored as the plain string (the
+    same column type as a ``str`` field, so no migration), read back as the enum member.
+
+    A stored value that is not a member (written by a later version) is read back as the plain
+    string rather than failing the whole query. (Here, not in :mod:`tqaforge.schemas.enums`, so
+    that the enums import without SQLAlchemy: ``tqaforge evaluate`` reads them, and no database.)
+    """
+
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum]) -> None:
+        super().__init__()
+        self.enum = enum
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        try:
+            return self.enum(value)
+        except ValueError:
+            return value
 
 
 class TableRecord(SQLModel, table=True):
