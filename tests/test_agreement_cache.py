@@ -98,3 +98,22 @@ def test_two_answers_swapping_their_statuses_change_the_fingerprint(study: Works
         s.add(first)
         s.add(second)
     assert report_inputs(study) != inputs
+
+
+def test_the_report_covers_the_kinds_whose_tasks_hold_labels_and_no_other(study: Workspace) -> None:
+    """Kinds are found from the tasks' index, then one label each: a kind with tasks but no label
+    is not reported (nor skipped), a kind's first label brings it in."""
+    from tqaforge.schemas.records import AnnotationTask
+
+    kinds = set(agreement_report(study, settings=SETTINGS).kinds)
+    assert kinds and "value_modification" not in kinds
+    task_id = annotation_task_id("value_modification", "question", "q000003")
+    with study.session() as s:
+        s.add(AnnotationTask(id=task_id, kind="value_modification", target_type="question", target_id="q000003"))
+    empty = agreement_report(study, settings=SETTINGS)
+    assert set(empty.kinds) == kinds and "value_modification" not in empty.skipped_kinds
+    with study.session() as s:
+        record_annotation(s, kind="value_modification", target_type="question", target_id="q000003",
+                          annotator="newcomer", label={"edits": []}, source="cli")
+    labelled = agreement_report(study, settings=SETTINGS)
+    assert "value_modification" in set(labelled.kinds) | set(labelled.skipped_kinds)
