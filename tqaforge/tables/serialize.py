@@ -250,12 +250,21 @@ def _column_values(cells: tuple[str, ...]) -> list[object]:
 
 # A column whose cells, joined by CELL_SEP, match this is all ints whose ``str`` is the cell (no "007",
 # no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
-_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\x1f(?:0|-?[1-9][0-9]{0,4299}))*")
+_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299}+)(?:\x1f(?:0|-?[1-9][0-9]{0,4299}+))*+")
 
 
 # Every str() of a finite float matches this ("12.5", "-0.001", "1e+16", "1.5e-07"); a column whose
 # cells, joined by CELL_SEP, do not is no float column, found without a parse per cell.
 _FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
+
+
+# Cells that surely are the ``str`` of their float, recognised without parsing a float and
+# writing it back: at most 7 + 8 digits (so the decimal is the shortest that gives its float back,
+# DBL_DIG being 15), the integer part without leading zeros, the fraction "0" or ending in a
+# non-zero digit, and no value under 1e-4 (which ``str`` writes with an exponent). Other columns
+# take the exact check. Possessive repeats: nothing to backtrack into, so no state kept per cell.
+_SURE_FLOAT = r"-?(?:0\.(?!0000)|[1-9][0-9]{0,6}+\.)[0-9]{1,8}+(?<![0-9]0)"
+_SURE_FLOAT_COLUMN = re.compile(f"{_SURE_FLOAT}(?:\x1f{_SURE_FLOAT})*+")
 
 
 def _column_text(cells: Sequence[str]) -> str:
@@ -296,6 +305,19 @@ def _string_columns_text(columns: list[list[str]]) -> list[str | None]:
     return texts
 
 
+def _is_number_column(text: str, cells: Sequence[str]) -> bool:
+    """Whether the column (``cells``, joined by CELL_SEP in ``text``, no cell holding the
+    separator) is all ints or all floats whose ``str`` is the cell: :func:`_column_values`
+    would give numbers, which JSON writes as the cells themselves."""
+    if not cells[0][-1:].isdigit():  # cheap rejection of most string columns
+        return False
+    if _INT_COLUMN.fullmatch(text) or _SURE_FLOAT_COLUMN.fullmatch(text):
+        return True
+    # all() stops at the first cell that is not the str of its float (as in a column mixing ints
+    # and floats, which the float pattern lets through).
+    return _FLOATISH_COLUMN.fullmatch(text) is not None and all(map(str.__eq__, map(str, map(float, cells)), cells))
+
+
 def serialize_dataframe(table: Table) -> str:
     """``pd.DataFrame({name: [values]}, index=[0, 1, ...])``: a valid Python expression.
 
@@ -303,15 +325,30 @@ def serialize_dataframe(table: Table) -> str:
     'pd.DataFrame({"n": [1, 2], "x": ["2.5", "n/a"]}, index=[0, 1])'
     """
     names = unique_names(table.header)
-    if table.rows:
-        flat, m = flat_cells(table.rows), table.n_cols
-        columns = [flat[c::m] for c in range(m)]
-        texts = _string_columns_text(columns)
-        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
-                          for key, text, cells in zip(map(_encode_string, names), texts, columns)])
-    else:
+    n = table.n_rows
+    if not n:
         body = ", ".join([f"{_encode_string(name)}: []" for name in names])
-    return f"pd.DataFrame({{{body}}}, index={list(range(table.n_rows))})"
+        return f"pd.DataFrame({{{body}}}, index=[])"
+    flat, m = flat_cells(table.rows), table.n_cols
+    columns = [flat[c::m] for c in range(m)]
+    texts = [CELL_SEP.join(cells) for cells in columns]
+    whole = ROW_SEP.join(texts)
+    keys = map(_encode_string, names)
+    if "\\" not in whole and whole.count(CELL_SEP) == m * (n - 1) and whole.count(ROW_SEP) == m - 1:
+        # The whole table, column by column, encoded as strings by one call of the C encoder
+        # (the separators come out as escapes nothing else makes when no cell holds a
+        # backslash): per column only the number test is left (a number column is its cells
+        # as they are, JSON writing an int or a float as its ``str``).
+        quoted = _encode_string(whole)[1:-1].replace(_JSON_CELL_SEP, '", "').split(_JSON_ROW_SEP)
+        body = ", ".join([
+            f"{key}: [{', '.join(cells)}]" if _is_number_column(text, cells) else f'{key}: ["{string}"]'
+            for key, text, cells, string in zip(keys, texts, columns, quoted)
+        ])
+    else:
+        strings = _string_columns_text(columns)
+        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
+                          for key, text, cells in zip(keys, strings, columns)])
+    return f"pd.DataFrame({{{body}}}, index={list(range(n))})"
 
 
 def serialize_concatenation(table: Table) -> str:
