@@ -79,6 +79,23 @@ def unique_names(header: Sequence[str]) -> list[str]:
     return out
 
 
+# The last header's JSON keys, (header, keys): json and dataframe key the same header in turn,
+# and the variants of a table that keep its columns share its header tuple.
+_last_keys: tuple[object, list[str]] = ((), [])
+
+
+def _json_keys(header: tuple[str, ...]) -> list[str]:
+    """:func:`unique_names` of ``header``, each encoded as a JSON string (do not modify)."""
+    global _last_keys
+    last = _last_keys  # one read: another thread may replace it meanwhile
+    if last[0] is header:
+        return last[1]
+    keys = list(map(_encode_string, unique_names(header)))
+    if type(header) is tuple:  # immutable: the keys stay right for it
+        _last_keys = (header, keys)
+    return keys
+
+
 def _escaped(table: Table, specials: str, escape: Callable[[str], str]) -> Sequence[Sequence[str]]:
     """Header and rows with every cell escaped; when no cell holds any of ``specials`` (most
     tables), the cells as they are, found by one scan of the whole text instead of a call
@@ -153,7 +170,6 @@ def serialize_json(table: Table) -> str:
     >>> serialize_json(Table.build(["a", "a"], [["1", "2"]]))
     '{"0": {"a": "1", "a_1": "2"}}'
     """
-    names = unique_names(table.header)
     rows = joined_rows(table.rows, table.n_cols) if table.rows else None
     if rows is not None and "\\" not in rows:
         # Every cell encoded by one call of the C encoder: the separators come out as the
@@ -162,7 +178,7 @@ def serialize_json(table: Table) -> str:
         # The encoded cells become the template of one %-format: each cell separator a slot for
         # the next column's key, each row separator a slot for the next row's index; the
         # arguments are the keys (row after row) with the indexes put in, all cut in C.
-        keys = list(map(_encode_string, names))
+        keys = _json_keys(table.header)
         text = _encode_string(rows)[1:-1].replace("%", "%%")
         text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
         m, n = len(keys), table.n_rows
@@ -170,6 +186,7 @@ def serialize_json(table: Table) -> str:
         args[m - 1 :: m] = map(str, range(1, n + 1))
         args.pop()  # no row after the last
         return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
+    names = unique_names(table.header)
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 
@@ -324,16 +341,15 @@ def serialize_dataframe(table: Table) -> str:
     >>> serialize_dataframe(Table.build(["n", "x"], [["1", "2.5"], ["2", "n/a"]]))
     'pd.DataFrame({"n": [1, 2], "x": ["2.5", "n/a"]}, index=[0, 1])'
     """
-    names = unique_names(table.header)
+    keys = _json_keys(table.header)
     n = table.n_rows
     if not n:
-        body = ", ".join([f"{_encode_string(name)}: []" for name in names])
+        body = ", ".join([f"{key}: []" for key in keys])
         return f"pd.DataFrame({{{body}}}, index=[])"
     flat, m = flat_cells(table.rows), table.n_cols
     columns = [flat[c::m] for c in range(m)]
     texts = [CELL_SEP.join(cells) for cells in columns]
     whole = ROW_SEP.join(texts)
-    keys = map(_encode_string, names)
     if "\\" not in whole and whole.count(CELL_SEP) == m * (n - 1) and whole.count(ROW_SEP) == m - 1:
         # The whole table, column by column, encoded as strings by one call of the C encoder
         # (the separators come out as escapes nothing else makes when no cell holds a
