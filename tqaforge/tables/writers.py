@@ -118,10 +118,10 @@ def _csv_text(table: Table, delimiter: str, others: Sequence[str]) -> str | None
     if '"' in text or "\r" in text or "\n" in text or delimiter in text:
         # Quotes doubled everywhere (a cell holding one is quoted anyway), then the quoted
         # cells opened, and closed from the other end (see _quote_starts).
-        cells, rows = _QUOTE_STARTS[delimiter]
+        cell_starts, row_starts = _QUOTE_STARTS[delimiter]
         text = CELL_SEP + text.replace('"', '""') + CELL_SEP
-        text = rows.sub(ROW_SEP + '"', cells.sub(CELL_SEP + '"', text))[::-1]
-        text = rows.sub(ROW_SEP + '"', cells.sub(CELL_SEP + '"', text))[::-1][1:-1]
+        text = row_starts.sub(ROW_SEP + '"', cell_starts.sub(CELL_SEP + '"', text))[::-1]
+        text = row_starts.sub(ROW_SEP + '"', cell_starts.sub(CELL_SEP + '"', text))[::-1][1:-1]
     return text.replace(CELL_SEP, delimiter).replace(ROW_SEP, "\r\n") + "\r\n"
 
 
