@@ -164,6 +164,30 @@ _JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
 _JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
 
 
+# The row numbers as text, "0", "1", ...: made once, not once a table (grown as needed, up to a
+# bound; replaced, never extended in place, so a thread never sees a list being grown).
+_numbers: list[str] = []
+_NUMBERS_KEPT = 10_000
+
+
+def _number_texts(stop: int) -> list[str]:
+    """``str(i)`` for ``i`` in ``range(stop)``."""
+    global _numbers
+    numbers = _numbers  # one read: another thread may replace it meanwhile
+    if len(numbers) >= stop:
+        return numbers[:stop]
+    if stop > _NUMBERS_KEPT:
+        return list(map(str, range(stop)))
+    numbers = numbers + list(map(str, range(len(numbers), stop)))
+    _numbers = numbers
+    return numbers[:stop]
+
+
+def _index_text(n: int) -> str:
+    """``str(list(range(n)))``: pandas' default index, as dataframe writes it."""
+    return "[" + ", ".join(_number_texts(n)) + "]"
+
+
 def serialize_json(table: Table) -> str:
     """``{"0": {name: cell, ...}, "1": ...}`` keyed by 0-based row index; cells stay strings.
 
@@ -183,7 +207,7 @@ def serialize_json(table: Table) -> str:
         text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
         m, n = len(keys), table.n_rows
         args = (keys[1:] + [""]) * n  # per row: the keys of columns 1.. and the next row's index
-        args[m - 1 :: m] = map(str, range(1, n + 1))
+        args[m - 1 :: m] = _number_texts(n + 1)[1:]
         args.pop()  # no row after the last
         return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
     names = unique_names(table.header)
@@ -364,7 +388,7 @@ def serialize_dataframe(table: Table) -> str:
         strings = _string_columns_text(columns)
         body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
                           for key, text, cells in zip(keys, strings, columns)])
-    return f"pd.DataFrame({{{body}}}, index={list(range(n))})"
+    return f"pd.DataFrame({{{body}}}, index={_index_text(n)})"
 
 
 def serialize_concatenation(table: Table) -> str:
