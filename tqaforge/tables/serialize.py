@@ -79,6 +79,23 @@ def unique_names(header: Sequence[str]) -> list[str]:
     return out
 
 
+# The last header's JSON keys, (header, keys): json and dataframe key the same header in turn,
+# and the variants of a table that keep its columns share its header tuple.
+_last_keys: tuple[object, list[str]] = ((), [])
+
+
+def _json_keys(header: tuple[str, ...]) -> list[str]:
+    """:func:`unique_names` of ``header``, each encoded as a JSON string (do not modify)."""
+    global _last_keys
+    last = _last_keys  # one read: another thread may replace it meanwhile
+    if last[0] is header:
+        return last[1]
+    keys = list(map(_encode_string, unique_names(header)))
+    if type(header) is tuple:  # immutable: the keys stay right for it
+        _last_keys = (header, keys)
+    return keys
+
+
 def _escaped(table: Table, specials: str, escape: Callable[[str], str]) -> Sequence[Sequence[str]]:
     """Header and rows with every cell escaped; when no cell holds any of ``specials`` (most
     tables), the cells as they are, found by one scan of the whole text instead of a call
@@ -147,13 +164,36 @@ _JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
 _JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
 
 
+# The row numbers as text, "0", "1", ...: made once, not once a table (grown as needed, up to a
+# bound; replaced, never extended in place, so a thread never sees a list being grown).
+_numbers: list[str] = []
+_NUMBERS_KEPT = 10_000
+
+
+def _number_texts(stop: int) -> list[str]:
+    """``str(i)`` for ``i`` in ``range(stop)``."""
+    global _numbers
+    numbers = _numbers  # one read: another thread may replace it meanwhile
+    if len(numbers) >= stop:
+        return numbers[:stop]
+    if stop > _NUMBERS_KEPT:
+        return list(map(str, range(stop)))
+    numbers = numbers + list(map(str, range(len(numbers), stop)))
+    _numbers = numbers
+    return numbers[:stop]
+
+
+def _index_text(n: int) -> str:
+    """``str(list(range(n)))``: pandas' default index, as dataframe writes it."""
+    return "[" + ", ".join(_number_texts(n)) + "]"
+
+
 def serialize_json(table: Table) -> str:
     """``{"0": {name: cell, ...}, "1": ...}`` keyed by 0-based row index; cells stay strings.
 
     >>> serialize_json(Table.build(["a", "a"], [["1", "2"]]))
     '{"0": {"a": "1", "a_1": "2"}}'
     """
-    names = unique_names(table.header)
     rows = joined_rows(table.rows, table.n_cols) if table.rows else None
     if rows is not None and "\\" not in rows:
         # Every cell encoded by one call of the C encoder: the separators come out as the
@@ -162,14 +202,15 @@ def serialize_json(table: Table) -> str:
         # The encoded cells become the template of one %-format: each cell separator a slot for
         # the next column's key, each row separator a slot for the next row's index; the
         # arguments are the keys (row after row) with the indexes put in, all cut in C.
-        keys = list(map(_encode_string, names))
+        keys = _json_keys(table.header)
         text = _encode_string(rows)[1:-1].replace("%", "%%")
         text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
         m, n = len(keys), table.n_rows
         args = (keys[1:] + [""]) * n  # per row: the keys of columns 1.. and the next row's index
-        args[m - 1 :: m] = map(str, range(1, n + 1))
+        args[m - 1 :: m] = _number_texts(n + 1)[1:]
         args.pop()  # no row after the last
         return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
+    names = unique_names(table.header)
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
 
@@ -250,12 +291,21 @@ def _column_values(cells: tuple[str, ...]) -> list[object]:
 
 # A column whose cells, joined by CELL_SEP, match this is all ints whose ``str`` is the cell (no "007",
 # no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
-_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299})(?:\x1f(?:0|-?[1-9][0-9]{0,4299}))*")
+_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299}+)(?:\x1f(?:0|-?[1-9][0-9]{0,4299}+))*+")
 
 
 # Every str() of a finite float matches this ("12.5", "-0.001", "1e+16", "1.5e-07"); a column whose
 # cells, joined by CELL_SEP, do not is no float column, found without a parse per cell.
 _FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
+
+
+# Cells that surely are the ``str`` of their float, recognised without parsing a float and
+# writing it back: at most 7 + 8 digits (so the decimal is the shortest that gives its float back,
+# DBL_DIG being 15), the integer part without leading zeros, the fraction "0" or ending in a
+# non-zero digit, and no value under 1e-4 (which ``str`` writes with an exponent). Other columns
+# take the exact check. Possessive repeats: nothing to backtrack into, so no state kept per cell.
+_SURE_FLOAT = r"-?(?:0\.(?!0000)|[1-9][0-9]{0,6}+\.)[0-9]{1,8}+(?<![0-9]0)"
+_SURE_FLOAT_COLUMN = re.compile(f"{_SURE_FLOAT}(?:\x1f{_SURE_FLOAT})*+")
 
 
 def _column_text(cells: Sequence[str]) -> str:
@@ -296,22 +346,49 @@ def _string_columns_text(columns: list[list[str]]) -> list[str | None]:
     return texts
 
 
+def _is_number_column(text: str, cells: Sequence[str]) -> bool:
+    """Whether the column (``cells``, joined by CELL_SEP in ``text``, no cell holding the
+    separator) is all ints or all floats whose ``str`` is the cell: :func:`_column_values`
+    would give numbers, which JSON writes as the cells themselves."""
+    if not cells[0][-1:].isdigit():  # cheap rejection of most string columns
+        return False
+    if _INT_COLUMN.fullmatch(text) or _SURE_FLOAT_COLUMN.fullmatch(text):
+        return True
+    # all() stops at the first cell that is not the str of its float (as in a column mixing ints
+    # and floats, which the float pattern lets through).
+    return _FLOATISH_COLUMN.fullmatch(text) is not None and all(map(str.__eq__, map(str, map(float, cells)), cells))
+
+
 def serialize_dataframe(table: Table) -> str:
     """``pd.DataFrame({name: [values]}, index=[0, 1, ...])``: a valid Python expression.
 
     >>> serialize_dataframe(Table.build(["n", "x"], [["1", "2.5"], ["2", "n/a"]]))
     'pd.DataFrame({"n": [1, 2], "x": ["2.5", "n/a"]}, index=[0, 1])'
     """
-    names = unique_names(table.header)
-    if table.rows:
-        flat, m = flat_cells(table.rows), table.n_cols
-        columns = [flat[c::m] for c in range(m)]
-        texts = _string_columns_text(columns)
-        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
-                          for key, text, cells in zip(map(_encode_string, names), texts, columns)])
+    keys = _json_keys(table.header)
+    n = table.n_rows
+    if not n:
+        body = ", ".join([f"{key}: []" for key in keys])
+        return f"pd.DataFrame({{{body}}}, index=[])"
+    flat, m = flat_cells(table.rows), table.n_cols
+    columns = [flat[c::m] for c in range(m)]
+    texts = [CELL_SEP.join(cells) for cells in columns]
+    whole = ROW_SEP.join(texts)
+    if "\\" not in whole and whole.count(CELL_SEP) == m * (n - 1) and whole.count(ROW_SEP) == m - 1:
+        # The whole table, column by column, encoded as strings by one call of the C encoder
+        # (the separators come out as escapes nothing else makes when no cell holds a
+        # backslash): per column only the number test is left (a number column is its cells
+        # as they are, JSON writing an int or a float as its ``str``).
+        quoted = _encode_string(whole)[1:-1].replace(_JSON_CELL_SEP, '", "').split(_JSON_ROW_SEP)
+        body = ", ".join([
+            f"{key}: [{', '.join(cells)}]" if _is_number_column(text, cells) else f'{key}: ["{string}"]'
+            for key, text, cells, string in zip(keys, texts, columns, quoted)
+        ])
     else:
-        body = ", ".join([f"{_encode_string(name)}: []" for name in names])
-    return f"pd.DataFrame({{{body}}}, index={list(range(table.n_rows))})"
+        strings = _string_columns_text(columns)
+        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
+                          for key, text, cells in zip(keys, strings, columns)])
+    return f"pd.DataFrame({{{body}}}, index={_index_text(n)})"
 
 
 def serialize_concatenation(table: Table) -> str:

@@ -147,6 +147,12 @@ def flat_cells(rows: Sequence[Sequence[str]]) -> list[str]:
     return rows.cells() if isinstance(rows, PackedRows) else list(chain.from_iterable(rows))
 
 
+# The last rows joined, (rows, width, row count, text): a table is serialized in several formats
+# one after the other (the variant grid's seven), each of which joins its rows; one entry holds
+# one table's text at most, and the rows object itself, so that its id cannot be reused.
+_last_joined: tuple[object, int, int, str | None] = (None, 0, 0, None)
+
+
 def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
     """All rows as one string, cells joined by :data:`CELL_SEP` and rows by :data:`ROW_SEP`;
     None when a cell holds either separator (then the string could not be split back).
@@ -154,6 +160,16 @@ def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
     Formats whose escapes replace characters one by one can escape this string in a few
     ``str.replace`` calls and then turn the separators into their own, instead of working cell
     by cell. Packed rows are joined as they are stored, without being unpacked."""
+    global _last_joined
+    last = _last_joined  # one read: another thread may replace it meanwhile
+    if last[0] is rows and last[1] == width and last[2] == len(rows):
+        return last[3]
+    text = _joined_rows(rows, width)
+    _last_joined = (rows, width, len(rows), text)
+    return text
+
+
+def _joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
     if isinstance(rows, PackedRows):
         try:
             text = ROW_SEP.join(rows.items)  # type: ignore[arg-type]

@@ -85,20 +85,19 @@ def write_csv(table: Table, *, delimiter: str = ",") -> str:
     return out.getvalue()
 
 
-def _needs_quotes(delimiter: str) -> re.Pattern[str]:
-    """A separator and the cell after it (in text joined by CELL_SEP and ROW_SEP, with a
-    separator put in front) when QUOTE_MINIMAL quotes that cell: it holds the delimiter, a quote,
-    CR or LF. A match starts at a separator only (which the engine finds fast), so each cell
-    is scanned once."""
+def _quote_starts(delimiter: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A cell separator, and a row separator, (in text joined by CELL_SEP and ROW_SEP) followed by
+    a cell that QUOTE_MINIMAL quotes. Substituting the separator and a quote for them opens every
+    such cell with a literal replacement, all in C (a replacement function costs a Python call a
+    cell, and most cells of a table of numbers such as "1,234" are quoted); each pattern starts
+    with its literal, which the engine finds fast. Run again on the reversed text, where each
+    opened cell, and only it, holds a quote, they close them."""
     special = re.escape(delimiter + '"') + "\r\n"
-    return re.compile(f"([{CELL_SEP}{ROW_SEP}])([^{CELL_SEP}{ROW_SEP}{special}]*[{special}][^{CELL_SEP}{ROW_SEP}]*)")
+    cell = f"(?=[^{CELL_SEP}{ROW_SEP}{special}]*+[{special}])"
+    return re.compile(CELL_SEP + cell), re.compile(ROW_SEP + cell)
 
 
-_NEEDS_QUOTES = {d: _needs_quotes(d) for d in CANDIDATES}
-
-
-def _quoted(match: re.Match[str]) -> str:
-    return match[1] + '"' + match[2].replace('"', '""') + '"'
+_QUOTE_STARTS = {d: _quote_starts(d) for d in CANDIDATES}
 
 
 def _csv_text(table: Table, delimiter: str, others: Sequence[str]) -> str | None:
@@ -106,7 +105,7 @@ def _csv_text(table: Table, delimiter: str, others: Sequence[str]) -> str | None
     cells (:func:`joined_rows`) with a few passes in C instead of a call per cell; None where the
     csv module must do it (a cell holding a separator; one column, whose empty cells it quotes;
     a delimiter it does not know)."""
-    if table.n_cols == 1 or delimiter not in _NEEDS_QUOTES:
+    if table.n_cols == 1 or delimiter not in _QUOTE_STARTS:
         return None
     header = CELL_SEP.join(table.header)
     rows = joined_rows(table.rows, table.n_cols)
@@ -117,7 +116,12 @@ def _csv_text(table: Table, delimiter: str, others: Sequence[str]) -> str | None
         text = '"' + text.replace('"', '""').replace(CELL_SEP, f'"{delimiter}"').replace(ROW_SEP, '"\r\n"') + '"'
         return text + "\r\n"
     if '"' in text or "\r" in text or "\n" in text or delimiter in text:
-        text = _NEEDS_QUOTES[delimiter].sub(_quoted, CELL_SEP + text)[1:]
+        # Quotes doubled everywhere (a cell holding one is quoted anyway), then the quoted
+        # cells opened, and closed from the other end (see _quote_starts).
+        cell_starts, row_starts = _QUOTE_STARTS[delimiter]
+        text = CELL_SEP + text.replace('"', '""') + CELL_SEP
+        text = row_starts.sub(ROW_SEP + '"', cell_starts.sub(CELL_SEP + '"', text))[::-1]
+        text = row_starts.sub(ROW_SEP + '"', cell_starts.sub(CELL_SEP + '"', text))[::-1][1:-1]
     return text.replace(CELL_SEP, delimiter).replace(ROW_SEP, "\r\n") + "\r\n"
 
 
