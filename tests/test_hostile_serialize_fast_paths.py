@@ -78,3 +78,15 @@ def test_a_list_header_changed_in_place_is_keyed_afresh() -> None:
     assert serialize_json(table) == '{"0": {"a": "1", "b": "x"}}'
     header[1] = "c"
     assert serialize_json(table) == '{"0": {"a": "1", "c": "x"}}'
+
+
+def test_rows_given_as_a_list_changed_in_place_are_joined_afresh() -> None:
+    """The one-entry cache of joined rows keeps a Table's immutable rows only: a list of rows a
+    caller changes between two calls is joined again, never served from the cache."""
+    from tqaforge.tables.table import joined_rows
+
+    rows = [["a", "b"], ["c", "d"]]
+    first = joined_rows(rows, 2)
+    rows[1][0] = "changed"
+    second = joined_rows(rows, 2)
+    assert first != second and second is not None and "changed" in second

@@ -165,7 +165,8 @@ def joined_rows(rows: Sequence[Sequence[str]], width: int) -> str | None:
     if last[0] is rows and last[1] == width and last[2] == len(rows):
         return last[3]
     text = _joined_rows(rows, width)
-    _last_joined = (rows, width, len(rows), text)
+    if type(rows) is tuple or isinstance(rows, PackedRows):  # a Table's rows (a list may change in place)
+        _last_joined = (rows, width, len(rows), text)
     return text
 
 
