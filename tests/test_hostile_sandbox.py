@@ -300,6 +300,36 @@ def test_worker_death_is_reported_and_the_pool_recovers() -> None:
         assert one._all[0].proc.pid != worker_pid
 
 
+def test_a_worker_replaced_from_a_short_lived_thread_outlives_that_thread() -> None:
+    """A worker dies with the *thread* that started it (PR_SET_PDEATHSIG follows the thread): the
+    replacement of a dead worker, started while some short-lived thread was in run(), must not die
+    when that thread ends, and the next program (from another thread) runs as usual."""
+    import signal
+    import threading
+
+    from conftest import wait_for
+
+    with Sandbox(workers=1) as one:
+        os.kill(one._all[0].proc.pid, signal.SIGKILL)
+        seen: dict[str, object] = {}
+
+        def short_lived() -> None:
+            seen["tid"] = threading.get_native_id()
+            seen["result"] = one.run("print('Final Answer: 0')", TABLE)  # finds the worker dead: replaced here
+
+        thread = threading.Thread(target=short_lived)
+        thread.start()
+        thread.join()
+        first = seen["result"]
+        assert isinstance(first, RunResult) and first.outcome in (Outcome.KILLED, Outcome.CRASHED), first
+        replacement = one._all[0].proc.pid
+        # The thread is gone from the kernel too (its parent-death signal, if any, is sent by now).
+        wait_for(lambda: not Path(f"/proc/self/task/{seen['tid']}").exists(), 10, "the thread's exit")
+        again = one.run("print('Final Answer: 1')", TABLE)
+        assert again.outcome is Outcome.OK and again.stdout == "Final Answer: 1\n", again
+        assert one._all[0].proc.pid == replacement and alive(replacement)
+
+
 def test_audit_hook_is_the_last_layer_where_landlock_is_missing() -> None:
     with Sandbox(workers=1, skip_layers=("landlock-fs", "landlock-net", "landlock-scope")) as weak:
         r = weak.run(textwrap.dedent(f"""

@@ -358,7 +358,7 @@ def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progre
     # while the release is read and verified and the text is scored. (Else only if one does run.)
     sandbox = SandboxStart(sandbox_factory or factory, now=programs > 0)
     try:
-        release = load_release(options.release)
+        release = load_release(options.release, ids={p.id for p in predictions})
         matched = match(release, predictions)
         if not matched.pairs:
             sample = escape_controls(", ".join(p.id for p in predictions[:3]), lines=False)

@@ -25,8 +25,9 @@ import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from tqaforge.errors import SandboxError
 from tqaforge.files import remove_tree
@@ -196,6 +197,52 @@ class _Worker:
         _remove_quietly(self.dir)
 
 
+class _Spawner:
+    """The one thread that starts a sandbox's workers, from its start to its close.
+
+    A worker dies with the *thread* that started it (its parent-death signal, ``PR_SET_PDEATHSIG``,
+    follows the thread that forked it, not the process): a worker started from whatever thread
+    called :meth:`Sandbox.run` (a replacement for one that died) would die when that thread ends,
+    and the next program would be reported killed. So every worker is started here, and this
+    thread ends only after the sandbox's workers are stopped. It holds no reference to the sandbox.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], _Worker], Future[_Worker]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=_spawn_loop, args=(self._jobs,), name="tqaforge-sandbox-start", daemon=True)
+        self._thread.start()
+
+    def call(self, start: Callable[[], _Worker]) -> _Worker:
+        """``start()`` run on this thread (SandboxError once stopped)."""
+        if threading.current_thread() is self._thread:
+            return start()
+        future: Future[_Worker] = Future()
+        with self._lock:
+            if self._stopped:
+                raise SandboxError("sandbox: closed", hint="create a new Sandbox")
+            self._jobs.put((start, future))
+        return future.result()
+
+    def stop(self) -> None:
+        """End the thread once the jobs already asked are done (idempotent)."""
+        with self._lock:
+            if not self._stopped:
+                self._stopped = True
+                self._jobs.put(None)
+
+
+def _spawn_loop(jobs: queue.SimpleQueue[tuple[Callable[[], _Worker], Future[_Worker]] | None]) -> None:
+    while (job := jobs.get()) is not None:
+        start, future = job
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # handed to the caller, who raises it
+                future.set_exception(exc)
+
+
 class Sandbox:
     """A pool of ``workers`` warm sandbox workers (default: one per usable core); thread-safe; a context manager.
 
@@ -222,7 +269,8 @@ class Sandbox:
         self._lock = threading.Lock()
         self._index = 0
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base, self._lock_fd)
+        self._spawner = _Spawner()
+        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base, self._lock_fd, self._spawner)
         try:
             started = [self._spawn() for _ in range(workers)]
             for worker in started:
@@ -239,7 +287,9 @@ class Sandbox:
     def _spawn(self) -> _Worker:
         with self._lock:
             self._index += 1
-            worker = _Worker(self._base, self._index, self._skip)
+            index = self._index
+        worker = self._spawner.call(lambda: _Worker(self._base, index, self._skip))
+        with self._lock:
             self._all.append(worker)
         return worker
 
@@ -250,7 +300,10 @@ class Sandbox:
         _remove_quietly(dead.dir)
         if self._closed:
             return None
-        worker = self._spawn()
+        try:
+            worker = self._spawn()
+        except SandboxError:  # closed meanwhile
+            return None
         try:
             worker.handshake()
         except SandboxError:
@@ -317,10 +370,11 @@ class Sandbox:
         self.close()
 
 
-def _cleanup(workers: list[_Worker], base: str, lock_fd: int) -> None:
+def _cleanup(workers: list[_Worker], base: str, lock_fd: int, spawner: _Spawner) -> None:
     for worker in list(workers):
         worker.close()
     workers.clear()
+    spawner.stop()  # after the workers it started have stopped: no parent-death signal before that
     _remove_quietly(base)
     try:
         os.close(lock_fd)
