@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import logging
 import os
 import queue
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -79,8 +81,10 @@ class _Worker:
     def __init__(self, base_dir: str, index: int, skip_layers: tuple[str, ...]) -> None:
         self.dir = tempfile.mkdtemp(prefix=f"w{index}-", dir=base_dir)
         os.chmod(self.dir, 0o711)  # the sandbox uid must reach its scratch directory inside
-        mpl = os.path.join(self.dir, "mpl")
+        mpl = self.mpl = os.path.join(self.dir, "mpl")
         os.mkdir(mpl, 0o700)
+        self.skip_layers = skip_layers
+        _font_cache_in(mpl, skip_layers)
         self.uid = _next_uid() if os.geteuid() == 0 else None
         self.log_path = os.path.join(self.dir, "worker.log")
         import tqaforge
@@ -119,6 +123,7 @@ class _Worker:
         self.isolation = tuple(hello["isolation"])
         self.missing = dict(hello["missing"])
         self.cgroup = hello.get("cgroup") if isinstance(hello.get("cgroup"), str) else None
+        _font_cache_out(self.mpl, self.skip_layers)  # now: no program has run in this worker yet
 
     def _log_tail(self) -> str:
         try:
@@ -195,6 +200,75 @@ class _Worker:
             self.proc.stdout.close()
         self._remove_cgroup()
         _remove_quietly(self.dir)
+
+
+_FONT_CACHE_BYTES = 8 * 1024 * 1024
+
+
+def _font_cache_dir(skip_layers: tuple[str, ...]) -> str | None:
+    """Where workers keep matplotlib's font list between sandboxes, created if need be (None: no
+    cache): a directory of this user's alone, one per interpreter and set of skipped layers (what a
+    worker can see of the fonts)."""
+    key = hashlib.sha256(f"{sys.prefix}\0{sys.version}\0{sorted(skip_layers)}".encode()).hexdigest()[:16]
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(root, "tqaforge", f"sandbox-mpl-{key}")
+    try:
+        os.makedirs(path, 0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    # Trusted only when nobody else could have written it.
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return path
+
+
+def _font_files(directory: str) -> list[str]:
+    try:
+        return [n for n in os.listdir(directory) if n.startswith("fontlist-") and n.endswith(".json")]
+    except OSError:
+        return []
+
+
+def _font_cache_in(mpl: str, skip_layers: tuple[str, ...]) -> None:
+    """Give a new worker the font list an earlier worker built: matplotlib scans its fonts once
+    for a fresh configuration directory (about a quarter of a second of a worker's start)."""
+    cache = _font_cache_dir(skip_layers)
+    if cache is None:
+        return
+    for name in _font_files(cache):
+        try:
+            fd = os.open(os.path.join(cache, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    continue
+                data = fh.read(_FONT_CACHE_BYTES + 1)
+            if len(data) <= _FONT_CACHE_BYTES:
+                with open(os.path.join(mpl, name), "wb") as out:
+                    out.write(data)
+        except OSError:
+            continue
+
+
+def _font_cache_out(mpl: str, skip_layers: tuple[str, ...]) -> None:
+    """Keep the font list a worker built at its start, before it ran any program (so that nothing a
+    program did can be in it), for the next worker's :func:`_font_cache_in`."""
+    names = _font_files(mpl)
+    cache = _font_cache_dir(skip_layers) if names else None
+    if cache is None or set(names) <= set(_font_files(cache)):
+        return
+    for name in names:
+        try:
+            with open(os.path.join(mpl, name), "rb") as fh:
+                data = fh.read(_FONT_CACHE_BYTES + 1)
+            if len(data) > _FONT_CACHE_BYTES:
+                continue
+            tmp = os.path.join(cache, f".{name}.{os.getpid()}.{threading.get_ident()}")
+            with open(tmp, "wb") as out:
+                out.write(data)
+            os.replace(tmp, os.path.join(cache, name))  # atomic: a concurrent reader sees the old list or the new
+        except OSError:
+            continue
 
 
 class _Spawner:
