@@ -16,7 +16,7 @@ order rotating from round to round, so that a busy moment of the machine falls o
 Each figure is the median over the rounds of wall and CPU seconds (user + system of the process,
 from ``wait4``; the steadier figure on a shared machine). Every round's TableBench-compatible
 scores, ours and before, must equal those of TableBench's scripts (18 subtypes, 4 types, Overall).
-Target (issue 26): ours >= 2x faster than theirs.
+Target (issue 26): ours >= 2x faster than theirs, in CPU time (the steadier figure) and wall.
 
     .venv/bin/python benchmarks/evaluate.py [--keep DIR] [--repeat 5] [--before REV] [--tablebench-repo PATH]
 """
@@ -107,7 +107,8 @@ def main() -> None:
         w, c = median[name]
         ratio = "" if name == "theirs" else f"{theirs_w / w:>6.2f}x {theirs_c / c:>6.2f}x"
         print(f"  {labels[name]:<44} {w:>7.2f} {c:>7.2f}   {ratio}")
-    print(f"target: TableBench / today >= {TARGET}x wall ({'met' if theirs_w / median['ours'][0] >= TARGET else 'not met'})")
+    for what, theirs, ours in (("CPU", theirs_c, median["ours"][1]), ("wall", theirs_w, median["ours"][0])):
+        print(f"target: TableBench / today >= {TARGET}x {what} ({'met' if theirs / ours >= TARGET else 'not met'})")
 
 
 if __name__ == "__main__":

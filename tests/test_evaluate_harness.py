@@ -423,3 +423,19 @@ def test_the_model_run_through_an_offline_batch_scores_once_its_replies_are_in(
     assert again.exit_code == 0, again.output
     assert "5 of 5 rows answered" in again.output and "0 paid calls, 5 from the cache" in again.output
     assert (tmp_path / "o" / "scores.json").exists()
+
+
+def test_load_release_reads_a_subset_only_when_a_prediction_names_one_of_its_rows(grid_release: Path) -> None:
+    """``ids``: the base items always (TableBench's ids match them), any other subset whole when one
+    of its rows is named, and nothing of it otherwise; the references read are those of a full read."""
+    from tqaforge.evaluate.predictions import load_release
+
+    full = load_release(grid_release)
+    subsets = {r.subset for r in full.references}
+    assert {"base", "configurations"} <= subsets
+    config = next(r for r in full.references if r.subset == "configurations")
+    base = next(r for r in full.references if r.subset == "base")
+    for ids, expected in (({base.id}, {"base"}), ({"nope"}, {"base"}), ({base.id, config.id}, {"base", "configurations"})):
+        some = load_release(grid_release, ids=ids)
+        assert {r.subset for r in some.references} == expected
+        assert some.references == [r for r in full.references if r.subset in expected]

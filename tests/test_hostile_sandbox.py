@@ -300,6 +300,36 @@ def test_worker_death_is_reported_and_the_pool_recovers() -> None:
         assert one._all[0].proc.pid != worker_pid
 
 
+def test_a_worker_replaced_from_a_short_lived_thread_outlives_that_thread() -> None:
+    """A worker dies with the *thread* that started it (PR_SET_PDEATHSIG follows the thread): the
+    replacement of a dead worker, started while some short-lived thread was in run(), must not die
+    when that thread ends, and the next program (from another thread) runs as usual."""
+    import signal
+    import threading
+
+    from conftest import wait_for
+
+    with Sandbox(workers=1) as one:
+        os.kill(one._all[0].proc.pid, signal.SIGKILL)
+        seen: dict[str, object] = {}
+
+        def short_lived() -> None:
+            seen["tid"] = threading.get_native_id()
+            seen["result"] = one.run("print('Final Answer: 0')", TABLE)  # finds the worker dead: replaced here
+
+        thread = threading.Thread(target=short_lived)
+        thread.start()
+        thread.join()
+        first = seen["result"]
+        assert isinstance(first, RunResult) and first.outcome in (Outcome.KILLED, Outcome.CRASHED), first
+        replacement = one._all[0].proc.pid
+        # The thread is gone from the kernel too (its parent-death signal, if any, is sent by now).
+        wait_for(lambda: not Path(f"/proc/self/task/{seen['tid']}").exists(), 10, "the thread's exit")
+        again = one.run("print('Final Answer: 1')", TABLE)
+        assert again.outcome is Outcome.OK and again.stdout == "Final Answer: 1\n", again
+        assert one._all[0].proc.pid == replacement and alive(replacement)
+
+
 def test_audit_hook_is_the_last_layer_where_landlock_is_missing() -> None:
     with Sandbox(workers=1, skip_layers=("landlock-fs", "landlock-net", "landlock-scope")) as weak:
         r = weak.run(textwrap.dedent(f"""
@@ -315,3 +345,43 @@ def test_audit_hook_is_the_last_layer_where_landlock_is_missing() -> None:
         """), TABLE)
     assert "audit-hook" in r.isolation and {"landlock-fs", "landlock-net", "landlock-scope"} <= set(r.missing)
     assert r.outcome is Outcome.OK and "ALLOWED" not in r.stdout and r.stdout.count("denied") == 5, r
+
+
+def test_font_cache_is_kept_from_a_fresh_worker_and_refused_when_others_could_write_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's font list (built at its start, before any program) is kept for the next worker;
+    a cache directory others may write, or a font list that is a symbolic link, is not used."""
+    from tqaforge.sandbox.pool import _font_cache_dir, _font_cache_in
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with Sandbox(workers=1) as first:
+        cache = _font_cache_dir(())
+        assert cache is not None
+        kept = sorted(Path(cache).glob("fontlist-*.json"))
+        assert kept, "the first worker's font list was not kept"
+        # A program cannot reach the cache: it is outside the program's view.
+        r = first.run(f"import os\nprint(os.path.exists({cache!r}))", TABLE)
+        assert r.outcome is Outcome.OK and r.stdout.strip() == "False", r
+    with Sandbox(workers=1) as second:  # starts from the kept list
+        assert (Path(second._all[0].mpl) / kept[0].name).read_bytes() == kept[0].read_bytes()
+        assert run(second, "import matplotlib.pyplot as plt\nplt.bar([0, 1], [2, 3])\nprint('ok')").stdout == "ok\n"
+    # Anyone's writable directory: not trusted, nothing read from it.
+    marker = b'{"written": "by someone else"}'
+    kept[0].write_bytes(marker)
+    into = tmp_path / "mpl"
+    into.mkdir()
+    os.chmod(cache, 0o777)
+    assert _font_cache_dir(()) is None
+    _font_cache_in(str(into), ())
+    assert not list(into.iterdir())
+    os.chmod(cache, 0o700)
+    _font_cache_in(str(into), ())
+    assert (into / kept[0].name).read_bytes() == marker  # (the same directory, trusted again)
+    # A font list that is a symbolic link is not followed.
+    (into / kept[0].name).unlink()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"not": "fonts"}')
+    kept[0].unlink()
+    kept[0].symlink_to(secret)
+    _font_cache_in(str(into), ())
+    assert not list(into.iterdir())

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
 from tqaforge.answers.methods import parse_methods
 from tqaforge.errors import ConfigError, EvaluateError, ReaderError
@@ -122,8 +122,12 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         raise EvaluateError(f"{where}: {exc.problem}", hint="give a JSON Lines file: one JSON object per line, UTF-8") from None
 
 
-def load_release(root: Path) -> Release:
-    """The references of the release at ``root``, after checking every file against its manifest."""
+def load_release(root: Path, *, ids: Collection[str] | None = None) -> Release:
+    """The references of the release at ``root``, after checking every file against its manifest.
+
+    ``ids`` (the ids of the predictions to match, say): the base items are read always (they match
+    TableBench's ids too), any other subset only when one of its row ids is among ``ids``, and then
+    whole (its unanswered rows count). None: every subset."""
     if not (root / "manifest.json").exists():
         raise EvaluateError(f"{root} is not a release (no manifest.json)", hint="give the directory `tqaforge release build` wrote")
     report = verify_release(root)
@@ -136,6 +140,9 @@ def load_release(root: Path) -> Release:
     subsets = list(manifest.get("counts") or {})
     # Column by column (a list per column, no dict per row): the configurations subset alone has
     # tens of thousands of rows, and this is most of what `tqaforge evaluate` does before scoring.
+    if ids is not None:
+        wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
+        subsets = [sub for sub in subsets if sub == "base" or _holds(subset_file(root, manifest, sub, "parquet"), wanted)]
     columns = {sub: _columns(subset_file(root, manifest, sub, "parquet")) for sub in subsets}
     refs: list[Reference] = []
     b = columns.get("base") or {}
@@ -164,13 +171,13 @@ def load_release(root: Path) -> Release:
         if sub == "base":
             continue
         c = columns[sub]
-        ids: list[str] = c.get("id") or []
-        if not ids:
+        row_ids: list[str] = c.get("id") or []
+        if not row_ids:
             continue
-        none = [None] * len(ids)
+        none = [None] * len(row_ids)
         configs = c["config"] if sub == CONFIGURATIONS else c["perturbation"]
         for i, (id_, item_id, config, qtype, qsubtype, answer_list, question, chart_type) in enumerate(zip(
-                ids, c["item_id"], configs, c.get("qtype") or none, c.get("qsubtype") or none, c["answer"],
+                row_ids, c["item_id"], configs, c.get("qtype") or none, c.get("qsubtype") or none, c["answer"],
                 c.get("question") or none, c.get("chart_type") or none)):
             k = item_of.get(item_id)
             answer = tuple(answer_list)
@@ -182,6 +189,21 @@ def load_release(root: Path) -> Release:
                 text, i, question or "", item_value("dataset", k, None) or "", chart_type or item_value("chart_type", k, None) or "",
             ))
     return Release(root, manifest, refs)
+
+
+def _holds(path: Path, ids: Collection[str]) -> bool:
+    """Whether the ``id`` column of one subset's Parquet file holds one of ``ids`` (a subset no
+    prediction names is not read further: most of a release's rows are prompts of the grid)."""
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(path) as parquet:
+            if "id" not in parquet.schema_arrow.names:
+                return True  # read whole, as without ``ids``: what is missing shows there
+            column = parquet.read(columns=["id"]).column("id")
+    except (OSError, ValueError) as exc:
+        raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
+    return any(id_ in ids for id_ in column.to_pylist())
 
 
 def _columns(path: Path) -> dict[str, list[Any]]:

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import logging
 import os
 import queue
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from tqaforge.errors import SandboxError
 from tqaforge.files import remove_tree
@@ -78,8 +81,10 @@ class _Worker:
     def __init__(self, base_dir: str, index: int, skip_layers: tuple[str, ...]) -> None:
         self.dir = tempfile.mkdtemp(prefix=f"w{index}-", dir=base_dir)
         os.chmod(self.dir, 0o711)  # the sandbox uid must reach its scratch directory inside
-        mpl = os.path.join(self.dir, "mpl")
+        mpl = self.mpl = os.path.join(self.dir, "mpl")
         os.mkdir(mpl, 0o700)
+        self.skip_layers = skip_layers
+        _font_cache_in(mpl, skip_layers)
         self.uid = _next_uid() if os.geteuid() == 0 else None
         self.log_path = os.path.join(self.dir, "worker.log")
         import tqaforge
@@ -118,6 +123,7 @@ class _Worker:
         self.isolation = tuple(hello["isolation"])
         self.missing = dict(hello["missing"])
         self.cgroup = hello.get("cgroup") if isinstance(hello.get("cgroup"), str) else None
+        _font_cache_out(self.mpl, self.skip_layers)  # now: no program has run in this worker yet
 
     def _log_tail(self) -> str:
         try:
@@ -196,6 +202,121 @@ class _Worker:
         _remove_quietly(self.dir)
 
 
+_FONT_CACHE_BYTES = 8 * 1024 * 1024
+
+
+def _font_cache_dir(skip_layers: tuple[str, ...]) -> str | None:
+    """Where workers keep matplotlib's font list between sandboxes, created if need be (None: no
+    cache): a directory of this user's alone, one per interpreter and set of skipped layers (what a
+    worker can see of the fonts)."""
+    key = hashlib.sha256(f"{sys.prefix}\0{sys.version}\0{sorted(skip_layers)}".encode()).hexdigest()[:16]
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(root, "tqaforge", f"sandbox-mpl-{key}")
+    try:
+        os.makedirs(path, 0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    # Trusted only when nobody else could have written it.
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return path
+
+
+def _font_files(directory: str) -> list[str]:
+    try:
+        return [n for n in os.listdir(directory) if n.startswith("fontlist-") and n.endswith(".json")]
+    except OSError:
+        return []
+
+
+def _font_cache_in(mpl: str, skip_layers: tuple[str, ...]) -> None:
+    """Give a new worker the font list an earlier worker built: matplotlib scans its fonts once
+    for a fresh configuration directory (about a quarter of a second of a worker's start)."""
+    cache = _font_cache_dir(skip_layers)
+    if cache is None:
+        return
+    for name in _font_files(cache):
+        try:
+            fd = os.open(os.path.join(cache, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    continue
+                data = fh.read(_FONT_CACHE_BYTES + 1)
+            if len(data) <= _FONT_CACHE_BYTES:
+                with open(os.path.join(mpl, name), "wb") as out:
+                    out.write(data)
+        except OSError:
+            continue
+
+
+def _font_cache_out(mpl: str, skip_layers: tuple[str, ...]) -> None:
+    """Keep the font list a worker built at its start, before it ran any program (so that nothing a
+    program did can be in it), for the next worker's :func:`_font_cache_in`."""
+    names = _font_files(mpl)
+    cache = _font_cache_dir(skip_layers) if names else None
+    if cache is None or set(names) <= set(_font_files(cache)):
+        return
+    for name in names:
+        try:
+            with open(os.path.join(mpl, name), "rb") as fh:
+                data = fh.read(_FONT_CACHE_BYTES + 1)
+            if len(data) > _FONT_CACHE_BYTES:
+                continue
+            tmp = os.path.join(cache, f".{name}.{os.getpid()}.{threading.get_ident()}")
+            with open(tmp, "wb") as out:
+                out.write(data)
+            os.replace(tmp, os.path.join(cache, name))  # atomic: a concurrent reader sees the old list or the new
+        except OSError:
+            continue
+
+
+class _Spawner:
+    """The one thread that starts a sandbox's workers, from its start to its close.
+
+    A worker dies with the *thread* that started it (its parent-death signal, ``PR_SET_PDEATHSIG``,
+    follows the thread that forked it, not the process): a worker started from whatever thread
+    called :meth:`Sandbox.run` (a replacement for one that died) would die when that thread ends,
+    and the next program would be reported killed. So every worker is started here, and this
+    thread ends only after the sandbox's workers are stopped. It holds no reference to the sandbox.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], _Worker], Future[_Worker]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=_spawn_loop, args=(self._jobs,), name="tqaforge-sandbox-start", daemon=True)
+        self._thread.start()
+
+    def call(self, start: Callable[[], _Worker]) -> _Worker:
+        """``start()`` run on this thread (SandboxError once stopped)."""
+        if threading.current_thread() is self._thread:
+            return start()
+        future: Future[_Worker] = Future()
+        with self._lock:
+            if self._stopped:
+                raise SandboxError("sandbox: closed", hint="create a new Sandbox")
+            self._jobs.put((start, future))
+        return future.result()
+
+    def stop(self) -> None:
+        """End the thread once the jobs already asked are done (idempotent)."""
+        with self._lock:
+            if not self._stopped:
+                self._stopped = True
+                self._jobs.put(None)
+
+
+def _spawn_loop(jobs: queue.SimpleQueue[tuple[Callable[[], _Worker], Future[_Worker]] | None]) -> None:
+    while (job := jobs.get()) is not None:
+        start, future = job
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # handed to the caller, who raises it
+                future.set_exception(exc)
+
+
 class Sandbox:
     """A pool of ``workers`` warm sandbox workers (default: one per usable core); thread-safe; a context manager.
 
@@ -222,7 +343,8 @@ class Sandbox:
         self._lock = threading.Lock()
         self._index = 0
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base, self._lock_fd)
+        self._spawner = _Spawner()
+        self._finalizer = weakref.finalize(self, _cleanup, self._all, self._base, self._lock_fd, self._spawner)
         try:
             started = [self._spawn() for _ in range(workers)]
             for worker in started:
@@ -239,7 +361,9 @@ class Sandbox:
     def _spawn(self) -> _Worker:
         with self._lock:
             self._index += 1
-            worker = _Worker(self._base, self._index, self._skip)
+            index = self._index
+        worker = self._spawner.call(lambda: _Worker(self._base, index, self._skip))
+        with self._lock:
             self._all.append(worker)
         return worker
 
@@ -250,7 +374,10 @@ class Sandbox:
         _remove_quietly(dead.dir)
         if self._closed:
             return None
-        worker = self._spawn()
+        try:
+            worker = self._spawn()
+        except SandboxError:  # closed meanwhile
+            return None
         try:
             worker.handshake()
         except SandboxError:
@@ -317,10 +444,11 @@ class Sandbox:
         self.close()
 
 
-def _cleanup(workers: list[_Worker], base: str, lock_fd: int) -> None:
+def _cleanup(workers: list[_Worker], base: str, lock_fd: int, spawner: _Spawner) -> None:
     for worker in list(workers):
         worker.close()
     workers.clear()
+    spawner.stop()  # after the workers it started have stopped: no parent-death signal before that
     _remove_quietly(base)
     try:
         os.close(lock_fd)
