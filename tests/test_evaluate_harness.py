@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,21 @@ def test_unanswered_rows_count_against_the_system(grid_release: Path, tmp_path: 
 
 
 @pytest.mark.hostile
-def test_chart_code_runs_in_the_sandbox_and_a_correct_chart_passes(grid_release: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_run", [None, 1])
+def test_chart_code_runs_in_the_sandbox_and_a_correct_chart_passes(grid_release: Path, tmp_path: Path, per_run: int | None,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same scores whether programs share sandbox runs (the default) or each has one of its own
+    (``programs_per_run=1``, ``--programs-per-run 1``)."""
+    import tqaforge.evaluate.scoring as scoring
+
+    sizes: list[int] = []
+    batched = scoring.run_batched
+
+    def recorded(programs: Any, sandbox: Any, *, batch_size: int) -> Any:
+        sizes.append(batch_size)
+        return batched(programs, sandbox, batch_size=batch_size)
+
+    monkeypatch.setattr(scoring, "run_batched", recorded)
     charts = [r for r in _rows(grid_release, "base") if r["qsubtype"] == "ChartGeneration"]
     assert charts and all(c["chart_type"] for c in charts)
     good, bad = charts[0], charts[1]
@@ -174,10 +189,12 @@ def test_chart_code_runs_in_the_sandbox_and_a_correct_chart_passes(grid_release:
     hostile = f"import os\nos.system('touch {marker}')\nopen('{marker}', 'w').write('x')\nwhile True:\n    pass\n"
     preds = [{"id": good["id"], "prediction": f"```python\n{draw}```"},
              {"id": bad["id"], "prediction": f"```python\n{hostile}```"}]
-    report = evaluate(EvaluateOptions(release=grid_release, predictions=_write(tmp_path / "c.jsonl", preds), plots=False, wall_seconds=2))
+    options = EvaluateOptions(release=grid_release, predictions=_write(tmp_path / "c.jsonl", preds), plots=False, wall_seconds=2)
+    report = evaluate(options if per_run is None else replace(options, programs_per_run=per_run))
     row = _by(report, subset="base")["Visualization_ChartGeneration"]
     assert row.answered == 2 and row.tablebench == 50.0 and row.ecr == 50.0
     assert not marker.exists()
+    assert sizes and set(sizes) == ({1} if per_run == 1 else {2})  # two programs, one worker: one run of both, or one each
 
 
 @pytest.mark.hostile

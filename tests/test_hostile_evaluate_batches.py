@@ -122,3 +122,15 @@ def test_a_program_that_breaks_the_batch_costs_the_others_nothing(box: Sandbox, 
     batched = _check(programs, box, monkeypatch, runs=None)
     assert batched[0][0].stdout == "before\n" and batched[2][0].stdout == "after\n"
     assert batched[3][1].outcome is Outcome.OK
+
+
+def test_one_program_a_run_keeps_a_library_changed_in_place_from_the_next(box: Sandbox) -> None:
+    """What the driver cannot reset (a library changed in place) is seen by the next program of a
+    batch, as in TableBench's single process (the control); with one program a run
+    (``--programs-per-run 1``) every program starts from a fresh sandbox child and sees none of it."""
+    patch = Program("import pandas\npandas.read_csv = lambda *a, **k: 'patched'\n", TABLE, None)
+    look = Program("import pandas\nprint(type(pandas.read_csv('table.csv')).__name__)\n", TABLE, None)
+    together = run_batched([patch, look], box, batch_size=2)
+    alone = run_batched([patch, look], box, batch_size=1)
+    assert together[1][0].stdout.strip() == "str"  # the control: the patch is seen in one run
+    assert alone[1][0].stdout.strip() == "DataFrame"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -48,6 +49,7 @@ def evaluate_cmd(
     judge_max_cost: Optional[float] = typer.Option(None, "--judge-max-cost", help="The judge's budget in USD."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where scores.json and the plots go (default: evaluations/RELEASE/PREDICTIONS)."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for PoT and chart code, at most (one per 64 programs)."),
+    programs_per_run: Optional[int] = typer.Option(None, "--programs-per-run", min=1, help="Programs run one after another in one sandbox run, at most (default 25; 1: every program in a fresh sandbox child of its own, slower; more than 1: a program that changes a library in place is seen by the next ones of its run, as in TableBench's own run)."),
     model_workers: int = typer.Option(1, "--model-workers", min=1, help="With --model: workers in this process asking the model (the step runner's --workers; --workers here is the sandbox's)."),
     transport: str = TRANSPORT_OPTION,
     budget_name: Optional[str] = BUDGET_OPTION,
@@ -99,6 +101,8 @@ def evaluate_cmd(
         assert predictions is not None
         options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out_dir, workers=workers,
                                   plots=not no_plots, judge_model=judge_model, judge_max_cost=judge_max_cost)
+        if programs_per_run is not None:
+            options = replace(options, programs_per_run=programs_per_run)
         with progress_reporter("scoring", lazy=True) as on_progress:
             report = evaluate(options, ws=ws, on_progress=on_progress, judge_budget=budget if judge_max_cost is None else None)
     finally:

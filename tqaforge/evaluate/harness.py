@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from tqaforge.errors import ReaderError
+from tqaforge.evaluate.batches import BATCH_SIZE
 from tqaforge.evaluate.predictions import (
     BASE_CONFIG,
     CONFIGURATIONS,
@@ -92,7 +93,10 @@ class EvaluateOptions:
     name none; ``out`` receives ``scores.json`` and the plots (default
     ``evaluations/RELEASE/PREDICTIONS`` under the current directory);
     ``workers`` sandbox workers at most (one per 64 programs: :func:`~tqaforge.evaluate.scoring.sandbox_workers`);
-    ``wall_seconds`` per program (TableBench allows 15)."""
+    ``wall_seconds`` per program (TableBench allows 15); ``programs_per_run``: programs run one
+    after another in one sandbox run at most (:mod:`tqaforge.evaluate.batches`: what a program
+    leaves in a library it changed in place is seen by the next ones of its run, as in TableBench's
+    own single process; 1 runs each program in a fresh sandbox child of its own)."""
 
     release: Path
     predictions: Path
@@ -100,6 +104,7 @@ class EvaluateOptions:
     out: Path | None = None
     workers: int = 2
     wall_seconds: float = 15.0
+    programs_per_run: int = BATCH_SIZE
     plots: bool = True
     #: A judge model (reference-guided grading and acknowledgement; needs a workspace for its calls).
     judge_model: str | None = None
@@ -390,7 +395,8 @@ def _evaluate(options: EvaluateOptions, *, ws: Workspace | None, on_progress: Pr
                     hint="keep one prediction per model, method and row",
                 )
             seen[key] = p.line
-        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers)
+        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers,
+                                 per_run=options.programs_per_run)
         # The text while the programs run (the same scores, in the same order: only the time changes).
         text = {i: score_one(ref, p, {}) for i, (ref, p) in enumerate(matched.pairs) if not uses_code(ref, p.method)}
         results = pending.wait(on_progress)

@@ -187,12 +187,12 @@ class PendingPrograms:
     """The programs of some pairs, running in the sandbox (:func:`start_programs`)."""
 
     def __init__(self, jobs: Mapping[str, Program], wanted: Mapping[tuple[str, str], tuple[str, int]],
-                 sandbox: Callable[[], Sandbox], workers: int) -> None:
+                 sandbox: Callable[[], Sandbox], workers: int, per_run: int = BATCH_SIZE) -> None:
         self._wanted = wanted
         # Batches of programs (tqaforge.evaluate.batches), as many as the workers at least, each run
         # in a thread that waits for the sandbox to have started (the caller scores the text meanwhile).
         keys = list(jobs)
-        size = max(1, min(BATCH_SIZE, -(-len(keys) // max(1, workers))))
+        size = max(1, min(per_run, -(-len(keys) // max(1, workers))))
         chunks = [keys[i:i + size] for i in range(0, len(keys), size)]
         self._total = len(keys)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run") if chunks else None
@@ -218,11 +218,11 @@ class PendingPrograms:
 
 def start_programs(
     pairs: Sequence[tuple[Reference, Prediction]], table_of: Callable[[Reference], Mapping[str, Any]],
-    sandbox: Callable[[], Sandbox], *, workers: int = 2,
+    sandbox: Callable[[], Sandbox], *, workers: int = 2, per_run: int = BATCH_SIZE,
 ) -> PendingPrograms:
     """Start every distinct program of ``pairs`` (by code, table and chart type) in the sandbox
-    ``sandbox()`` gives, once each, in batches (:mod:`tqaforge.evaluate.batches`), ``workers`` at
-    a time; :meth:`PendingPrograms.wait` for them."""
+    ``sandbox()`` gives, once each, in batches of ``per_run`` at most (:mod:`tqaforge.evaluate.batches`;
+    1: each program a sandbox run of its own), ``workers`` at a time; :meth:`PendingPrograms.wait` for them."""
     jobs: dict[str, Program] = {}
     wanted: dict[tuple[str, str], tuple[str, int]] = {}  # (reference id, code) -> (job, which of its results)
     csv_of: dict[str, str] = {}
@@ -245,7 +245,7 @@ def start_programs(
             jobs.setdefault(key, job)
             for result_code, phase in results:
                 wanted[(ref.id, result_code)] = (key, phase)
-    return PendingPrograms(jobs, wanted, sandbox, workers)
+    return PendingPrograms(jobs, wanted, sandbox, workers, per_run)
 
 
 def _result_of(ref: Reference, code: str, results: Results) -> RunResult | None:
