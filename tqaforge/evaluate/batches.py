@@ -154,7 +154,7 @@ def child_main(spec_json: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from tqaforge.sandbox.charts import read_chart
+    from tqaforge.sandbox.worker import note_chart, note_exception, note_exit
 
     spec = json.loads(spec_json)
     prefix = f"{_TAG}{spec['nonce']} ".encode()
@@ -185,39 +185,19 @@ def child_main(spec_json: str) -> None:
                 raise code
             exec(code, main.__dict__)
         except SystemExit as exc:
-            exit_code, message = _exit_code(exc.code)
-            if message is not None:
-                print(message, file=sys.stderr)
-            if exit_code:
-                phase["error"] = f"SystemExit: {exc.code}"
-            phase["exit"] = exit_code
+            phase["exit"] = note_exit(phase, exc)
             return False
         except BaseException as exc:
-            phase["error"] = f"{type(exc).__name__}: {exc}"[:4000]
             if isinstance(exc, MemoryError):
                 phase["alone"] = True  # memory left by earlier programs may be the cause
-            try:
-                import traceback
-
-                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
-            except BaseException:
-                pass
+            note_exception(phase, exc)
             phase["exit"] = 1
             return False
         phase["exit"] = exit_code
         return True
 
     def finish(phase: dict[str, Any], chart_type: str | None, captured: list[int]) -> None:
-        if chart_type is not None:
-            try:
-                phase["chart"] = read_chart(chart_type).to_dict()
-            except BaseException as exc:
-                phase["chart_error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
+        note_chart(phase, chart_type)
         texts = []
         for fd in captured:
             data, offset = b"", 0
@@ -328,13 +308,3 @@ def _has_children() -> bool:
                 return True
     except ChildProcessError:
         return False
-
-
-def _exit_code(code: Any) -> tuple[int, str | None]:
-    """Python's own rule for SystemExit: None -> 0, an int -> itself, anything else printed -> 1."""
-    if code is None:
-        return 0, None
-    if isinstance(code, int):
-        return code & 0xFF, None
-    return 1, str(code)
-

@@ -588,21 +588,47 @@ def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
     try:
         exec(compile(code, filename, "exec"), main.__dict__)
     except SystemExit as exc:
-        exit_code, message = _exit_code(exc.code)
-        if message is not None:
-            print(message, file=sys.stderr)
-        if exit_code:
-            status["error"] = f"SystemExit: {exc.code}"
+        exit_code = note_exit(status, exc)
     except BaseException as exc:
         exit_code = 1
-        status["error"] = f"{type(exc).__name__}: {exc}"[:4000]
-        status["types"] = [t.__name__ for t in type(exc).__mro__]
-        try:
-            import traceback
+        note_exception(status, exc)
+    note_chart(status, chart_type)
+    try:
+        data = json.dumps(status).encode()
+        while data:
+            data = data[os.write(3, data):]
+    except BaseException:
+        pass
+    os._exit(exit_code)
 
-            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
-        except BaseException:
-            pass
+
+def note_exit(status: dict[str, Any], exc: SystemExit) -> int:
+    """A program's ``SystemExit`` as Python's own exit would take it: the exit code, its message
+    written to stderr, an error noted in ``status`` when the code is not 0 (in the program's process)."""
+    exit_code, message = _exit_code(exc.code)
+    if message is not None:
+        print(message, file=sys.stderr)
+    if exit_code:
+        status["error"] = f"SystemExit: {exc.code}"
+    return exit_code
+
+
+def note_exception(status: dict[str, Any], exc: BaseException) -> None:
+    """What a program raised: its text and classes in ``status``, its traceback (without our own
+    frame) on stderr, as Python prints an uncaught exception (in the program's process)."""
+    status["error"] = f"{type(exc).__name__}: {exc}"[:4000]
+    status["types"] = [t.__name__ for t in type(exc).__mro__]
+    try:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+    except BaseException:
+        pass
+
+
+def note_chart(status: dict[str, Any], chart_type: str | None) -> None:
+    """After a program: the chart it drew (when one is asked for) in ``status``, and its standard
+    streams flushed (in the program's process)."""
     if chart_type is not None:
         try:
             from tqaforge.sandbox.charts import read_chart
@@ -615,13 +641,6 @@ def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
             stream.flush()
         except BaseException:
             pass
-    try:
-        data = json.dumps(status).encode()
-        while data:
-            data = data[os.write(3, data):]
-    except BaseException:
-        pass
-    os._exit(exit_code)
 
 
 def _exit_code(code: Any) -> tuple[int, str | None]:
