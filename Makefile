@@ -12,7 +12,7 @@ LS_PORT ?= 8080
 LS_VENV ?= .venv-ls
 # Label Studio pins old shared libraries (openai<2): it gets its own virtualenv.
 LABEL_STUDIO_VERSION ?= 1.23.2
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=30  # the slowest tests in every run's log (the CI must stay under 30 minutes)
 
 .PHONY: install labelstudio check test demo run app bench clean
 
