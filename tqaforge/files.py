@@ -12,6 +12,7 @@ A leaf module, like :mod:`tqaforge.errors`: it imports nothing of tqaforge, so e
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -150,3 +151,9 @@ def _empty_but_directories(fd: int) -> str | None:
         except FileNotFoundError:
             pass
     return None
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (never the whole file in memory)."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

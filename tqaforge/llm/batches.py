@@ -31,7 +31,6 @@ A batch's id is a content hash of its requests, model, endpoint and kind (:func:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import random
@@ -52,6 +51,7 @@ from sqlmodel import col, select
 
 from tqaforge import ids
 from tqaforge.errors import BudgetExceeded, EndpointAuthError, LLMError, NotFound
+from tqaforge.files import file_sha256
 from tqaforge.llm.batchfiles import (
     CollectSummary,
     LineReader,
@@ -417,14 +417,6 @@ def _worst_total(settings: LLMSettings, row: LLMBatch) -> float:
     return sum(price.cost(int(r["worst_prompt"]), int(r["max_tokens"])) for r in (row.requests or {}).values())
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 # -- submitting --------------------------------------------------------------------------------
 def submit_batch(
     ws: Workspace,
@@ -464,7 +456,7 @@ def _advance(ws: Workspace, settings: LLMSettings, row: LLMBatch, reserve: Calla
     hint = f"run `tqaforge batches resume {row.id[:12]}` to carry on: nothing is sent twice"
     if row.state == PREPARED:
         path = Path(row.file_path or "")
-        if not path.is_file() or _sha256(path) != row.file_sha256:
+        if not path.is_file() or file_sha256(path) != row.file_sha256:
             row = _update(ws, row, state="failed", error=f"the request file {path} is missing or changed")
             raise LLMError(f"batch {row.id[:12]}: the request file {path} is missing or changed; nothing was sent",
                            hint="run the step again: its requests are free for a new batch")

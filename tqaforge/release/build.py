@@ -45,6 +45,7 @@ from tqaforge.annotation.kinds import feeding_kinds
 from tqaforge.annotation.rater_data import gold_answers, load_rater_data
 from tqaforge.annotation.report import Settings, kind_report
 from tqaforge.errors import ConfigError, ReleaseError, disk_error
+from tqaforge.files import file_sha256
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.printable import escape_controls
@@ -359,14 +360,6 @@ def _render(ws: Workspace, options: ReleaseOptions, contents: Contents, agreemen
     return hashes, manifest_bytes, summary
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: bytes) -> None:
     """The release in the store (the funnel and the app list it): once per name and version."""
     manifest = json.loads(manifest_bytes)
@@ -392,7 +385,7 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
         hashes, manifest_bytes, summary = _render(ws, options, contents, agreement, low, tmp, row_group_bytes)
         summary.path = str(out)
         if out.exists():
-            held = {str(p.relative_to(out)): _sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
+            held = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
             if held == hashes:
                 summary.identical_to_existing = True
             else:
