@@ -438,13 +438,7 @@ class Workspace:
         from sqlmodel import Session
 
         with Session(self.engine, expire_on_commit=False) as s:
-            try:
-                yield s
-                s.commit()
-            except BaseException as exc:
-                s.rollback()
-                self._raise_disk_problem(exc)
-                raise
+            yield from self._committed(s)
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -452,13 +446,18 @@ class Workspace:
         on any error, with the same disk errors as :meth:`session`. For the few commands that
         read counts without records (:mod:`tqaforge.funnel`): no ORM is imported for them."""
         with self.engine.connect() as conn:
-            try:
-                yield conn
-                conn.commit()
-            except BaseException as exc:
-                conn.rollback()
-                self._raise_disk_problem(exc)
-                raise
+            yield from self._committed(conn)
+
+    def _committed(self, handle: Any) -> Iterator[Any]:
+        """Yield ``handle`` (a Session or a Connection), commit it when the caller's block ends,
+        roll it back on any error, which is raised as a disk problem when it is one."""
+        try:
+            yield handle
+            handle.commit()
+        except BaseException as exc:
+            handle.rollback()
+            self._raise_disk_problem(exc)
+            raise
 
     def _raise_disk_problem(self, exc: BaseException) -> None:
         # A full or read-only disk says so, naming the file, instead of a driver traceback; the
