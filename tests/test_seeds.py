@@ -19,7 +19,7 @@ from tqaforge.generation.seeds import (
     parse_seed_corpus,
     toml_string,
 )
-from tqaforge.schemas.taxonomy import FREB_TQA, TABLEBENCH, custom_taxonomy
+from tqaforge.schemas.taxonomy import CAPABILITY, FREB_TQA, TABLEBENCH, custom_taxonomy
 
 SEEDS = Path(__file__).resolve().parents[1] / "tqaforge" / "generation" / "seed_corpora"
 
@@ -28,7 +28,8 @@ SEEDS = Path(__file__).resolve().parents[1] / "tqaforge" / "generation" / "seed_
 
 
 @pytest.mark.parametrize(
-    ("filename", "taxonomy"), [("tablebench.toml", TABLEBENCH), ("freb-tqa.toml", FREB_TQA)]
+    ("filename", "taxonomy"),
+    [("tablebench.toml", TABLEBENCH), ("freb-tqa.toml", FREB_TQA), ("capability.toml", CAPABILITY)],
 )
 def test_shipped_corpus_covers_its_taxonomy(filename, taxonomy):
     corpus = load_seed_corpus(SEEDS / filename)
@@ -54,7 +55,7 @@ def test_shipped_tablebench_corpus_shape():
         assert all(s.endswith(("?", ".")) for s in cat.seeds), cat.subtype
 
 
-@pytest.mark.parametrize("filename", ["tablebench.toml", "freb-tqa.toml"])
+@pytest.mark.parametrize("filename", ["tablebench.toml", "freb-tqa.toml", "capability.toml"])
 def test_shipped_corpus_is_in_canonical_form(filename):
     """The files are exactly what dump_seed_corpus writes, so a later `seeds add` only adds lines."""
     path = SEEDS / filename

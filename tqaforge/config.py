@@ -42,8 +42,8 @@ DEFAULT_CONFIG = """\
 
 [workspace]
 name = {name}
-# Built-in taxonomies: "tablebench" (4 types / 18 subtypes) and "freb-tqa" (extraction /
-# reasoning). To use your own, set taxonomy = "custom" and list categories below:
+# Built-in taxonomies: "tablebench" (4 types / 18 subtypes), "freb-tqa" (extraction /
+# reasoning) and "capability" (4 stages / 10 capabilities). To use your own, set taxonomy = "custom" and list categories below:
 # [[taxonomy.category]]
 # type = "Lookup"
 # subtype = "SingleCell"

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the workspace."),
     name: Optional[str] = typer.Option(None, help="Workspace name (default: the directory name)."),
-    taxonomy: Optional[str] = typer.Option(None, help="tablebench (default for a new workspace), freb-tqa or custom."),
+    taxonomy: Optional[str] = typer.Option(None, help="tablebench (default for a new workspace), freb-tqa, capability or custom."),
     database_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL instead of the SQLite file."),
 ) -> None:
     """Create a benchmark workspace (tqaforge.toml + database), or bring one up to date."""

@@ -2,8 +2,8 @@
 
 Where it lives: ``WORKSPACE/seeds.toml``. It does not exist after ``tqaforge init``; the first
 command that needs the corpus (``seeds list``, ``seeds add``, ``generate questions``...) writes
-it as a copy of the built-in corpus of the workspace taxonomy (``seed_corpora/tablebench.toml``
-or ``seed_corpora/freb-tqa.toml``). From then on it is the workspace's own file: edit it by hand
+it as a copy of the built-in corpus of the workspace taxonomy (``seed_corpora/tablebench.toml``,
+``seed_corpora/freb-tqa.toml`` or ``seed_corpora/capability.toml``). From then on it is the workspace's own file: edit it by hand
 or with ``tqaforge seeds add`` / ``seeds import``; tqaforge never overwrites it except to write
 those edits. A workspace with a custom taxonomy starts with an empty corpus, and ``seeds add
 SUBTYPE "question" --definition "..."`` creates each category.

@@ -106,7 +106,7 @@ def load_seed_corpus(path: str | PathLike[str], taxonomy: Taxonomy | None = None
     """Read and validate a seed corpus TOML file.
 
     Every (type, subtype) is checked with :meth:`Taxonomy.validate` against ``taxonomy`` or,
-    when none is given, the built-in taxonomy the file names (``tablebench``, ``freb-tqa``).
+    when none is given, the built-in taxonomy the file names (``tablebench``, ``freb-tqa``, ``capability``).
 
     Raises :class:`ConfigError` for an unreadable file, a TOML syntax error (with its line),
     missing or unknown keys, a wrong value type, an empty ``seeds`` list or a duplicate subtype,
@@ -120,8 +120,8 @@ def load_seed_corpus(path: str | PathLike[str], taxonomy: Taxonomy | None = None
     if not Path(path).exists():
         raise ConfigError(
             f"{where}: no such seed corpus file",
-            hint="check the path; tqaforge ships tqaforge/generation/seed_corpora/tablebench.toml and "
-            "tqaforge/generation/seed_corpora/freb-tqa.toml",
+            hint="check the path; tqaforge ships tqaforge/generation/seed_corpora/tablebench.toml, "
+            "freb-tqa.toml and capability.toml",
         )
     # The shared reader refuses special files, huge files and non-UTF-8 text with the offset.
     text = read_text_file(path, what="seed corpus file")

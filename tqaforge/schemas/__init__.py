@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         TableRecord,
         Variant,
     )
-    from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, TABLEBENCH, Category, Taxonomy
+    from tqaforge.schemas.taxonomy import BUILTIN, CAPABILITY, FREB_TQA, TABLEBENCH, Category, Taxonomy
 
 #: Where each re-exported name lives.
 _HOMES = {
@@ -49,12 +49,12 @@ _HOMES = {
          "TableRecord", "Variant"),
         "tqaforge.schemas.records",
     ),
-    **dict.fromkeys(("BUILTIN", "FREB_TQA", "TABLEBENCH", "Category", "Taxonomy"), "tqaforge.schemas.taxonomy"),
+    **dict.fromkeys(("BUILTIN", "CAPABILITY", "FREB_TQA", "TABLEBENCH", "Category", "Taxonomy"), "tqaforge.schemas.taxonomy"),
 }
 
 __all__ = [
     "ALL_RECORDS", "Annotation", "AnnotationTask", "Answer", "AnswerCandidate", "AnswerEffect",
-    "AnswerMethod", "AnswerStatus", "BUILTIN", "CallStatus", "CandidateStatus", "Category",
+    "AnswerMethod", "AnswerStatus", "BUILTIN", "CAPABILITY", "CallStatus", "CandidateStatus", "Category",
     "FREB_TQA", "LLMCall", "Origin", "Question", "QuestionStatus", "QuestionType", "Release",
     "TABLEBENCH", "TableRecord", "TaskStatus", "Taxonomy", "Variant", "VariantStatus",
 ]

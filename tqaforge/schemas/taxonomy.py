@@ -1,4 +1,4 @@
-"""Question taxonomies: the built-in TableBench and FREB-TQA ones, and workspace-defined ones.
+"""Question taxonomies: the built-in TableBench, FREB-TQA and capability ones, and workspace-defined ones.
 
 A taxonomy is a set of (type, subtype) categories. Names are kept exactly as the benchmarks
 spell them in their data, typos included (``Multi-hop NumericalReasoing``), so that imported
@@ -91,7 +91,23 @@ TABLEBENCH = _taxonomy(
 # over cells (reasoning). Both are subtypes of one type so a question carries one label.
 FREB_TQA = _taxonomy("freb-tqa", {"QuestionType": ["extraction", "reasoning"]})
 
-BUILTIN: dict[str, Taxonomy] = {t.name: t for t in (TABLEBENCH, FREB_TQA)}
+# The capability-based TableBench (paper 003) sorts what a model must be able to do into ten
+# capabilities along the four stages of answering a table question: recognising the table
+# (its structure, its serialization format, its size), locating the relevant cells and
+# understanding what they mean, processing them (grouping and computing, editing the table on
+# command, summarising, exploring), and producing the output (with code where needed). The
+# stages are the types, the capabilities the subtypes.
+CAPABILITY = _taxonomy(
+    "capability",
+    {
+        "Recognition": ["StructureUnderstanding", "FormatUnderstanding", "LargeTableUnderstanding"],
+        "Locating": ["Grounding", "Knowledge"],
+        "Processing": ["Aggregation", "Commanding", "Summarization", "Exploration"],
+        "Output": ["Coding"],
+    },
+)
+
+BUILTIN: dict[str, Taxonomy] = {t.name: t for t in (TABLEBENCH, FREB_TQA, CAPABILITY)}
 
 
 def custom_taxonomy(
