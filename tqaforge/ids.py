@@ -90,6 +90,14 @@ def answer_id(question_id: str, origin: str, values: Sequence[str]) -> str:
     return content_hash({"question": question_id, "origin": origin, "values": list(values)})
 
 
+def probe_answer_id(question_id: str, values: Sequence[str]) -> str:
+    """The id of a probe's gold answer (:mod:`tqaforge.generation.probes`): its question and
+    values, marked as a probe's. A vote of the answering agents is also a ``rule`` answer keyed
+    by :func:`answer_id`; a separate key keeps a vote that agrees with the probe from landing on
+    (and re-labelling) the probe's gold row."""
+    return content_hash({"question": question_id, "origin": "rule", "made_by": "probe", "values": list(values)})
+
+
 def candidate_id(question_id: str, method: str, sample: int, model: str) -> str:
     """The id of one agent's answer: its question, reasoning method (DP, TCoT, SCoT, PoT), sample
     index and model (a re-run with another model makes new candidates, never overwrites)."""

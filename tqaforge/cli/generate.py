@@ -1,4 +1,4 @@
-"""``tqaforge generate questions`` (self-inspired question rounds) and ``generate answers`` (self-consistency answers)."""
+"""``tqaforge generate questions`` (self-inspired question rounds), ``generate answers`` (self-consistency answers) and ``generate probes`` (questions answered by rule)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tqaforge.cli._common import (
     styled,
 )
 
-generate_app = typer.Typer(help="Generate with an LLM (question rounds, answers by self-consistency).", no_args_is_help=True, rich_markup_mode=None)
+generate_app = typer.Typer(help="Generate questions and answers: with an LLM (question rounds, answers by self-consistency) or by rule (probes).", no_args_is_help=True, rich_markup_mode=None)
 
 
 @generate_app.command("questions")
@@ -117,3 +117,32 @@ def generate_answers_cmd(
     with noted_progress(f"answering ({llm.model})") as on_progress:
         summary = generate_answers(ws, options, llm, on_progress=on_progress, runner=runner)
     _finish(summary, json_out)
+
+
+@generate_app.command("probes")
+@friendly_errors
+def generate_probes_cmd(
+    ctx: typer.Context,
+    kinds: str = typer.Option("all", "--kinds", help="Comma-separated probe kinds (rows, columns, header, cell, range, has_header), or 'all'."),
+    tables: str = typer.Option("all", "--tables", help="Comma-separated table ids (or unique prefixes), or 'all'."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the draws (template, column, cell); stored on each probe."),
+    per_table: int = typer.Option(1, "--per-table", min=1, help="Header and cell probes drawn per table (distinct columns / cells)."),
+    capability: Optional[str] = typer.Option(None, "--capability", help="File the probes under this capability (default: StructureUnderstanding; cell probes Grounding)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Questions whose exact answers come from the table itself (rows, columns, a column's header, a
+    cell, the range, whether it has a header), stored with their gold answer by rule; no model needed.
+    Seeded and idempotent: the same seed adds nothing the second time. Exits 1 when no probe exists."""
+    from tqaforge.generation.probes import PROBE_KINDS, ProbeOptions, generate_probes
+
+    ws = open_ws(ctx, workspace)
+    options = ProbeOptions(kinds=PROBE_KINDS if kinds.strip().lower() == "all" else names(kinds), tables=() if tables.strip().lower() == "all" else names(tables),
+                           seed=seed, per_table=per_table, capability=capability)
+    with noted_progress("probing tables") as on_progress:
+        summary = generate_probes(ws, options, on_progress=on_progress)
+    print_summary(summary, json_out)
+    if summary.failed:
+        err.print("no probe could be made: see the reasons above (tables with no data rows, blank headers, "
+                  "or only repeated cell values), or probe other tables or kinds")
+        raise typer.Exit(1)

@@ -44,6 +44,9 @@ from tqaforge.schemas.enums import (
 )
 from tqaforge.tables.table import Table
 
+#: Seeds are stored in INTEGER columns (32-bit signed on PostgreSQL): 0 .. 2**31 - 1.
+MAX_SEED = 2**31 - 1
+
 
 def utcnow() -> datetime:
     """Now, in UTC (the time every record is stamped with)."""

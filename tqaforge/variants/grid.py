@@ -32,7 +32,7 @@ from tqaforge.ids import variant_id
 from tqaforge.progress import Progress
 from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import AnswerEffect, AnswerMethod, Origin, VariantStatus
-from tqaforge.schemas.records import Question, Variant, utcnow
+from tqaforge.schemas.records import MAX_SEED, Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
@@ -46,8 +46,6 @@ SEED_FREE = frozenset({"none", "transpose", "remove_table", "remove_relevant_cel
 _BATCH = 500  # questions per transaction: a killed run loses at most one batch of work
 
 
-#: Seeds are stored in an INTEGER column (32-bit signed on PostgreSQL): 0 .. 2**31 - 1.
-MAX_SEED = 2**31 - 1
 
 
 class GridError(TqaforgeError):
