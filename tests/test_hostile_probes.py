@@ -1,0 +1,193 @@
+"""Hostile inputs to probes: an empty table, a one-column table, a table whose every value repeats,
+duplicate and blank headers, look-alike values, a wide and a long table, bad options, and re-runs
+after people reviewed (nothing of theirs is undone)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openpyxl.utils import get_column_letter
+from sqlmodel import select
+from typer.testing import CliRunner
+
+from tqaforge.annotation.review import review_question
+from tqaforge.cli import app
+from tqaforge.errors import NotFound
+from tqaforge.generation.probes import ProbeError, ProbeOptions, ProbeSkipped, draw_probes, generate_probes
+from tqaforge.ingest import ImportOptions, import_paths
+from tqaforge.schemas.enums import QuestionStatus
+from tqaforge.schemas.records import Answer, Question, TableRecord
+from tqaforge.store import Workspace
+from tqaforge.tables.table import Table
+
+
+def _tablebench(path: Path, tables: list[tuple[list[str], list[list[str]]]]) -> Path:
+    """A TableBench-format file (its reader keeps empty tables and duplicate or blank headers)."""
+    lines = [json.dumps({"id": f"t{i}", "qtype": "FactChecking", "qsubtype": "MatchBased", "question": "q?",
+                         "answer": "a", "table": {"columns": header, "data": rows}})
+             for i, (header, rows) in enumerate(tables)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _import(ws: Workspace, path: Path) -> dict[tuple[str, ...], str]:
+    outcome = import_paths(ws, [path], ImportOptions(strict_headers=False))
+    assert not outcome.failed, outcome.failures()
+    with ws.session() as s:
+        return {tuple(t.header): t.id for t in s.exec(select(TableRecord)).all()}
+
+
+def _answers(ws: Workspace, table_id: str) -> dict[str, list[tuple[str, list[str]]]]:
+    """Probe kind -> [(question, gold values)] of one table."""
+    out: dict[str, list[tuple[str, list[str]]]] = {}
+    with ws.session() as s:
+        for q in s.exec(select(Question).where(Question.table_id == table_id, Question.origin == "rule")).all():
+            a = s.exec(select(Answer).where(Answer.question_id == q.id)).one()
+            out.setdefault(q.meta["probe"]["kind"], []).append((q.text, a.values))  # type: ignore[index]
+    return out
+
+
+def test_an_empty_table_gets_every_probe_but_a_cell_and_says_why(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    # No reader stores a table without rows (import refuses it); a store may hold one all the same
+    # (written by another tool or a later table generator), so it is stored here directly.
+    empty = Table.build(["name", "year", "score"], [])
+    with ws.session() as s:
+        s.add(TableRecord(id=empty.id, header=list(empty.header), rows=[], n_rows=0, n_cols=3, numeric_share=0.0))
+    ids = {empty.header: empty.id}
+    summary = generate_probes(ws, ProbeOptions(seed=1))
+    got = _answers(ws, ids[("name", "year", "score")])
+    assert got["rows"][0][1] == ["0"] and got["columns"][0][1] == ["3"] and got["range"][0][1] == ["A1:C1"]
+    assert got["has_header"][0][1] == ["yes"] and "cell" not in got
+    assert [(s.kind, s.reason) for s in summary.skipped] == [("cell", "the table has no data rows: no cell probe can be asked")]
+    assert any("skipped cell" in line and "no data rows" in line for line in summary.lines())
+
+
+def test_a_table_of_blank_cells_and_blank_headers(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    ids = _import(ws, _tablebench(tmp_path / "blank.jsonl", [(["", " "], [["", ""], [" ", ""]])]))
+    summary = generate_probes(ws, ProbeOptions(seed=0))
+    got = _answers(ws, ids[("", " ")])
+    assert got["has_header"][0][1] == ["no"] and got["rows"][0][1] == ["2"] and got["range"][0][1] == ["A1:B3"]
+    reasons = {s.kind: s.reason for s in summary.skipped}
+    assert reasons == {"header": "every header name is blank: no header probe can be asked",
+                       "cell": "every data cell is empty: no cell probe can be asked"}
+
+
+def test_a_one_column_table(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    path = tmp_path / "one.csv"
+    path.write_text("city\nOslo\nBergen\nOslo\nTromsø\n", encoding="utf-8")
+    ids = _import(ws, path)
+    generate_probes(ws, ProbeOptions(seed=4, per_table=5))
+    got = _answers(ws, ids[("city",)])
+    assert got["columns"][0][1] == ["1"] and got["range"][0][1] == ["A1:A5"] and got["rows"][0][1] == ["4"]
+    assert got["header"] == [(got["header"][0][0], ["city"])] and "column 1" in got["header"][0][0]
+    # Oslo is there twice: only Bergen (row 2) and Tromsø (row 4) may be asked for.
+    assert sorted((text.split("row ")[1].split()[0].strip("?,"), values[0]) for text, values in got["cell"]) == [
+        ("2", "Bergen"), ("4", "Tromsø")]
+
+
+def test_a_table_whose_every_value_repeats_gets_no_cell_probe(sqlite_workspace: Workspace, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = sqlite_workspace
+    # Look-alikes repeat too: case and spacing do not make a value unambiguous.
+    _import(ws, _tablebench(tmp_path / "rep.jsonl", [(["a", "b"], [["x", "Y"], ["X ", "y"], ["x", "  y"]])]))
+    summary = generate_probes(ws, ProbeOptions(kinds=("cell",), seed=0))
+    assert summary.failed and not summary.new
+    assert "every non-empty cell's value appears elsewhere in the table" in "\n".join(summary.lines())
+    with ws.session() as s:
+        assert s.exec(select(Question).where(Question.origin == "rule")).all() == []
+    monkeypatch.chdir(ws.root)
+    result = CliRunner().invoke(app, ["generate", "probes", "--kinds", "cell"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "ambiguous" in result.output and "no probe could be made" in result.output
+
+
+def test_duplicate_headers_are_asked_by_number(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    header = ["team", "team", 'say "hi"', "points"]
+    rows = [["Ajax", "PSV", "a1", "10"], ["Feyenoord", "Utrecht", "a2", "11"], ["AZ", "Twente", "a3", "12"]]
+    ids = _import(ws, _tablebench(tmp_path / "dup.jsonl", [(header, rows)]))
+    generate_probes(ws, ProbeOptions(kinds=("header", "cell"), seed=0, per_table=12))
+    got = _answers(ws, ids[tuple(header)])
+    assert sorted(v[0] for _, v in got["header"]) == sorted(header)
+    assert len(got["cell"]) == 12  # every cell is unique
+    for text, values in got["cell"]:
+        row = int(text.split("row ")[1].split()[0].strip("?,"))
+        if 'the "points" column' in text:
+            col = 3
+        else:  # a repeated name, or one with a quote, is named by its number
+            assert '"team"' not in text and '"hi"' not in text
+            col = int(text.split("column ")[1].split()[0].strip("?,")) - 1
+        assert values == [rows[row - 1][col]], text
+
+
+def test_a_wide_and_a_long_table(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    wide = ([f"c{i}" for i in range(30)], [[f"{r}-{c}" for c in range(30)] for r in range(3)])
+    long = (["k", "v", "w", "z"], [[str(i), str(i % 7), "same", f"z{i}"] for i in range(20_000)])
+    ids = _import(ws, _tablebench(tmp_path / "big.jsonl", [wide, long]))
+    start = time.monotonic()
+    summary = generate_probes(ws, ProbeOptions(seed=8, per_table=3))
+    assert time.monotonic() - start < 20 and not summary.skipped
+    got_wide, got_long = _answers(ws, ids[tuple(wide[0])]), _answers(ws, ids[tuple(long[0])])
+    assert got_wide["range"][0][1] == [f"A1:{get_column_letter(30)}4"] == ["A1:AD4"]
+    assert got_long["range"][0][1] == ["A1:D20001"] and got_long["rows"][0][1] == ["20000"]
+    for text, values in got_long["cell"]:  # only the unique columns k (numbers >= 7) and z
+        assert values[0].startswith("z") or int(values[0]) >= 7, text
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"kinds": ("rows", "colums")}, "unknown probe kind(s) 'colums'"),
+    ({"kinds": ()}, "give at least one probe kind"),
+    ({"seed": -1}, "seed -1 is outside 0..2147483647"),
+    ({"seed": 2**31}, "seed 2147483648 is outside"),
+    ({"per_table": 0}, "per_table must be at least 1"),
+    ({"capability": "Counting"}, "'Counting' is not a capability"),
+])
+def test_bad_options_say_what_and_what_to_do(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProbeError) as info:
+        ProbeOptions(**options)
+    assert message in str(info.value)
+    if "kind" in message:
+        assert "rows, columns, header, cell, range, has_header" in str(info.value)
+
+
+def test_no_tables_or_an_unknown_table(sqlite_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = sqlite_workspace
+    with pytest.raises(ProbeError, match="no tables to probe") as info:
+        generate_probes(ws, ProbeOptions())
+    assert "tqaforge tables import" in str(info.value)
+    _import(ws, _tablebench(tmp_path / "t.jsonl", [(["a"], [["1"]])]))
+    with pytest.raises(NotFound, match="no TableRecord with id 'ffff'"):
+        generate_probes(ws, ProbeOptions(tables=("ffff",)))
+    monkeypatch.chdir(ws.root)
+    result = CliRunner().invoke(app, ["generate", "probes", "--kinds", "rows,nope"])
+    assert result.exit_code != 0 and "unknown probe kind(s) 'nope'" in result.output and "Traceback" not in result.output
+    with pytest.raises(ProbeError, match="unknown probe kind"):
+        draw_probes(Table.build(["a"], [["1"]]), "rowz", 0)
+    with pytest.raises(ProbeSkipped):
+        draw_probes(Table.build(["a"], [["1"], ["1"]]), "cell", 0)
+
+
+def test_a_rerun_never_undoes_a_review(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    ws = sqlite_workspace
+    _import(ws, _tablebench(tmp_path / "t.jsonl", [(["name", "n"], [["a", "1"], ["b", "2"], ["c", "3"]])]))
+    generate_probes(ws, ProbeOptions(kinds=("rows", "columns"), seed=0))
+    with ws.session() as s:
+        probes = {q.meta["probe"]["kind"]: q for q in s.exec(select(Question).where(Question.origin == "rule")).all()}  # type: ignore[index]
+    rows_q, cols_q = probes["rows"], probes["columns"]
+    review_question(ws, rows_q.id, "reject", annotator="ana", reason="too easy", new=True)
+    review_question(ws, cols_q.id, "edit", annotator="ana", text="How many columns are in the table?")
+    again = generate_probes(ws, ProbeOptions(kinds=("rows", "columns"), seed=0))
+    assert not again.new and sum(again.present.values()) == 2
+    with ws.session() as s:
+        stored = {q.id: q for q in s.exec(select(Question)).all() if q.origin == "rule"}
+        assert len(stored) == 2 and len(s.exec(select(Answer)).all()) == 2 + 1  # the imported item's answer
+    assert stored[rows_q.id].status == QuestionStatus.REJECTED
+    assert stored[cols_q.id].text == "How many columns are in the table?"
