@@ -276,3 +276,22 @@ def test_draw_probes_is_pure_and_matches_the_store() -> None:
     assert [p.answer for p in draw_probes(table, "cell", 0, per_table=10)] == ["1", "2", "3", "y"]
     assert draw_probes(table, "range", 0)[0].answer == "A1:B4"
     assert draw_probes(table, "rows", 4) == draw_probes(table, "rows", 4)
+
+
+def test_the_readme_probe_commands_run(tmp_path: Path) -> None:
+    """The README's "Capability taxonomy and probes" block runs as written, in a checkout-like directory."""
+    import os
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n### Capability taxonomy and probes", 1)[1]
+    script = re.search(r"```bash\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    (tmp_path / "data").symlink_to(TABLES.parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}
+    env.update(COLUMNS="200", PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
+    result = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 tables, seed 7: 16 new probes" in result.stdout and "0 new probes, 16 already stored" in result.stdout
+    assert "Grounding" in result.stdout and "Traceback" not in result.stderr
