@@ -35,4 +35,4 @@ def test_builtin_seed_corpora_are_inside_the_package() -> None:
     from tqaforge.generation.corpus import BUILTIN_SEEDS_DIR
 
     assert BUILTIN_SEEDS_DIR.is_relative_to(PACKAGE)
-    assert {p.name for p in BUILTIN_SEEDS_DIR.glob("*.toml")} >= {"tablebench.toml", "freb-tqa.toml"}
+    assert {p.name for p in BUILTIN_SEEDS_DIR.glob("*.toml")} >= {"tablebench.toml", "freb-tqa.toml", "capability.toml"}

@@ -107,8 +107,9 @@ def _expected(kind: str, text: str, header: list[str], rows: list[list[str]]) ->
     return value
 
 
-def test_every_kind_answers_as_the_source_file_says(sqlite_workspace: Workspace, tmp_path: Path) -> None:
-    ws = sqlite_workspace
+def test_every_kind_answers_as_the_source_file_says(workspace: Workspace, tmp_path: Path) -> None:
+    """On SQLite and PostgreSQL alike."""
+    ws = workspace
     files = [*DELIMITED, _grid_file(tmp_path)]
     assert not import_paths(ws, files).failed
     summary = generate_probes(ws, ProbeOptions(seed=5, per_table=4))
