@@ -209,13 +209,18 @@ def draw_probes(table: Table, kind: str, seed: int, per_table: int = 1) -> list[
                 probes.append(Probe(kind, text, table.cell(row, col), template, {"row": row + 1, "column": col + 1}))
         return probes
     template = rng.randrange(len(templates))
-    answer = {
-        "rows": lambda: str(table.n_rows),
-        "columns": lambda: str(table.n_cols),
-        "range": lambda: table_range(table),
-        "has_header": lambda: YES if has_header(table) else NO,
-    }[kind]()
-    return [Probe(kind, templates[template], answer, template)]
+    return [Probe(kind, templates[template], _whole_table_answer(table, kind), template)]
+
+
+def _whole_table_answer(table: Table, kind: str) -> str:
+    """The answer of a probe about the whole table (rows, columns, range, has_header)."""
+    if kind == "rows":
+        return str(table.n_rows)
+    if kind == "columns":
+        return str(table.n_cols)
+    if kind == "range":
+        return table_range(table)
+    return YES if has_header(table) else NO
 
 
 def _no_cell_reason(table: Table) -> str:
