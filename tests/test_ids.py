@@ -24,6 +24,8 @@ def test_every_key_keeps_its_value():
     assert ids.annotation_task_id("question_review", "question", "q1") == "ccc1c916ecc145cd5ba15b528159d214"
     assert ids.annotation_id("task1", "ann", "cli:1") == "544eb7fa66a88ae84dea1ad39c65834e"
     assert ids.adjudication_id("task1") == "7c1b8f6fddc162487365e4de89215b89"
+    # A probe's gold is a rule answer, kept apart from a vote (also a rule answer) with the same values.
+    assert ids.probe_answer_id("q1", ["7"]) == "8274a8398eed3df72f84ebc9f534e8ab" != ids.answer_id("q1", "rule", ["7"])
     messages = [{"role": "user", "content": "hi"}]
     assert ids.request_id("m", messages, {"temperature": 0.0}, None, 1) == "346ccc9c2ae0bfbc924b85505f23129a"
 

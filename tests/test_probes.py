@@ -296,3 +296,28 @@ def test_the_readme_probe_commands_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 tables, seed 7: 16 new probes" in result.stdout and "0 new probes, 16 already stored" in result.stdout
     assert "Grounding" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_agents_that_agree_with_a_probe_leave_its_gold_as_it_is(sqlite_workspace: Workspace) -> None:
+    """The answering agents' vote is a rule answer too: agreeing with the probe it lands on a row of
+    its own (routed keep-gold), and the probe's gold stays the gold."""
+    from openai_server import OpenAIServer
+    from test_answers import llm_settings, method_of, say
+
+    from tqaforge.answers.annotate import AnswerOptions, generate_answers
+    from tqaforge.schemas.enums import AnswerRoute
+
+    ws = sqlite_workspace
+    import_paths(ws, [DELIMITED[1]])  # 10 data rows
+    generate_probes(ws, ProbeOptions(kinds=("rows",), seed=0))
+    ((probe, gold),) = _probes(ws)
+    review_question(ws, probe.id, "accept", annotator="ana", new=True)
+    with OpenAIServer(lambda body: say(method_of(body["messages"][0]["content"]), "10")) as server:
+        summary = generate_answers(ws, AnswerOptions(methods=("dp", "tcot")), llm_settings(server))  # type: ignore[arg-type]
+    assert summary.kept_gold == 1
+    with ws.session() as s:
+        answers = {a.id: a for a in s.exec(select(Answer).where(Answer.question_id == probe.id)).all()}
+        trusted = trusted_answers(s, [probe.id])[probe.id]
+    assert len(answers) == 2 and answers[gold.id].status == AnswerStatus.GOLD and trusted.id == gold.id
+    (vote,) = [a for a in answers.values() if a.id != gold.id]
+    assert (vote.status, vote.route, vote.values) == (AnswerStatus.CONSISTENT, AnswerRoute.KEEP_GOLD, ["10"])
