@@ -191,3 +191,21 @@ def test_a_rerun_never_undoes_a_review(sqlite_workspace: Workspace, tmp_path: Pa
         assert len(stored) == 2 and len(s.exec(select(Answer)).all()) == 2 + 1  # the imported item's answer
     assert stored[rows_q.id].status == QuestionStatus.REJECTED
     assert stored[cols_q.id].text == "How many columns are in the table?"
+
+
+def test_stored_counts_that_lie_and_stored_tables_that_cannot_be_read(sqlite_workspace: Workspace) -> None:
+    """Probes count the stored rows themselves, never the n_rows/n_cols columns; a stored table that
+    is not a table (ragged rows, no columns) is skipped with the reason, and the others still get probes."""
+    ws = sqlite_workspace
+    good = Table.build(["a", "b"], [["1", "2"], ["3", "4"]])
+    with ws.session() as s:
+        s.add(TableRecord(id=good.id, header=["a", "b"], rows=[["1", "2"], ["3", "4"]], n_rows=99, n_cols=7, numeric_share=1.0))
+        s.add(TableRecord(id="0" * 32, header=["a", "b"], rows=[["1", "2"], ["3"]], n_rows=2, n_cols=2, numeric_share=1.0))
+        s.add(TableRecord(id="1" * 32, header=[], rows=[], n_rows=0, n_cols=0, numeric_share=0.0))
+    summary = generate_probes(ws, ProbeOptions(kinds=("rows", "columns", "range"), seed=0))
+    got = _answers(ws, good.id)
+    assert (got["rows"][0][1], got["columns"][0][1], got["range"][0][1]) == (["2"], ["2"], ["A1:B3"])
+    reasons = {(s.table_id, s.reason) for s in summary.skipped}
+    assert reasons == {("0" * 32, "the stored table cannot be read: row 2 has 1 cells but the header has 2 columns"),
+                       ("1" * 32, "the stored table cannot be read: table has no columns")}
+    assert len(summary.skipped) == 6 and not summary.failed and sum(summary.new.values()) == 3

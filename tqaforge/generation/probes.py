@@ -62,7 +62,7 @@ from typing import Any, Mapping, Sequence
 
 from sqlmodel import select
 
-from tqaforge.errors import TqaforgeError
+from tqaforge.errors import TableError, TqaforgeError
 from tqaforge.ids import probe_answer_id
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
@@ -318,7 +318,12 @@ def generate_probes(ws: Workspace, options: ProbeOptions, *, on_progress: Progre
             record = s.get(TableRecord, table_id)
             if record is None:  # removed meanwhile
                 continue
-            table = record.to_table()
+            try:
+                table = record.to_table()
+            except TableError as exc:  # a store written by another tool may hold anything
+                summary.skipped += [ProbeSkip(table_id, kind, f"the stored table cannot be read: {exc}")
+                                    for kind in options.kinds]
+                continue
             questions: dict[str, dict[str, Any]] = {}
             answers: dict[str, dict[str, Any]] = {}
             kinds_of: dict[str, str] = {}
