@@ -209,3 +209,14 @@ def test_stored_counts_that_lie_and_stored_tables_that_cannot_be_read(sqlite_wor
     assert reasons == {("0" * 32, "the stored table cannot be read: row 2 has 1 cells but the header has 2 columns"),
                        ("1" * 32, "the stored table cannot be read: table has no columns")}
     assert len(summary.skipped) == 6 and not summary.failed and sum(summary.new.values()) == 3
+
+
+def test_long_and_multiline_header_names_are_asked_by_number() -> None:
+    header = ["n" * 81, "two\nlines", "ok"]
+    table = Table.build(header, [["a", "b", "c"], ["d", "e", "f"]])
+    probes = draw_probes(table, "cell", 0, per_table=6)
+    assert len(probes) == 6
+    for p in probes:
+        col = p.params["column"] - 1
+        assert ('the "ok" column' in p.text) == (col == 2) and "\n" not in p.text and "nnnn" not in p.text
+        assert p.answer == table.cell(p.params["row"] - 1, col) and f"row {p.params['row']}" in p.text

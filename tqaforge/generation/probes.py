@@ -127,6 +127,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+#: A longer header name is not quoted in a cell probe: the column is named by its number.
+MAX_NAME_CHARS = 80
+
 #: Answers of a yes/no probe.
 YES, NO = "yes", "no"
 
@@ -170,10 +173,12 @@ def unambiguous_cells(table: Table) -> list[tuple[int, int]]:
 
 
 def column_phrase(table: Table, col: int) -> str:
-    """How a probe names column ``col`` (0-based): by its header when that name is non-blank and
-    unique in the header (``the "pop" column``), else by its number (``column 3``)."""
+    """How a probe names column ``col`` (0-based): by its header when that name is non-blank,
+    unique in the header and quotable on one line (``the "pop" column``: no quote or line break,
+    at most :data:`MAX_NAME_CHARS` characters), else by its number (``column 3``)."""
     name = table.header[col]
-    if name.strip() and table.header.count(name) == 1 and '"' not in name:
+    quotable = '"' not in name and "\n" not in name and "\r" not in name and len(name) <= MAX_NAME_CHARS
+    if name.strip() and quotable and table.header.count(name) == 1:
         return f'the "{name}" column'
     return f"column {col + 1}"
 
