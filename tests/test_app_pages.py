@@ -79,7 +79,21 @@ def test_taxonomy_adds_a_seed_and_shows_lineage(staged, page) -> None:
 def test_generate_says_no_endpoint_is_configured(page) -> None:
     at = page("generate.py")
     assert "No LLM endpoint is configured" in _text(at)
-    assert all(b.disabled for b in at.button)
+    assert all(b.disabled for b in at.button if b.label != "make probes")
+
+
+def test_generate_makes_probes_without_a_model(staged, page) -> None:
+    ws, _ = staged
+    at = page("generate.py")
+    table = sorted(t.id for t in queries.list_tables(ws, limit=1))[0]
+    next(t for t in at.text_input if t.label.startswith("tables to probe")).set_value(table[:10])
+    button = next(b for b in at.button if b.label == "make probes")
+    assert not button.disabled
+    button.click().run()
+    assert not at.exception, at.exception
+    assert any("1 tables, seed 0:" in c.value and "new probes" in c.value for c in at.code)  # the CLI's summary
+    with ws.session() as s:
+        assert s.exec(select(Question).where(Question.table_id == table, Question.origin == "rule")).all()
 
 
 def test_review_accepts_a_question_into_the_store(staged, page) -> None:

@@ -1,5 +1,6 @@
-"""Generate: question rounds and answer annotation with live progress and cost. Without an LLM
-endpoint the page says how to configure one; every other page works without it."""
+"""Generate: question rounds and answer annotation with live progress and cost, and probes (questions
+answered by rule). Without an LLM endpoint the page says how to configure one; probes and every
+other page work without it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ runner = RunnerOptions(workers=int(workers), budget=shared_budget.strip() or Non
                        window=max(4, 2 * (llm.concurrency if llm else 8)))
 
 taxonomy = ws.config.taxonomy()
-tab_questions, tab_answers = st.tabs(["Question rounds", "Answer annotation"])
+tab_questions, tab_answers, tab_probes = st.tabs(["Question rounds", "Answer annotation", "Probes (no model)"])
 with tab_questions:
     with st.form("questions"):
         subtypes = st.multiselect("subtypes", taxonomy.subtypes, default=list(taxonomy.subtypes[:1]))
@@ -75,3 +76,22 @@ with tab_answers:
             how = answer_options
             run_step("answering", lambda on_progress: generate_answers(ws, how, answer_settings, on_progress=on_progress,
                                                                             runner=runner))
+with tab_probes:
+    from tqaforge.generation.probes import PROBE_KINDS, ProbeOptions, generate_probes
+
+    st.caption("Questions whose exact answers come from the table itself (rows, columns, a column's header, a cell, "
+               "the range, whether it has a header), stored as proposed with their gold answer; the same seed adds "
+               "nothing the second time (`tqaforge generate probes`).")
+    with st.form("probes"):
+        kinds = st.multiselect("kinds", PROBE_KINDS, default=list(PROBE_KINDS))
+        probe_tables = st.text_input("tables to probe (id prefixes, comma-separated; empty: all)")
+        probe_seed = st.number_input("seed", min_value=0, value=0)
+        per_table = st.number_input("header and cell probes per table", min_value=1, value=1)
+        go_probes = st.form_submit_button("make probes")
+    if go_probes:
+        probe_options = attempt(lambda: ProbeOptions(
+            kinds=tuple(kinds), tables=tuple(t.strip() for t in probe_tables.split(",") if t.strip()),
+            seed=int(probe_seed), per_table=int(per_table)))
+        if probe_options is not None:
+            chosen_probes = probe_options
+            run_step("probing tables", lambda on_progress: generate_probes(ws, chosen_probes, on_progress=on_progress))
