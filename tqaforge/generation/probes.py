@@ -319,40 +319,45 @@ def generate_probes(ws: Workspace, options: ProbeOptions, *, on_progress: Progre
     table_ids = _table_ids(ws, options.tables)
     summary = ProbeSummary(seed=options.seed, tables=len(table_ids))
     for done, table_id in enumerate(table_ids):
-        with ws.session() as s:
-            record = s.get(TableRecord, table_id)
-            if record is None:  # removed meanwhile
-                continue
-            try:
-                table = record.to_table()
-            except TableError as exc:  # a store written by another tool may hold anything
-                summary.skipped += [ProbeSkip(table_id, kind, f"the stored table cannot be read: {exc}")
-                                    for kind in options.kinds]
-                continue
-            questions: dict[str, dict[str, Any]] = {}
-            answers: dict[str, dict[str, Any]] = {}
-            kinds_of: dict[str, str] = {}
-            now = utcnow()
-            for kind in options.kinds:
-                try:
-                    probes = draw_probes(table, kind, options.seed, options.per_table)
-                except ProbeSkipped as skipped:
-                    summary.skipped.append(ProbeSkip(table_id, kind, str(skipped)))
-                    continue
-                for probe in probes:
-                    row = _question_row(table_id, probe, options, now)
-                    questions[row["id"]] = row
-                    answers[row["id"]] = _answer_row(row["id"], probe.answer, options.created_by, now)
-                    kinds_of[row["id"]] = kind
-            inserted = insert_new(s, Question, list(questions.values()))
-            # An answer comes with its question: one already stored keeps the answers it has.
-            insert_new(s, Answer, [a for qid, a in answers.items() if qid in inserted])
-        for qid, kind in kinds_of.items():
-            counts = summary.new if qid in inserted else summary.present
-            counts[kind] = counts.get(kind, 0) + 1
+        _probe_table(ws, table_id, options, summary)
         if on_progress is not None:
             on_progress(done + 1, len(table_ids), table_id[:12])
     return summary
+
+
+def _probe_table(ws: Workspace, table_id: str, options: ProbeOptions, summary: ProbeSummary) -> None:
+    """Draw and store one table's probes in one transaction; count them (and the skips) in ``summary``."""
+    with ws.session() as s:
+        record = s.get(TableRecord, table_id)
+        if record is None:  # removed meanwhile
+            return
+        try:
+            table = record.to_table()
+        except TableError as exc:  # a store written by another tool may hold anything
+            summary.skipped += [ProbeSkip(table_id, kind, f"the stored table cannot be read: {exc}")
+                                for kind in options.kinds]
+            return
+        questions: dict[str, dict[str, Any]] = {}
+        answers: dict[str, dict[str, Any]] = {}
+        kind_of: dict[str, str] = {}
+        now = utcnow()
+        for kind in options.kinds:
+            try:
+                probes = draw_probes(table, kind, options.seed, options.per_table)
+            except ProbeSkipped as skipped:
+                summary.skipped.append(ProbeSkip(table_id, kind, str(skipped)))
+                continue
+            for probe in probes:
+                row = _question_row(table_id, probe, options, now)
+                questions[row["id"]] = row
+                answers[row["id"]] = _answer_row(row["id"], probe.answer, options.created_by, now)
+                kind_of[row["id"]] = kind
+        inserted = insert_new(s, Question, list(questions.values()))
+        # An answer comes with its question: one already stored keeps the answers it has.
+        insert_new(s, Answer, [a for qid, a in answers.items() if qid in inserted])
+    for qid, kind in kind_of.items():
+        counts = summary.new if qid in inserted else summary.present
+        counts[kind] = counts.get(kind, 0) + 1
 
 
 def _table_ids(ws: Workspace, wanted: Sequence[str]) -> list[str]:
