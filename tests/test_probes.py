@@ -277,6 +277,7 @@ def test_draw_probes_is_pure_and_matches_the_store() -> None:
     assert [p.answer for p in draw_probes(table, "cell", 0, per_table=10)] == ["1", "2", "3", "y"]
     assert draw_probes(table, "range", 0)[0].answer == "A1:B4"
     assert draw_probes(table, "rows", 4) == draw_probes(table, "rows", 4)
+    assert ProbeOptions(kinds=("rows", "cell", "rows")).kinds == ("rows", "cell")  # named twice, made once
 
 
 def test_the_readme_probe_commands_run(tmp_path: Path) -> None:

@@ -252,6 +252,8 @@ class ProbeOptions:
     created_by: str = "tqaforge"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", tuple(dict.fromkeys(self.kinds)))  # a kind named twice is made once
+        object.__setattr__(self, "tables", tuple(self.tables))
         if not self.kinds:
             raise ProbeError("give at least one probe kind", hint="kinds: " + ", ".join(PROBE_KINDS))
         unknown = [k for k in self.kinds if k not in PROBE_KINDS]
