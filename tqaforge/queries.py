@@ -261,6 +261,8 @@ def list_tables(
     for bound, flag in ((tokens_min, "--tokens-min"), (tokens_max, "--tokens-max")):
         if bound is not None:
             check_count(bound, flag)
+    if tokens_min is not None and tokens_max is not None and tokens_min > tokens_max:
+        raise ListingError(f"--tokens-min {tokens_min} is above --tokens-max {tokens_max}", hint="no table can match; swap them")
     where = []
     if min_rows is not None:
         where.append(col(TableRecord.n_rows) >= min_rows)

@@ -9,7 +9,7 @@ network the first time). The default encoding is OpenAI's ``cl100k_base`` (GPT-4
 2
 >>> t = Table.build(["Name", "Age"], [["Sophia", "26"], ["Aarav", "34"]])
 >>> table_tokens(t, "csv")
-12
+14
 >>> bucket_of(4096).name
 '4-8k'
 
@@ -21,10 +21,11 @@ network the first time). The default encoding is OpenAI's ``cl100k_base`` (GPT-4
 
 **Long texts.** The tokenizer refuses a text of 1,000,000 characters or more and a result of more
 than 200,000 tokens; :func:`count_tokens` counts a long text in pieces cut where the tokenizer's
-pre-tokenizer always cuts (before a space that follows a non-space, or after a line feed
-followed by a character that is neither white space nor ``/``), so the sum of the pieces is the
-count of the whole. Only a run of more than :data:`_PIECE` characters with no such place (one
-enormous word) is cut elsewhere, where the count may differ from the whole's by a token.
+pre-tokenizer always cuts (before a space that follows a non-space, after a line feed followed
+by a character that is neither white space nor ``/``, between a letter or digit and ASCII
+punctuation other than ``'``), so the sum of the pieces is the count of the whole. Only a run
+of more than :data:`_PIECE` characters with no such place (one enormous word) is cut
+elsewhere, where the count may differ from the whole's by a token.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ DEFAULT_SERIALIZATION = "markdown"
 _PIECE = 50_000
 
 # Where the pre-tokenizers of cl100k_base and o200k_base always cut (the piece before ends at
-# the match's end): between a non-space and a space, and after a line feed whose next character
-# is neither white space (which a run of white space would take) nor "/" (which o200k_base's
-# punctuation rule ``[^\s\p{L}\p{N}]+[\r\n/]*`` takes after line feeds).
-_CUT = re.compile(r"\S(?= )|\n(?=[^\s/])")
+# the match's end): between a non-space and a space; after a line feed whose next character is
+# neither white space (which a run of white space would take) nor "/" (which o200k_base's
+# punctuation rule ``[^\s\p{L}\p{N}]+[\r\n/]*`` takes after line feeds); and between a letter
+# or digit and ASCII punctuation other than the apostrophe (o200k_base keeps "'s" with its word).
+_CUT = re.compile(r"\S(?= )|\n(?=[^\s/])|[^\W_](?=[!-&(-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +131,14 @@ def check_serialization(name: str) -> str:
 def encoding(name: str = DEFAULT_ENCODING) -> Any:
     """The tokenizer of encoding ``name`` (loaded once per process, about 0.1 s)."""
     check_encoding(name)
-    import bpe_openai  # loaded on first use: most commands never count tokens
+    import warnings
 
-    return bpe_openai.get_encoding(name)
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.4 reads its data with importlib.resources.open_binary (deprecated).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai  # loaded on first use (about 1.5 s, all its encodings): most commands never count
+
+        return bpe_openai.get_encoding(name)
 
 
 def encode(text: str, encoding_name: str = DEFAULT_ENCODING) -> list[int]:
@@ -151,8 +158,7 @@ def _pieces(text: str, size: int) -> Iterable[str]:
     while len(text) - start > size:
         end = start + size
         cut = None
-        # The last cut within the window (searching its second half keeps it quick).
-        for match in _CUT.finditer(text, start + size // 2, end):
+        for match in _CUT.finditer(text, start, end):  # the last cut within the window
             cut = match.end()
         if cut is None or cut <= start:
             cut = end  # one enormous word: see the module docstring
