@@ -4,8 +4,12 @@ bounds, picks per bucket, the table grower, and the listing, stats and grow comm
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +39,7 @@ from tqaforge.tables.tokens import (
 )
 
 runner = CliRunner(env={"COLUMNS": "200"})
+REPO = Path(__file__).resolve().parents[1]
 
 # Token ids published in tiktoken's own tests (openai/tiktoken, tests/test_encoding.py:
 # test_simple, test_simple_regex, test_basic_encode, test_encode_surrogate_pairs), for cl100k_base.
@@ -321,3 +326,40 @@ def test_commands(token_workspace) -> None:
     assert "stored as table" in grown.output
     big = runner.invoke(app, ["tables", "list", *w, "--tokens-min", "32768"])
     assert "1 of 1 tables" in big.output and "grown from" in big.output
+
+
+def test_the_readme_token_commands_run(sqlite_workspace) -> None:
+    """Each command of the README's "Token length" subsection runs as written (in this process,
+    on the shipped tables: the walkthrough's workspace after its import)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n### Token length", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "README: no ```bash block under ### Token length"
+    import_paths(sqlite_workspace, [REPO / "data" / "tables", REPO / "data" / "sample"])
+    outputs = []
+    for line in block.group(1).splitlines():
+        argv = shlex.split(line, comments=True)
+        assert argv[0] == "tqaforge", line
+        result = runner.invoke(app, [*argv[1:], "--workspace", str(sqlite_workspace.root)])
+        assert result.exit_code == 0, f"{line}\n{result.output}"
+        outputs.append(result.output)
+    text = "\n".join(outputs)
+    assert re.search(r"grew table 21b9e03ef6b5 \(\d+ tokens\) to \d+ rows, \d+ tokens", text)
+    assert "1 of 1 tables" in text and '"encoding": "o200k_base"' in text
+
+
+def test_counting_needs_no_network(tmp_path: Path) -> None:
+    """A fresh process with sockets disabled and empty caches counts tokens: the encodings ship
+    inside the package."""
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k): raise OSError('no network in this test')\n"
+        "socket.socket = refuse; socket.create_connection = refuse; socket.getaddrinfo = refuse\n"
+        "from tqaforge.tables.tokens import encode\n"
+        "print(encode('hello world'), encode('hello world', 'o200k_base') != [15339, 1917])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path),
+           "TIKTOKEN_CACHE_DIR": str(tmp_path / "none"), "DATA_GYM_CACHE_DIR": str(tmp_path / "none")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[15339, 1917] True"
