@@ -4,6 +4,7 @@ and serializations; each a clear error (what, where, what to do), and nothing st
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,34 @@ def test_a_target_that_is_not_a_number_is_a_usage_error(small_workspace, tokens:
     result = runner.invoke(app, ["tables", "grow", SMALL.id, "--tokens", tokens, "--seed", "1", "-w", str(small_workspace.root)])
     assert result.exit_code == 2 and "--tokens" in result.output
     assert _tables(small_workspace) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{not json",
+        "[1, 2]",
+        '{"format": 1, "code": "CODE", "counts": [1]}',
+        '{"format": 99, "code": "CODE", "counts": {"TID": 1}}',
+        '{"format": 1, "code": "CODE", "counts": {"TID": -5}}',
+        '{"format": 1, "code": "CODE", "counts": {"TID": "7"}}',
+        '{"format": 1, "code": "CODE", "counts": {"TID": true}}',
+        '{"format": 1, "code": "CODE", "counts": {"TID": 1.5}}',
+    ],
+)
+def test_a_damaged_token_cache_file_is_counted_again_and_replaced(small_workspace, monkeypatch: pytest.MonkeyPatch,
+                                                                  text: str) -> None:
+    monkeypatch.setattr(queries, "_TOKEN_COUNTS", {})
+    path = small_workspace.paths.cache / "tokens" / "cl100k_base-markdown.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace("CODE", queries._token_code_key()).replace("TID", SMALL.id), encoding="utf-8")
+    assert queries.table_token_counts(small_workspace) == {SMALL.id: table_tokens(SMALL)}
+    assert json.loads(path.read_text(encoding="utf-8"))["counts"] == {SMALL.id: table_tokens(SMALL)}
+
+
+def test_a_workspace_whose_cache_cannot_be_written_still_counts(small_workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(queries, "_TOKEN_COUNTS", {})
+    small_workspace.paths.cache.mkdir(exist_ok=True)
+    (small_workspace.paths.cache / "tokens").write_text("a file where the folder should be", encoding="utf-8")
+    assert queries.table_token_counts(small_workspace) == {SMALL.id: table_tokens(SMALL)}

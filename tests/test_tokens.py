@@ -4,6 +4,7 @@ bounds, picks per bucket, the table grower, and the listing, stats and grow comm
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -363,3 +364,23 @@ def test_counting_needs_no_network(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[15339, 1917] True"
+
+
+def test_counts_are_kept_in_the_workspace_for_the_next_process(token_workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = token_workspace
+    counts = queries.table_token_counts(ws, serialization="latex")
+    path = ws.paths.cache / "tokens" / "cl100k_base-latex.json"
+    assert json.loads(path.read_text(encoding="utf-8"))["counts"] == counts
+    # A new process: nothing in memory; the file answers, nothing is counted again.
+    monkeypatch.setattr(queries, "_TOKEN_COUNTS", {})
+
+    def no_counting(*args: object) -> int:
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(queries, "table_tokens", no_counting)
+    assert queries.table_token_counts(ws, serialization="latex") == counts
+    # Code that counts differently (another tokenizer version, say) does not read the file.
+    monkeypatch.setattr(queries, "_TOKEN_COUNTS", {})
+    monkeypatch.setattr(queries, "_token_code_key", lambda: "other code")
+    with pytest.raises(AssertionError, match="counted again"):
+        queries.table_token_counts(ws, serialization="latex")

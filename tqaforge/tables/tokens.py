@@ -141,6 +141,13 @@ def encoding(name: str = DEFAULT_ENCODING) -> Any:
         return bpe_openai.get_encoding(name)
 
 
+def tokenizer_version() -> str:
+    """``bpe-openai X.Y.Z``: the tokenizer package and its version (read without importing it)."""
+    from importlib.metadata import version
+
+    return f"bpe-openai {version('bpe-openai')}"
+
+
 def encode(text: str, encoding_name: str = DEFAULT_ENCODING) -> list[int]:
     """The token ids of ``text``. Special-token spellings such as ``<|endoftext|>`` are plain
     text here, as they are in a table's cells. For texts shorter than :data:`_PIECE` characters."""
@@ -296,4 +303,5 @@ __all__ = [
     "encoding",
     "pick_per_bucket",
     "table_tokens",
+    "tokenizer_version",
 ]
