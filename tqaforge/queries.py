@@ -284,7 +284,7 @@ def list_tables(
             total = s.exec(select(func.count()).select_from(TableRecord).where(*where)).one()
         if counting:
             counts = table_token_counts(ws, serialization=fmt, encoding=enc, table_ids=[r.id for r in items])
-            items = [replace(r, tokens=counts[r.id]) for r in items]
+            items = [replace(r, tokens=counts.get(r.id)) for r in items]
         return Page(items, total, offset, limit)
     with ws.session() as s:
         ids = list(s.exec(select(TableRecord.id).where(*where).order_by(*order)).all())
