@@ -290,8 +290,8 @@ def list_tables(
         ids = list(s.exec(select(TableRecord.id).where(*where).order_by(*order)).all())
     counts = table_token_counts(ws, serialization=fmt, encoding=enc, table_ids=ids)
     kept = [
-        i for i in ids
-        if (tokens_min is None or counts[i] >= tokens_min) and (tokens_max is None or counts[i] <= tokens_max)
+        i for i, n in counts.items()  # in the order of ids
+        if (tokens_min is None or n >= tokens_min) and (tokens_max is None or n <= tokens_max)
     ]
     window = kept[offset : offset + limit]
     found: dict[str, TableSummary] = {}
