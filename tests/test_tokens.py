@@ -368,6 +368,7 @@ def test_counting_needs_no_network(tmp_path: Path) -> None:
 
 def test_counts_are_kept_in_the_workspace_for_the_next_process(token_workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = token_workspace
+    monkeypatch.setattr(queries, "_TOKEN_COUNTS", {})  # tables of the same cells may be counted by an earlier test
     counts = queries.table_token_counts(ws, serialization="latex")
     path = ws.paths.cache / "tokens" / "cl100k_base-latex.json"
     assert json.loads(path.read_text(encoding="utf-8"))["counts"] == counts
