@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/import_memory.py
 	$(BIN)/python benchmarks/import_tables.py
+	$(BIN)/python benchmarks/tokens.py
 	$(BIN)/python benchmarks/agreement.py
 	$(BIN)/python benchmarks/gateway.py
 	$(BIN)/python benchmarks/batch.py

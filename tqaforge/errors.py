@@ -48,6 +48,11 @@ class TableError(TqaforgeError):
     """A table is malformed (ragged rows, empty, bad header...)."""
 
 
+class TokenCountError(TqaforgeError):
+    """Tokens cannot be counted or a table grown as asked (unknown encoding, a target that is not
+    a whole number, a table already longer than the target...)."""
+
+
 class ReaderError(TableError):
     """A file could not be read as a table; names the file and the line or row."""
 

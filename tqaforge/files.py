@@ -16,7 +16,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Iterable, Iterator, TextIO
 
 
 @contextlib.contextmanager
@@ -157,3 +157,16 @@ def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes, read in blocks (never the whole file in memory)."""
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def modules_source_hash(names: Iterable[str], *, salt: str = "") -> str:
+    """A sha256 of ``salt`` and the source files of the modules ``names`` (imported if need be):
+    what a cache of computed results keys on, so that a change of the code that computes them
+    makes the cached results stale."""
+    import importlib
+
+    digest = hashlib.sha256(salt.encode())
+    for name in names:
+        origin = getattr(importlib.import_module(name), "__file__", None)
+        digest.update(name.encode() + b"\0" + (Path(origin).read_bytes() if origin else b"") + b"\0")
+    return digest.hexdigest()

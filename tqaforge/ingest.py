@@ -35,11 +35,13 @@ from sqlmodel import Session, select
 
 from tqaforge.errors import DiskError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
 from tqaforge.progress import Progress
+from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
 from tqaforge.schemas.records import Answer, Question, TableRecord, utcnow
 from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, Taxonomy
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.cells import clean_text
+from tqaforge.tables.grow import GrowOptions, grow_table
 from tqaforge.tables.readers import read_path
 from tqaforge.tables.source import ReadRecord, ReadResult, SourceItem
 from tqaforge.tables.stats import SelectionFilter, TableStats, table_stats
@@ -572,6 +574,7 @@ def _store_tables(
     options: ImportOptions,
     cleaner: _Cleaner,
     now: datetime,
+    origin: Origin = Origin.IMPORT,
 ) -> int:
     """Insert the tables not yet stored, in bounded batches; how many this call inserted."""
     inserted = 0
@@ -582,7 +585,7 @@ def _store_tables(
         if record.table.id in seen:
             continue
         seen.add(record.table.id)
-        row = _table_row(record.table, stats, _clean_location(record.location), options.created_by, now, cleaner)
+        row = _table_row(record.table, stats, _clean_location(record.location), options.created_by, now, cleaner, origin)
         batch.append(row)
         size += len(row["rows"])
         if len(batch) >= _TABLE_BATCH_ROWS or size >= _TABLE_BATCH_CHARS:
@@ -613,7 +616,8 @@ def _rows_json(table: Table) -> str:
 
 
 def _table_row(
-    table: Table, stats: TableStats, location: str, created_by: str, now: datetime, cleaner: _Cleaner
+    table: Table, stats: TableStats, location: str, created_by: str, now: datetime, cleaner: _Cleaner,
+    origin: Origin = Origin.IMPORT,
 ) -> dict[str, Any]:
     # Header and cells were cleaned by the reader (they make the table's id); the metadata
     # columns are cleaned here because they may come from anywhere.
@@ -628,7 +632,7 @@ def _table_row(
         "n_cols": stats.n_cols,
         "numeric_share": stats.numeric_share,
         "imported_from": location,
-        "origin": Origin.IMPORT.value,
+        "origin": origin.value,
         "created_by": created_by,
         "created_at": now,
     }
@@ -687,3 +691,62 @@ def _answer_row(qid: str, values: list[str], created_by: str, now: datetime) -> 
         "created_by": created_by,
         "created_at": now,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class GrowOutcome:
+    """What ``tqaforge tables grow`` made: the grown table stored (or found stored already)."""
+
+    source_id: str
+    table_id: str
+    rows: int
+    tokens: int
+    source_tokens: int
+    new: bool
+    options: GrowOptions
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id, "table_id": self.table_id, "rows": self.rows, "tokens": self.tokens,
+            "source_tokens": self.source_tokens, "new": self.new, **dataclasses.asdict(self.options),
+        }
+
+    def lines(self) -> list[str]:
+        o = self.options
+        state = "stored as" if self.new else "already stored as"
+        return [
+            f"grew table {self.source_id[:12]} ({self.source_tokens} tokens) to {self.rows} rows, {self.tokens} tokens "
+            f"in {o.serialization} ({o.encoding}), seed {o.seed}: {state} table {self.table_id}",
+        ]
+
+
+def grown_source(source_id: str, source: str | None, rows: int, options: GrowOptions) -> str:
+    """The ``source`` of a grown table: its origin, the draw and how to trace a row back."""
+    trace = (
+        f"column {options.id_column!r} holds the 0-based source row of each row"
+        if options.id_column is not None
+        else "no source-row column (the draw is reproducible from the seed)"
+    )
+    return (
+        f"grown from table {source_id}" + (f" (source: {source})" if source else "")
+        + f": {rows} rows drawn with replacement (seed {options.seed}) to at least {options.target_tokens} tokens "
+        f"in {options.serialization} ({options.encoding}); {trace}"
+    )
+
+
+def grow_stored_table(ws: Workspace, table_id: str, options: GrowOptions, *, created_by: str = "tqaforge") -> GrowOutcome:
+    """Grow the stored table ``table_id`` (or a unique prefix of it) with
+    :func:`tqaforge.tables.grow.grow_table` and store the result as a new table (origin ``rule``)
+    whose ``source`` names the table it was grown from, the seed and the target. Idempotent: the
+    same options give the same table, stored once."""
+    with ws.session() as session:
+        record = get_by_prefix(session, TableRecord, table_id)
+        source_id, source = record.id, record.to_table()
+    grown = grow_table(source, options)
+    description = grown_source(source_id, source.source, grown.table.n_rows, options)
+    table = grown.table.with_metadata(source=description)
+    with ws.session() as session:
+        present = _existing_ids(session, TableRecord, [table.id])
+        kept = [(ReadRecord(table, f"grown from table {source_id}"), table_stats(table))]
+        new = _store_tables(session, kept, present, ImportOptions(created_by=created_by), _Cleaner(), utcnow(), origin=Origin.RULE)
+    return GrowOutcome(source_id, table.id, table.n_rows, grown.tokens, grown.source_tokens, bool(new), options)

@@ -36,7 +36,7 @@ from sqlalchemy import func, select
 
 from tqaforge import __version__
 from tqaforge.annotation.report import AgreementReport, Settings, agreement_report
-from tqaforge.files import atomic_write_text
+from tqaforge.files import atomic_write_text, modules_source_hash
 from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, Annotator, Answer, Question, Variant
 from tqaforge.store import Workspace
 
@@ -56,13 +56,7 @@ _log = logging.getLogger(__name__)
 @cache
 def _code_hash() -> str:
     """A hash of the source of the modules that compute the report (once per process)."""
-    import importlib
-
-    digest = hashlib.sha256(__version__.encode())
-    for name in _REPORT_MODULES:
-        origin = getattr(importlib.import_module(name), "__file__", None)
-        digest.update(name.encode() + b"\0" + (Path(origin).read_bytes() if origin else b"") + b"\0")
-    return digest.hexdigest()
+    return modules_source_hash(_REPORT_MODULES, salt=__version__)
 
 
 def report_inputs(ws: Workspace) -> dict[str, Any]:

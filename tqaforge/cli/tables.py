@@ -18,6 +18,7 @@ from tqaforge.cli._common import (
     out,
     plain_table,
     print_count,
+    print_summary,
     progress_reporter,
     styled,
 )
@@ -79,26 +80,86 @@ def tables_import(
         raise typer.Exit(1)
 
 
+# Not imported from tables.serialize: the help is built whenever the CLI starts.
+FORMAT_HELP = "Serialization to count tokens in (markdown, csv, html, json, xml, latex, grid...; a wrong name lists them all)"
+ENCODING_HELP = "Token encoding (bpe-openai, offline): cl100k_base (default) or o200k_base."
+
+
 @tables_app.command("list")
 @friendly_errors
 def tables_list(
     ctx: typer.Context,
     limit: int = LIMIT_OPTION,
     offset: int = OFFSET_OPTION,
+    tokens_min: Optional[int] = typer.Option(None, "--tokens-min", min=0, help="Only tables of at least this many tokens."),
+    tokens_max: Optional[int] = typer.Option(None, "--tokens-max", min=0, help="Only tables of at most this many tokens."),
+    format: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP + " (default markdown); shows a tokens column."),
+    encoding: Optional[str] = typer.Option(None, "--encoding", help=ENCODING_HELP),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """List the tables with their size and question count."""
+    """List the tables with their size and question count (and token length, with a token option)."""
     from tqaforge import queries
 
     ws = open_ws(ctx, workspace)
-    page = queries.list_tables(ws, limit=limit, offset=offset)
+    page = queries.list_tables(
+        ws, limit=limit, offset=offset, tokens_min=tokens_min, tokens_max=tokens_max, serialization=format, encoding=encoding,
+    )
     counts = queries.count_questions_by_table(ws, [r.id for r in page.items])
-    t = plain_table("id", "rows", "cols", "numeric", "questions", "from")
+    counting = any(v is not None for v in (tokens_min, tokens_max, format, encoding))
+    t = plain_table("id", "rows", "cols", "numeric", *(("tokens",) if counting else ()), "questions", "from")
     for r in page.items:
-        t.add_row(r.id[:12], str(r.n_rows), str(r.n_cols), f"{r.numeric_share:.0%}", str(counts.get(r.id, 0)), _file_name(r.imported_from))
+        tokens = (str(r.tokens),) if counting else ()
+        t.add_row(r.id[:12], str(r.n_rows), str(r.n_cols), f"{r.numeric_share:.0%}", *tokens, str(counts.get(r.id, 0)),
+                  _file_name(r.imported_from))
     if page.items:
         out.print(t)
     print_count("tables", Shown(len(page.items), offset, page.total))
+
+
+@tables_app.command("stats")
+@friendly_errors
+def tables_stats(
+    ctx: typer.Context,
+    format: list[str] = typer.Option(
+        ["markdown"], "--format", "-f", help=FORMAT_HELP + "; repeat it, or give all.",
+    ),
+    encoding: str = typer.Option("cl100k_base", "--encoding", help=ENCODING_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """How many tables fall in each token-length bucket of the capability-based TableBench
+    (<4k, 4-8k, 8-16k, 16-32k, >32k; k = 1024), per serialization."""
+    from tqaforge import queries
+    from tqaforge.tables.serialize import SERIALIZATIONS
+
+    formats = list(SERIALIZATIONS) if "all" in format else format
+    summary = queries.token_buckets(open_ws(ctx, workspace), serializations=formats, encoding=encoding)
+    print_summary(summary, as_json)
+
+
+@tables_app.command("grow")
+@friendly_errors
+def tables_grow(
+    ctx: typer.Context,
+    table_id: str = typer.Argument(..., help="Table id or a unique prefix of it."),
+    tokens: int = typer.Option(..., "--tokens", help="Grow to at least this many tokens (e.g. 40000 for >32k)."),
+    seed: int = typer.Option(..., "--seed", min=0, help="Seed of the row draw (stored in the new table's source)."),
+    format: str = typer.Option("markdown", "--format", "-f", help=FORMAT_HELP + "."),
+    encoding: str = typer.Option("cl100k_base", "--encoding", help=ENCODING_HELP),
+    id_column: str = typer.Option("source_row", "--id-column", help="Name of the column that holds each row's 0-based source row."),
+    no_id_column: bool = typer.Option(False, "--no-id-column", help="Leave the source-row column out."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    workspace: Optional[Path] = WORKSPACE_OPTION,
+) -> None:
+    """Grow a table to a token length by drawing its rows with replacement, and store the result
+    as a new table whose source names the table it came from (same seed, same table)."""
+    from tqaforge.ingest import grow_stored_table
+    from tqaforge.tables.grow import GrowOptions
+
+    options = GrowOptions(
+        target_tokens=tokens, seed=seed, serialization=format, encoding=encoding, id_column=None if no_id_column else id_column,
+    )
+    print_summary(grow_stored_table(open_ws(ctx, workspace), table_id, options), as_json)
 
 
 def _file_name(location: str | None) -> str:
