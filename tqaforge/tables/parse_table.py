@@ -12,7 +12,8 @@ first format whose marks it finds, most specific first: ``html`` (``<table``), `
 ``+---+`` rule), ``markdown`` (a pipe line over a ``| --- |`` rule), ``json`` (an object or list of
 table shape), ``indexed_row_major`` (``col : ``), ``csv`` (two or more lines with a comma, or a
 fenced block). ``concatenation`` is only read when asked for by name with the number of columns.
-Nothing found: :class:`TableParseError`, which scorers turn into 0.
+A table whose every cell is blank counts as none. Nothing found: :class:`TableParseError`, which
+scorers turn into 0.
 
 The result is a :class:`~tqaforge.tables.teds.Layout` (rows may be ragged; HTML and LaTeX cells
 may span); :meth:`ParsedTable.table` gives a :class:`Table` when the layout is one (the first row
@@ -34,13 +35,14 @@ import ast
 import csv
 import html
 import io
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tqaforge.errors import TableError
 from tqaforge.tables.readers.html import _TableParser, cell_text
-from tqaforge.tables.readers.jsonio import loads
+from tqaforge.tables.readers.jsonio import MAX_DEPTH, json_depth
 from tqaforge.tables.readers.markdown import is_separator, split_row
 from tqaforge.tables.table import Table
 from tqaforge.tables.teds import Layout, SpanCell
@@ -105,21 +107,38 @@ def _read_html(text: str) -> Layout | None:
     return Layout(tuple(rows[:n_head]), tuple(rows[n_head:]))
 
 
-_XML_TABLE = re.compile(r"<Table>(.*?)(?:</Table>|\Z)", re.DOTALL)
-_XML_HEADER = re.compile(r"<Header>(.*?)</Header>", re.DOTALL)
-_XML_ROW = re.compile(r"<Row>(.*?)</Row>", re.DOTALL)
-_XML_COLUMN = re.compile(r"<Column>(.*?)</Column>|<Column/>", re.DOTALL)
-_XML_CELL = re.compile(r"<Cell>(.*?)</Cell>|<Cell/>", re.DOTALL)
+_XML_TAG = re.compile(r"<(/?)(Table|Header|Column|Row|Cell)\s*(/?)>")
 
 
 def _read_xml(text: str) -> Layout | None:
-    found = _XML_TABLE.search(text)
-    if found is None:
+    """Our XML read in one pass over its tags (a cell's text is what lies between its tags)."""
+    start = text.find("<Table>")
+    if start < 0:
         return None
-    body = found.group(1)
-    header = _XML_HEADER.search(body)
-    head = [html.unescape(m.group(1) or "") for m in _XML_COLUMN.finditer(header.group(1))] if header else []
-    rows = [[html.unescape(m.group(1) or "") for m in _XML_CELL.finditer(r.group(1))] for r in _XML_ROW.finditer(body)]
+    head: list[str] = []
+    rows: list[list[str]] = []
+    target: list[str] | None = None
+    opened: int | None = None  # where the open cell's text starts
+    for m in _XML_TAG.finditer(text, start + len("<Table>")):
+        closing, name, empty = m.groups()
+        if name == "Table":
+            break  # the end of the table, or another table: ours has one
+        if name in ("Header", "Row"):
+            if closing or empty:
+                target = None
+            elif name == "Header":
+                target = head
+            else:
+                target = []
+                rows.append(target)
+        elif target is not None:
+            if empty:
+                target.append("")
+            elif not closing:
+                opened = m.end()
+            elif opened is not None:
+                target.append(html.unescape(text[opened:m.start()]))
+                opened = None
     return Layout.build([head] if head else [], rows)
 
 
@@ -173,8 +192,6 @@ def _read_latex(text: str) -> Layout | None:
 
 
 _DATAFRAME = re.compile(r"(?:\bpd\.)?\bDataFrame\(")
-#: How many closing parentheses are tried as the end of a DataFrame call (cells may hold some).
-_MAX_CLOSING_TRIED = 64
 
 
 def _scalar_text(value: Any) -> str:
@@ -185,35 +202,54 @@ def _scalar_text(value: Any) -> str:
     return str(value)
 
 
+def _call_end(text: str, start: int) -> int | None:
+    """The index after the parenthesis closing the one at ``start`` (Python strings skipped), or None."""
+    depth, quote, i = 0, "", start
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def _read_dataframe(text: str) -> Layout | None:
     found = _DATAFRAME.search(text)
     if found is None:
         return None
-    # The call's text: up to the parenthesis that closes it (strings may hold parentheses, so
-    # try each closing one until the text parses).
-    start = found.start()
-    closing = [m.end() for m in re.finditer(r"\)", text[found.end():])]
-    for end in closing[:_MAX_CLOSING_TRIED]:
-        source = text[start:found.end() + end]
-        try:
-            call = ast.parse(source.strip(), mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        if not isinstance(call, ast.Call) or not call.args:
-            return None
-        try:
-            columns = ast.literal_eval(call.args[0])
-        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-            return None
-        return _columns_layout(columns)
-    return None
+    end = _call_end(text, found.end() - 1)
+    if end is None:
+        return None
+    try:
+        call = ast.parse(text[found.start():end], mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(call, ast.Call) or not call.args:
+        return None
+    try:
+        # Literals only: nothing of the reply is run.
+        columns = ast.literal_eval(call.args[0])
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    return _columns_layout(columns)
 
 
 def _columns_layout(columns: Any) -> Layout | None:
     """``{name: [values]}`` (or a list of records) as a layout; None when it is neither."""
     if isinstance(columns, list):
         return _json_layout(columns)
-    if not isinstance(columns, dict) or not all(isinstance(v, (list, tuple)) for v in columns.values()):
+    if not isinstance(columns, dict) or not all(isinstance(v, (list, tuple)) and all(map(_is_scalar, v)) for v in columns.values()):
         return None
     names = [_scalar_text(k) for k in columns]
     values = list(columns.values())
@@ -257,43 +293,31 @@ def _json_layout(value: Any) -> Layout | None:
 
 
 def _read_json(text: str) -> Layout | None:
-    decoder_starts = [m.start() for m in re.finditer(r"[\[{]", text)][:200]
-    for start in decoder_starts:
-        end = _balanced_end(text, start)
-        if end is None:
-            continue
+    """The first JSON value of table shape in ``text``: each ``[`` or ``{`` tried as the start of a
+    value (a value that parses but is no table is skipped whole, so the search stays linear)."""
+    decoder = json.JSONDecoder()
+    position, tried = 0, 0
+    while tried < _MAX_JSON_STARTS:
+        found = _JSON_START.search(text, position)
+        if found is None:
+            return None
+        tried += 1
         try:
-            value = loads(text[start:end])
+            value, end = decoder.raw_decode(text, found.start())
         except (ValueError, RecursionError, MemoryError):
+            position = found.start() + 1
             continue
-        layout = _json_layout(value)
-        if layout is not None:
-            return layout
+        if json_depth(text[found.start():end]) <= MAX_DEPTH:
+            layout = _json_layout(value)
+            if layout is not None:
+                return layout
+        position = end
     return None
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """The end of the bracketed JSON value starting at ``start`` (strings skipped), or None."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
-
+_JSON_START = re.compile(r"[\[{]")
+#: How many places a JSON value is tried from (a reply full of brackets is not searched for ever).
+_MAX_JSON_STARTS = 1000
 
 _GRID_RULE = re.compile(r"^\s*\+(?:[-=:]+\+)+\s*$")
 _PLAIN_ESCAPES = {"\\": "\\", "|": "|", "n": "\n", "r": "\r", "t": "\t"}
@@ -378,19 +402,19 @@ def _read_indexed_row_major(text: str) -> Layout | None:
     found = _IRM_HEAD.search(text)
     if found is None:
         return None
-    rest = text[found.end():].rstrip("\n")
-    rest = rest.split("\n", 1)[0] if "\n" in rest else rest  # the serialization is one line
+    line_end = text.find("\n", found.end())
+    rest = text[found.end():] if line_end < 0 else text[found.end():line_end]  # the serialization is one line
     parts: list[str] = []
-    n = 1
+    position, n = 0, 1
     while True:
         marker = f" row {n} : "
-        at = rest.find(marker)
+        at = rest.find(marker, position)
         if at < 0:
             break
-        parts.append(rest[:at])
-        rest = rest[at + len(marker):]
+        parts.append(rest[position:at])
+        position = at + len(marker)
         n += 1
-    parts.append(rest)
+    parts.append(rest[position:])
     return _layout([_irm_cells(p) for p in parts])
 
 
@@ -443,16 +467,33 @@ PARSERS: dict[str, Callable[[str], Layout | None]] = {
     "csv": _read_csv,
 }
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)")
 _FENCE_LANGUAGES = {
     "html": "html", "xml": "xml", "latex": "latex", "tex": "latex", "python": "dataframe", "py": "dataframe",
     "markdown": "markdown", "md": "markdown", "json": "json", "csv": "csv",
 }
 
 
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each closed fenced block, in one pass over the lines."""
+    blocks: list[tuple[str, str]] = []
+    opened: tuple[str, str, int] | None = None  # (fence, language, first line of the body)
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        found = _FENCE.match(line)
+        if found is None:
+            continue
+        if opened is None:
+            opened = (found.group(1), found.group(2).lower(), i + 1)
+        elif line.strip() == opened[0]:
+            blocks.append((opened[1], "\n".join(lines[opened[2]:i])))
+            opened = None
+    return blocks
+
+
 def _candidates(text: str) -> list[tuple[str, str | None, bool]]:
     """(text, the format its fence names, fenced) to search, in order: fenced blocks last first, then all."""
-    blocks = [(m.group(3), _FENCE_LANGUAGES.get(m.group(2).lower()), True) for m in _FENCE.finditer(text)]
+    blocks = [(body, _FENCE_LANGUAGES.get(language), True) for language, body in _fenced_blocks(text)]
     return [*reversed(blocks), (text, None, False)]
 
 
@@ -480,7 +521,7 @@ def parse_table(text: str, fmt: str | None = None, *, n_cols: int | None = None)
                 layout = PARSERS[name](source)
             except (ValueError, RecursionError, MemoryError):
                 layout = None
-            if layout is not None and (layout.head or layout.body):
+            if layout is not None and any(c.text.strip() for part in (layout.head, layout.body) for row in part for c in row):
                 return ParsedTable(name, layout)
     looked = fmt or ", ".join(PARSERS)
     raise TableParseError(f"no table found in the reply (looked for: {looked})",
