@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from tqaforge.errors import ReaderError
-from tqaforge.evaluate.predictions import Reference
+from tqaforge.evaluate.predictions import Prediction, Reference
 from tqaforge.evaluate.scoring import metric_name, score_one
 from tqaforge.evaluate.tablebench import percent
-from tqaforge.evaluate.predictions import Prediction
 from tqaforge.tables.commanding import canonical_table_text
 from tqaforge.tables.parse_table import MAX_REPLY_CHARS, TableParseError, parse_table
 from tqaforge.tables.readers import read_path
