@@ -173,7 +173,7 @@ def test_known_edits_are_scored_end_to_end_by_teds(sqlite_workspace: Workspace, 
     assert 0.0 in want and 1.0 in want and any(0 < w < 1 for w in want)
     path = tmp_path / "preds.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    report = evaluate(EvaluateOptions(release=release, predictions=path, out=tmp_path / "out"))
+    report = evaluate(EvaluateOptions(release=release, predictions=path, out=tmp_path / "out", plots=False))
     overall = next(r for r in report.rows if r.level == "overall")
     assert overall.metric == "TEDS" and overall.n == len(items)
     assert overall.tablebench == pytest.approx(round(sum(want) / len(want) * 100, 2), abs=0.011)
@@ -191,3 +191,22 @@ def test_the_import_command_reads_commanding_files(sqlite_workspace: Workspace, 
     assert "imported 1 tables, 10 questions, 10 answers" in output
     # The workspace's taxonomy (tablebench) has no commanding subtype: kept aside, said so.
     assert "10 questions stored without a subtype" in output
+
+
+def test_the_commanding_command_writes_items_the_import_reads(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    tables = Path(__file__).resolve().parents[1] / "data" / "tables"
+    files = [str(tables / "wtq_football_league_table.csv"), str(tables / "tablebench_tourism_2011.md")]
+    out = tmp_path / "edits.jsonl"
+    made = CliRunner().invoke(app, ["tables", "commanding", *files, "--out", str(out), "--seed", "7",
+                                    "--operations", "remove_column,swap_rows,sort_rows"])
+    assert made.exit_code == 0, made.output
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert 2 <= len(lines) <= 6 and f"{len(lines)} commanding items from 2 tables" in " ".join(made.output.split())
+    again = tmp_path / "again.jsonl"
+    CliRunner().invoke(app, ["tables", "commanding", *files, "--out", str(again), "--seed", "7",
+                             "--operations", "remove_column,swap_rows,sort_rows"])
+    assert again.read_bytes() == out.read_bytes()  # the same seed, the same file
+    result = CliRunner().invoke(app, ["tables", "import", str(out), "--workspace", str(sqlite_workspace.root)])
+    assert result.exit_code == 0 and f"{len(lines)} questions, {len(lines)} answers" in " ".join(result.output.split())
+    bad = CliRunner().invoke(app, ["tables", "commanding", files[0], "--out", str(out), "--operations", "explode"])
+    assert bad.exit_code == 1 and "unknown commanding operation(s): explode" in bad.output and "Traceback" not in bad.output

@@ -41,7 +41,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tqaforge.errors import TableError
 from tqaforge.ids import content_hash
@@ -283,8 +283,17 @@ def make_commanding_items(table: Table, *, seed: int, operations: Sequence[str] 
     return items
 
 
+def commanding_jsonl(tables: Iterable[Table], *, seed: int, operations: Sequence[str] | None = None) -> tuple[str, int]:
+    """(JSON Lines text, number of items) of the items :func:`make_commanding_items` makes of each
+    table: the file :mod:`tqaforge.tables.readers.commanding` reads (``tqaforge tables import``)."""
+    lines = [json.dumps(item.to_json(), ensure_ascii=False) + "\n"
+             for table in tables for item in make_commanding_items(table, seed=seed, operations=operations)]
+    return "".join(lines), len(lines)
+
+
 __all__ = [
     "COMMANDING",
+    "commanding_jsonl",
     "OPERATIONS",
     "CommandItem",
     "canonical_table_text",
