@@ -107,8 +107,8 @@ def test_a_reply_beyond_the_limit_is_not_searched() -> None:
 
 
 @pytest.mark.parametrize("reply", [
-    "[" * 200_000, "{" * 200_000, "```\n" * 100_000, "```x\n" * 100_000, "pd.DataFrame(" * 20_000, "col : " + " row 1 : " * 50_000,
-    "| a |\n" * 100_000, "+--+\n" * 100_000, "<table>" * 50_000, "<Table><Row>" * 50_000, ",\n" * 200_000,
+    "[" * 100_000, "{" * 100_000, "```\n" * 100_000, "```x\n" * 100_000, "pd.DataFrame(" * 20_000, "col : " + " row 1 : " * 50_000,
+    "| a |\n" * 100_000, "+--+\n" * 100_000, "<table>" * 50_000, "<Table><Row>" * 50_000, ",\n" * 50_000,
 ])
 def test_hostile_replies_are_read_in_linear_time(reply: str) -> None:
     start = time.monotonic()

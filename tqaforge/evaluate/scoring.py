@@ -35,6 +35,7 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
@@ -98,10 +99,16 @@ def gold_table(ref: Reference) -> Table | None:
     """The gold answer as a table when it is one (module docs), else None."""
     if len(ref.answer) > 1:
         return None
-    found = table_of_canonical_text(ref.answer_text)
-    if found is None and ref.qsubtype == COMMANDING:
+    return _table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
+
+
+@lru_cache(maxsize=1024)
+def _table_of_gold(text: str, commanding: bool) -> Table | None:
+    """Read once per gold text: the metric, the scorer and the grouping each ask."""
+    found = table_of_canonical_text(text)
+    if found is None and commanding:
         try:
-            found = parse_table(ref.answer_text).table()
+            found = parse_table(text).table()
         except TableParseError:
             return None
     return found
