@@ -40,8 +40,8 @@ from rapidfuzz.distance import Levenshtein
 from tqaforge.errors import TableError
 from tqaforge.tables.table import Table
 
-#: The largest product of the two trees' node counts scored (about 10 s of APTED at most:
-#: two tables of some 70 cells by 70 ... or 700 nodes each).
+#: The largest product of the two trees' node counts scored: two trees of about 700 nodes (tables
+#: of 60 rows and 10 columns) take APTED some 10 s on one core (measured: 662 nodes each, 8-10 s).
 MAX_TEDS_WORK = 500_000
 
 
