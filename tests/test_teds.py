@@ -158,4 +158,16 @@ def test_scores_both() -> None:
 def test_too_large_is_refused_before_any_work() -> None:
     big = Table.build(["a"] * 10, [["x"] * 10] * 200)
     with pytest.raises(TedsTooLarge, match="too large for TEDS"):
-        teds(big, big)
+        teds(big, Table.build(["a"] * 10, [["y"] * 10] * 200))
+
+
+def test_equal_trees_of_any_size_need_no_tree_edit_distance() -> None:
+    big = Table.build(["a", "b"], [[str(i), "x"] for i in range(5_000)])
+    assert teds(big, Table.build(big.header, big.rows)) == 1.0
+    renamed = Table.build(big.header, [[str(i), "y"] for i in range(5_000)])
+    assert teds(big, renamed, structure_only=True) == 1.0
+    with pytest.raises(TedsTooLarge):
+        teds(big, renamed)
+    # The shortcut agrees with APTED where both run.
+    small, other = Table.build(["a"], [["x"], ["y"]]), Table.build(["a"], [["p"], ["q"]])
+    assert teds(small, other, structure_only=True) == 1.0 == _reference(Layout.of(small), Layout.of(other), True)

@@ -83,6 +83,10 @@ class Layout:
 
         return cls(rows(head), rows(body))
 
+    def shape(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+        """The layout without its texts: the spans of each cell of each row of each part."""
+        return tuple(tuple(tuple((c.colspan, c.rowspan) for c in row) for row in part) for part in (self.head, self.body))
+
     @property
     def n_nodes(self) -> int:
         """The size of its tree: ``table``, ``thead``/``tbody`` when they have rows, rows, cells."""
@@ -138,8 +142,11 @@ def tree_edit_distance(a: Table | Layout, b: Table | Layout, *, structure_only: 
                        max_work: int = MAX_TEDS_WORK) -> float:
     """The tree edit distance of the two tables' trees under TEDS's costs (module docs).
 
-    Raises :class:`TedsTooLarge` when the trees' sizes multiply to more than ``max_work``."""
+    Equal trees take no work (0, whatever their size); otherwise raises :class:`TedsTooLarge` when
+    the trees' sizes multiply to more than ``max_work``."""
     la, lb = _layout(a), _layout(b)
+    if (la.shape() == lb.shape()) if structure_only else (la == lb):
+        return 0.0  # equal trees (under the costs): no edit, whatever their size
     na, nb = la.n_nodes, lb.n_nodes
     if na * nb > max_work:
         raise TedsTooLarge(
