@@ -91,5 +91,9 @@ def test_html_spans_and_json_shapes() -> None:
     for text in ('{"header": ["a", "b"], "rows": [[1, "x"]]}', '{"columns": ["a", "b"], "data": [[1, "x"]]}',
                  '[{"a": 1, "b": "x"}]', '[["a", "b"], [1, "x"]]', 'pd.DataFrame({"a": [1], "b": ["x"]})'):
         assert parse_table(text).table() == want, text
+    all_th = parse_table("<table><tr><th>a</th></tr><tr><th>b</th></tr></table>").layout
+    assert [len(all_th.head), len(all_th.body)] == [1, 1]  # every row <th>: the first is the header
+    two_head = parse_table("<table><tr><th>a</th></tr><tr><th>b</th></tr><tr><td>c</td></tr></table>").layout
+    assert [len(two_head.head), len(two_head.body)] == [2, 1]
     latex = "\\begin{tabular}{ll}\n\\multicolumn{2}{c}{who} \\\\\nAnn & 26 \\\\\n\\end{tabular}"
     assert parse_table(latex).layout.head == ((SpanCell("who", colspan=2),),)

@@ -103,7 +103,9 @@ def _read_html(text: str) -> Layout | None:
     n_head = 0
     while n_head < len(rows) and is_th[n_head]:
         n_head += 1
-    n_head = max(n_head, 1) if rows else 0
+    # The header: the leading rows of <th> cells, else the first row (all rows <th>: the first).
+    n_head = 1 if n_head in (0, len(rows)) else n_head
+    n_head = min(n_head, len(rows))
     return Layout(tuple(rows[:n_head]), tuple(rows[n_head:]))
 
 
