@@ -1,4 +1,4 @@
-"""``tqaforge tables import|list|show``."""
+"""``tqaforge tables import|list|show|commanding``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tqaforge.cli._common import (
     Shown,
     err,
     friendly_errors,
+    names,
     open_ws,
     out,
     plain_table,
@@ -160,6 +161,27 @@ def tables_grow(
         target_tokens=tokens, seed=seed, serialization=format, encoding=encoding, id_column=None if no_id_column else id_column,
     )
     print_summary(grow_stored_table(open_ws(ctx, workspace), table_id, options), as_json)
+
+
+@tables_app.command("commanding")
+@friendly_errors
+def tables_commanding(
+    paths: list[Path] = typer.Argument(..., help="Table files (any importable format)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="The JSON Lines file of commanding items to write."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every choice (which rows, which columns)."),
+    operations: Optional[str] = typer.Option(None, "--operations", help="Comma-separated edits (default: all): "
+                                             "add_row, remove_row, swap_rows, sort_rows, add_column, remove_column, "
+                                             "swap_columns, reorder_columns, merge_columns, split_column."),
+) -> None:
+    """Write commanding (table editing) items made by known edits of the tables in PATHS; import
+    them with `tqaforge tables import FILE`."""
+    from tqaforge.tables.commanding import commanding_jsonl
+    from tqaforge.tables.readers import read_path
+
+    tables = [record.table for path in paths for record in read_path(path).records]
+    text, n = commanding_jsonl(tables, seed=seed, operations=names(operations) if operations else None)
+    out_path.write_text(text, encoding="utf-8")
+    out.print(f"{n} commanding items from {len(tables)} tables written to {out_path}")
 
 
 def _file_name(location: str | None) -> str:

@@ -65,14 +65,14 @@ from tqaforge.evaluate.scoring import (
     SandboxStart,
     Scored,
     code_predictions,
-    is_chart,
+    metric_name,
     sandbox_workers,
     score_one,
     start_programs,
     unanswered,
     uses_code,
 )
-from tqaforge.evaluate.tablebench import metric_of, percent
+from tqaforge.evaluate.tablebench import percent
 from tqaforge.files import atomic_write_text
 from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
@@ -133,6 +133,7 @@ class GroupRow:
     parse: float
     ecr: float | None
     judge: float | None = None
+    teds_structure: float | None = None  # structure-only TEDS (percent) of the group's items whose gold is a table
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ class EvaluationReport:
                 missing = f" ({r.n - r.answered} unanswered)" if r.answered < r.n else ""
                 ecr = "" if r.ecr is None else f"{r.ecr:.2f}"
                 judge = f" {r.judge:>7.2f}" if judged and r.judge is not None else (" " * 8 if judged else "")
-                out.append(f"  {label:<44} {r.n:>5} {r.metric:<17} {r.tablebench:>10.2f} {r.normalised:>10.2f} {r.parse:>8.2f} {ecr:>7}{judge}{missing}")
+                structure = "" if r.teds_structure is None else f"  (TEDS structure only {r.teds_structure:.2f})"
+                out.append(f"  {label:<44} {r.n:>5} {r.metric:<17} {r.tablebench:>10.2f} {r.normalised:>10.2f} {r.parse:>8.2f} {ecr:>7}{judge}{missing}{structure}")
         overall = [r for r in self.rows if r.level == "overall" and r.subset != "base"]
         if overall:
             out += ["", "Overall per subset and configuration:", f"  {'system':<20} {'subset':<15} {'config':<32} {'n':>6} {'TableBench':>10} {'normalised':>10}"]
@@ -240,7 +242,12 @@ def _keys(rows: Iterable[GroupRow]) -> list[tuple[str, str, str]]:
 
 
 def _bucket(s: Scored) -> str:
-    return "Pass@1" if is_chart(s.ref) else metric_of(s.ref.qtype, s.ref.qsubtype)
+    return metric_name(s.ref)
+
+
+def _structure(items: Sequence[Scored]) -> float | None:
+    values = [s.teds_structure for s in items if s.teds_structure is not None]
+    return percent(values) if values else None
 
 
 def _ecr(items: Sequence[Scored]) -> float | None:
@@ -274,7 +281,7 @@ def _group_rows(system: str, subset: str, config: str, items: Sequence[Scored], 
         return GroupRow(
             system, subset, config, group, level, len(chunk), sum(s.answered for s in chunk), metric, tb,
             percent([s.score for s in chunk]) if ours is None else ours, percent([float(s.tb_parsed) for s in chunk]), _ecr(chunk),
-            judged(chunk),
+            judged(chunk), _structure(chunk),
         )
 
     by_type: dict[str, list[Scored]] = {}

@@ -11,6 +11,14 @@ normalisation and metrics, so the numbers compare with published TableBench scor
 it has one); prose subtypes keep ROUGE-L. TableBench's quirks (notes in the module docs of
 :mod:`tqaforge.evaluate.tablebench`) are fixed here.
 
+**Commanding** items (table editing; the capability-based TableBench): when the gold answer is a
+table (subtype ``commanding``, or a gold in the canonical table text of
+:func:`tqaforge.tables.commanding.canonical_table_text`), the reply's table is read in any of our
+serializations (:func:`tqaforge.tables.parse_table.parse_table`) and scored by TEDS
+(:mod:`tqaforge.tables.teds`) both ways; ``correct`` is TEDS 1 (the target exactly), Parse@1 whether
+a table was found, and structure-only TEDS is kept beside it. A reply without a table scores 0; so
+does one whose table is too large for the tree edit distance (:class:`~tqaforge.tables.teds.TedsTooLarge`).
+
 Code (PoT programs, chart code) runs only in the sandbox, never in this process, with the table
 as ``table.csv``; a chart passes when the drawn data equals the references (Pass@1,
 :func:`tqaforge.sandbox.charts.chart_matches`). Identical programs on identical tables run once,
@@ -27,6 +35,7 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
@@ -44,11 +53,16 @@ from tqaforge.evaluate.tablebench import (
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
 from tqaforge.sandbox.charts import chart_matches, chart_type_of, parse_y_references
+from tqaforge.tables.commanding import COMMANDING, table_of_canonical_text
 from tqaforge.tables.matching import answer_rule, same_answer
+from tqaforge.tables.parse_table import TableParseError, parse_table
 from tqaforge.tables.table import Table
+from tqaforge.tables.teds import TedsTooLarge, teds_scores
 from tqaforge.tables.writers import write_csv
 
 CHART_SUBTYPE = "ChartGeneration"
+#: The metric of items whose gold is a table.
+TEDS_METRIC = "TEDS"
 #: Program results by (reference id, code).
 Results = dict[tuple[str, str], RunResult]
 
@@ -70,6 +84,7 @@ class Scored:
     score: float = 0.0
     correct: bool = False
     executed: bool | None = None
+    teds_structure: float | None = None  # structure-only TEDS, for items whose gold is a table
 
     @property
     def system(self) -> str:
@@ -80,9 +95,38 @@ def is_chart(ref: Reference) -> bool:
     return ref.qsubtype == CHART_SUBTYPE or ref.qtype == "Visualization"
 
 
+def gold_table(ref: Reference) -> Table | None:
+    """The gold answer as a table when it is one (module docs), else None."""
+    if len(ref.answer) > 1:
+        return None
+    return _table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
+
+
+@lru_cache(maxsize=1024)
+def _table_of_gold(text: str, commanding: bool) -> Table | None:
+    """Read once per gold text: the metric, the scorer and the grouping each ask."""
+    found = table_of_canonical_text(text)
+    if found is None and commanding:
+        try:
+            found = parse_table(text).table()
+        except TableParseError:
+            return None
+    return found
+
+
+def metric_name(ref: Reference) -> str:
+    """The metric of a reference: Pass@1 for charts, TEDS for a table gold, else TableBench's of its subtype."""
+    if is_chart(ref):
+        return "Pass@1"
+    if gold_table(ref) is not None:
+        return TEDS_METRIC
+    return metric_of(ref.qtype, ref.qsubtype)
+
+
 def uses_code(ref: Reference, method: str) -> bool:
-    """Whether a prediction of ``method`` for ``ref`` is scored by running code (PoT, charts)."""
-    return method == "PoT" or is_chart(ref)
+    """Whether a prediction of ``method`` for ``ref`` is scored by running code (PoT, charts; not
+    an item whose gold is a table, scored on the reply's table)."""
+    return is_chart(ref) or (method == "PoT" and gold_table(ref) is None)
 
 
 def _key(job: Program) -> str:
@@ -288,6 +332,9 @@ def _ran(result: RunResult | None) -> bool:
 def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
     """One prediction scored both ways (its programs already run: :func:`start_programs`)."""
     head = (ref, p.model, p.method, True)
+    target = gold_table(ref) if not is_chart(ref) else None
+    if target is not None:
+        return _score_table(head, target, p.text)
     if is_chart(ref):
         tb_code, our_code = _programs(ref, p)
         tb_result, our_result = _result_of(ref, tb_code, results), _result_of(ref, our_code, results)
@@ -308,7 +355,22 @@ def score_one(ref: Reference, p: Prediction, results: Results) -> Scored:
     return Scored(*head, items.metric(metric_of(ref.qtype, ref.qsubtype)), items.parsed, score, correct, executed)
 
 
+def _score_table(head: tuple[Reference, str, str, bool], target: Table, reply: str) -> Scored:
+    """A reply to an item whose gold is a table, scored by TEDS (module docs)."""
+    try:
+        returned = parse_table(reply).layout
+    except TableParseError:
+        return Scored(*head, teds_structure=0.0)
+    try:
+        scores = teds_scores(returned, target)
+    except TedsTooLarge:
+        return Scored(*head, tb_parsed=True, teds_structure=0.0)
+    exact = scores.teds == 1.0
+    return Scored(*head, scores.teds, True, scores.teds, exact, None, scores.structure)
+
+
 def unanswered(ref: Reference, model: str, method: str) -> Scored:
     """A reference without a prediction in a group that has others: it counts, as wrong (and, where
     code would run, as not executed)."""
-    return Scored(ref, model, method, False, executed=False if uses_code(ref, method) else None)
+    return Scored(ref, model, method, False, executed=False if uses_code(ref, method) else None,
+                  teds_structure=0.0 if not is_chart(ref) and gold_table(ref) is not None else None)

@@ -32,6 +32,7 @@ from typing import Callable
 
 from tqaforge.errors import ReaderError, TqaforgeError
 from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, describe_size, open_regular
+from tqaforge.tables.readers.commanding import read_commanding
 from tqaforge.tables.readers.datasets import read_freb_tqa, read_tablebench
 from tqaforge.tables.readers.delimited import read_csv, read_tsv
 from tqaforge.tables.readers.excel import read_excel
@@ -53,13 +54,14 @@ READERS: dict[str, Reader] = {
     "excel": read_excel,
     "tablebench": read_tablebench,
     "freb-tqa": read_freb_tqa,
+    "commanding": read_commanding,
 }
 
 #: The format names :func:`read_path` accepts.
 FORMATS: tuple[str, ...] = tuple(READERS)
 
 #: Formats whose files ship questions; their headers are not strict by default.
-BENCHMARK_FORMATS = frozenset({"tablebench", "freb-tqa"})
+BENCHMARK_FORMATS = frozenset({"tablebench", "freb-tqa", "commanding"})
 
 _BY_SUFFIX = {
     ".csv": "csv",
@@ -105,12 +107,14 @@ def _jsonl_format(path: Path, raw: bytes, number: int) -> str:
         return "tablebench"
     if isinstance(first, dict) and "question" in first and "table" in first:
         return "freb-tqa"
+    if isinstance(first, dict) and "instruction" in first and "source_table" in first:
+        return "commanding"
     raise ReaderError(
         str(path),
-        "cannot tell the JSON Lines format: the first object has neither 'qsubtype' (TableBench) "
-        "nor 'question' and 'table' (FREB-TQA)",
+        "cannot tell the JSON Lines format: the first object has neither 'qsubtype' (TableBench), "
+        "'question' and 'table' (FREB-TQA) nor 'instruction' and 'source_table' (commanding)",
         line=number,
-        hint="pass the format explicitly: --format tablebench or --format freb-tqa",
+        hint="pass the format explicitly: --format tablebench, freb-tqa or commanding",
     )
 
 
