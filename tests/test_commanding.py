@@ -131,7 +131,7 @@ def test_the_jsonl_file_is_read_with_the_target_as_gold(tmp_path: Path) -> None:
     assert result.format == "commanding" and len(result.records) == len(items)
     for record, item in zip(result.records, items):
         (q,) = record.items
-        assert record.table == CITIES and q.subtype == "commanding" and q.source_id == item.id
+        assert record.table == CITIES and q.subtype == "Commanding" and q.source_id == item.id
         assert q.question == item.instruction and table_of_canonical_text(q.answers[0]) == item.target
         assert q.meta["operation"] == item.operation
 

@@ -26,7 +26,7 @@ TARGET = Table.build(["name", "age"], [["Ann", "26"], ["Bo", "34"]])
 
 
 def _ref(target: Table = TARGET) -> Reference:
-    return Reference(id="r1", subset="base", item_id="r1", config="base", qtype="", qsubtype="commanding",
+    return Reference(id="r1", subset="base", item_id="r1", config="base", qtype="", qsubtype="Commanding",
                      answer=(canonical_table_text(target),), answer_text=canonical_table_text(target), row=0)
 
 

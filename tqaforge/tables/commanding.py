@@ -49,7 +49,7 @@ from tqaforge.tables.perturb import rng_for
 from tqaforge.tables.table import Table
 
 #: The capability taxonomy's subtype of commanding items.
-COMMANDING = "commanding"
+COMMANDING = "Commanding"  # the capability taxonomy's subtype (schemas/taxonomy.py)
 
 
 @dataclass(frozen=True)
