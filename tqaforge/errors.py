@@ -167,6 +167,11 @@ class EvaluateError(TqaforgeError):
     """A release or predictions file cannot be scored (the message says where and what to do)."""
 
 
+class ComparisonError(EvaluateError):
+    """Scores cannot be compared as given (unequal lengths, missing or mismatched items, NaN or
+    out-of-range scores, impossible settings): the message says which and what to do."""
+
+
 class DiskError(TqaforgeError):
     """A file or the database could not be written: its file system is full, over quota or
     mounted read-only, or the path is not writable for this user. The message names the path
