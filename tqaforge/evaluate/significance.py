@@ -55,6 +55,7 @@ in the same order for both systems; anything else is a :class:`~tqaforge.errors.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -267,11 +268,23 @@ def paired_permutation(a: Sequence[float], b: Sequence[float], *, exact_up_to: i
         return PermutationResult(int(d.size), m, float(d.mean()), hits / total, True, total, None)
     rng = np.random.default_rng(seed)
     hits = 0
-    step = max(1, _CHUNK // m)
+    # Under the null the statistic sum(sign * d) is distributed as sum(sign * |d|); with
+    # 2 * (the sum of the |d| drawn +) - sum(|d|) it needs one random bit per difference. Equal
+    # |d| are interchangeable: with few distinct values, how many of each get + is Bin(count, 1/2).
+    magnitudes = np.abs(nz)
+    total = float(magnitudes.sum())
+    values, counts = np.unique(magnitudes, return_counts=True)
+    grouped = values.size * 4 <= m
+    width = values.size if grouped else m
+    step = max(1, _CHUNK // width)
     for start in range(0, n_permutations, step):
         k = min(step, n_permutations - start)
-        signs = rng.integers(0, 2, size=(k, m), dtype=np.int8) * 2 - 1
-        hits += int((np.abs(signs @ nz) >= observed - tolerance).sum())
+        if grouped:
+            plus = rng.binomial(counts, 0.5, size=(k, values.size)) @ values
+        else:
+            bits = np.unpackbits(rng.integers(0, 256, size=(k, (m + 7) // 8), dtype=np.uint8), axis=1, count=m)
+            plus = bits @ magnitudes
+        hits += int((np.abs(2.0 * plus - total) >= observed - tolerance).sum())
     return PermutationResult(int(d.size), m, float(d.mean()), (1 + hits) / (1 + n_permutations), False, n_permutations, seed)
 
 
@@ -293,6 +306,32 @@ def holm(p_values: Sequence[float]) -> list[float]:
 # Minimum detectable differences
 
 
+def _mcnemar_regions(n: int, psi: float, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The discordant counts ``d`` that carry any probability under Bin(n, psi) (within 12 SD of
+    the mean: the rest weighs below 1e-30), their probabilities, and for each the largest
+    ``min(b, c)`` the exact test rejects at ``alpha`` (-1: none)."""
+    sd = math.sqrt(n * psi * (1.0 - psi))
+    low, high = max(0, math.floor(n * psi - 12 * sd - 1)), min(n, math.ceil(n * psi + 12 * sd + 1))
+    d = np.arange(low, high + 1)
+    k = stats.binom.ppf(alpha / 2.0, d, 0.5)
+    k = np.where(2.0 * stats.binom.cdf(k, d, 0.5) <= alpha, k, k - 1)  # p = 2 cdf(min(b, c)), as the test
+    return d, stats.binom.pmf(d, n, psi), k
+
+
+def _power_given(regions: tuple[np.ndarray, np.ndarray, np.ndarray], psi: float, delta: float) -> float:
+    d, weights, k = regions
+    pi = (psi + delta) / (2.0 * psi)
+    reject = np.where(k >= 0, stats.binom.cdf(k, d, pi) + stats.binom.sf(d - k - 1, d, pi), 0.0)
+    return float(np.clip((weights * reject).sum(), 0.0, 1.0))
+
+
+def _share(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 < value <= 1.0:
+        raise ComparisonError(f"{name} must lie in (0, 1], got {value!r}",
+                              hint="with no discordant item the two systems agree everywhere: no difference to detect")
+    return float(value)
+
+
 def mcnemar_power(n: int, discordant: float, difference: float, *, alpha: float = 0.05) -> float:
     """The exact power of :func:`mcnemar_exact` at level ``alpha`` on ``n`` items when a share
     ``discordant`` (psi) of the items is right in one system only and the true difference in
@@ -302,16 +341,11 @@ def mcnemar_power(n: int, discordant: float, difference: float, *, alpha: float 
     enumeration of small tables and a simulation with statsmodels' test.)"""
     n = _count(n, "n (the number of items)", 1, 10**9)
     alpha = _level(alpha, "alpha (the significance level)")
-    psi = _level(discordant, "discordant (the share of discordant items)") if discordant != 1 else 1.0
+    psi = _share(discordant, "discordant (the share of items right in one system only)")
     delta = abs(float(difference))
     if not delta <= psi:
         raise ComparisonError(f"a difference in accuracy ({delta}) cannot exceed the share of discordant items ({psi})")
-    d = np.arange(n + 1)
-    k = stats.binom.ppf(alpha / 2.0, d, 0.5)
-    k = np.where(2.0 * stats.binom.cdf(k, d, 0.5) <= alpha, k, k - 1)  # the largest min(b, c) that rejects
-    pi = (psi + delta) / (2.0 * psi)
-    reject = np.where(k >= 0, stats.binom.cdf(k, d, pi) + stats.binom.sf(d - k - 1, d, pi), 0.0)
-    return float(np.clip((stats.binom.pmf(d, n, psi) * reject).sum(), 0.0, 1.0))
+    return _power_given(_mcnemar_regions(n, psi, alpha), psi, delta)
 
 
 def mdd_paired_binary(n: int, discordant: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -320,13 +354,12 @@ def mdd_paired_binary(n: int, discordant: float, *, alpha: float = 0.05, power: 
     discordant items ``discordant`` (psi, in (0, 1]). None when no difference is detectable at
     this size (even delta = psi, every discordant item going one way, falls short of ``power``)."""
     alpha, power = _power_alpha(alpha, power)
-    if isinstance(discordant, bool) or not isinstance(discordant, (int, float, np.floating)) or not 0.0 < discordant <= 1.0:
-        raise ComparisonError(f"discordant (the share of items right in one system only) must lie in (0, 1], got {discordant!r}",
-                              hint="with no discordant item the two systems agree everywhere: no difference to detect")
-    psi = float(discordant)
-    if mcnemar_power(n, psi, psi, alpha=alpha) < power:
+    n = _count(n, "n (the number of items)", 1, 10**9)
+    psi = _share(discordant, "discordant (the share of items right in one system only)")
+    regions = _mcnemar_regions(n, psi, alpha)
+    if _power_given(regions, psi, psi) < power:
         return None
-    return float(optimize.brentq(lambda delta: mcnemar_power(n, psi, delta, alpha=alpha) - power, 0.0, psi, xtol=1e-10))
+    return float(optimize.brentq(lambda delta: _power_given(regions, psi, delta) - power, 0.0, psi, xtol=1e-10))
 
 
 def mdd_paired_means(n: int, sd: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
