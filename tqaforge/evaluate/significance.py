@@ -83,6 +83,8 @@ MAX_PERMUTATIONS = 10_000_000
 _CHUNK = 2_000_000
 
 TestName = Literal["auto", "mcnemar", "permutation"]
+#: Per-item scores of one system, in item order (a list, or an array).
+Scores = Sequence[float] | np.ndarray
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +175,7 @@ class BootstrapInterval:
     reason: str | None = None
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000,
+def paired_bootstrap(a: Scores, b: Scores, *, n_resamples: int = 10_000,
                      confidence: float = 0.95, seed: int = 0) -> BootstrapInterval:
     """The difference in mean score of two systems on the same items and its seeded percentile
     bootstrap interval: items are drawn with replacement, each with both its scores, and the
@@ -210,7 +212,7 @@ def _mcnemar_p(only_first: int, only_second: int) -> float:
     return float(min(1.0, 2.0 * stats.binom.cdf(min(only_first, only_second), total, 0.5))) if total else 1.0
 
 
-def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> McNemarResult:
+def mcnemar_exact(a: Scores, b: Scores) -> McNemarResult:
     """McNemar's exact test of two systems' right/wrong scores (0/1, or booleans) on the same
     items: the two-sided binomial test with p = 1/2 on the discordant pairs (no discordant pair:
     p = 1). The same p-value as statsmodels' ``mcnemar(table, exact=True)``."""
@@ -243,7 +245,7 @@ def _signed_sums(values: np.ndarray) -> np.ndarray:
     return sums
 
 
-def paired_permutation(a: Sequence[float], b: Sequence[float], *, exact_up_to: int = 20,
+def paired_permutation(a: Scores, b: Scores, *, exact_up_to: int = 20,
                        n_permutations: int = 10_000, seed: int = 0) -> PermutationResult:
     """The paired permutation (sign-flip) test of two systems' graded scores on the same items
     (module docs): exact over the 2^m sign assignments of the m non-zero differences when
@@ -288,7 +290,7 @@ def paired_permutation(a: Sequence[float], b: Sequence[float], *, exact_up_to: i
     return PermutationResult(int(d.size), m, float(d.mean()), (1 + hits) / (1 + n_permutations), False, n_permutations, seed)
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Scores) -> list[float]:
     """Holm's step-down adjustment of a family of p-values, in their order: the i-th smallest
     becomes ``max over j <= i of min(1, (m - j + 1) * p_(j))``. A hypothesis is rejected at
     level alpha by Holm's procedure exactly when its adjusted p-value is at most alpha. The same
@@ -492,7 +494,7 @@ def _align(scores: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[s
         if not isinstance(name, str) or not isinstance(scores[name], Mapping):
             raise ComparisonError(f"the scores of {name!r} must be a mapping of item id to score, got {type(scores[name]).__name__}",
                                   hint="pass {system: {item_id: score}} for each system")
-    items = sorted(scores[names[0]])
+    items = sorted(scores[names[0]], key=str)
     wanted = set(items)
     for name in names[1:]:
         have = set(scores[name])
@@ -536,7 +538,10 @@ def compare(scores: Mapping[str, Mapping[str, float]], options: CompareOptions |
     for first, second in pairs:
         x, y = arrays[first], arrays[second]
         interval = paired_bootstrap(x, y, n_resamples=o.n_resamples, confidence=o.confidence, seed=o.seed)
-        mc = perm = None
+        mc: McNemarResult | None = None
+        perm: PermutationResult | None = None
+        mdd: float | None
+        reason: str | None
         if test == "mcnemar":
             mc = mcnemar_exact(x, y)
             p_value = mc.p_value
