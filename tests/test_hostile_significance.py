@@ -148,3 +148,18 @@ def test_large_release_stays_fast() -> None:
     elapsed = time.perf_counter() - start
     assert len(result.pairs) == len(binary.pairs) == 6 and all(p.mdd is not None for p in binary.pairs)
     assert elapsed < 30, elapsed
+
+
+def test_item_ids_of_mixed_types_are_aligned_not_crashed() -> None:
+    """Ids as numbers in one system and text in another are other items (said so), and numbers
+    mixed with text within one system still sort (as text) instead of raising a TypeError."""
+    with pytest.raises(ComparisonError, match=r"2 missing \(first \[1, 2\]\), 2 extra \(first \['1', '2'\]\)"):
+        compare({"a": {1: 1.0, 2: 0.0}, "b": {"1": 1.0, "2": 0.0}})  # type: ignore[dict-item]
+    mixed = compare({"a": {1: 1.0, "q": 0.0}, "b": {1: 0.0, "q": 0.0}}, CompareOptions(n_resamples=10))  # type: ignore[dict-item]
+    assert mixed.items == 2 and mixed.pairs[0].difference == pytest.approx(0.5)
+
+
+def test_control_characters_in_names_are_escaped_in_the_text() -> None:
+    result = compare({"evil\x1b[2J": {"q": 1.0}, "b\r": {"q": 0.0}}, CompareOptions(n_resamples=10))
+    text = "\n".join(result.lines())
+    assert "\x1b" not in text and "\r" not in text and "\\x1b" in text

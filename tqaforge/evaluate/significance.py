@@ -499,7 +499,7 @@ def _align(scores: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[s
     for name in names[1:]:
         have = set(scores[name])
         if have != wanted:
-            missing, extra = sorted(wanted - have), sorted(have - wanted)
+            missing, extra = sorted(wanted - have, key=str), sorted(have - wanted, key=str)
             raise ComparisonError(
                 f"{name!r} is scored on other items than {names[0]!r}: "
                 f"{len(missing)} missing (first {missing[:3]}), {len(extra)} extra (first {extra[:3]})",
