@@ -178,14 +178,19 @@ class LabelRow(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
 
-def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
+def label_columns(
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), every: list[tuple[str, str | None]] | None = None,
+) -> list[LabelRow]:
     """Each annotator's latest label on each task of ``kind``, read as plain columns: what
     :func:`latest_annotations` picks, without building a record (or decoding a label, or parsing
     a time) per row, which is most of the cost on hundreds of thousands of labels.
 
     One query; the rows are the driver's (named columns, built in C); the created time of a
     label is parsed (by the column's own type, as the records would have it) only when one
-    person labelled a task twice and the latest must be found."""
+    person labelled a task twice and the latest must be found. ``every``, when given, receives
+    ``(id, label JSON text)`` of every annotation of the kind read, whatever its source or age
+    (what the report's annotations hash is of: the labels are read once for both); equal texts
+    are one string."""
     excluded = set(exclude_sources)
     query = (
         select(  # type: ignore[call-overload]
@@ -206,8 +211,11 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
         return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
 
     latest: dict[tuple[str, str], LabelRow] = {}
+    texts: dict[str | None, str | None] = {}
     # Core, not the ORM: plain rows, fetched in batches
     for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
+        if every is not None:
+            every.append((row[3], texts.setdefault(row[8], row[8])))  # id, label text (one string per text)
         # By position (the columns above): a lookup by name costs more, and this runs per label.
         if row[9] in excluded:  # source
             continue
@@ -251,11 +259,14 @@ def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str
     return out
 
 
-def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
-    """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
+def load_rater_data(
+    ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = (), every: list[tuple[str, str | None]] | None = None,
+) -> RaterData:
+    """The labels of every task of ``kind`` as items x annotators (latest label per annotator);
+    ``every``: :func:`label_columns`' (every annotation's id and label text, read on the way)."""
     spec = kind_spec(kind)
     with ws.session() as s:
-        rows = label_columns(s, kind, exclude_sources=exclude_sources)
+        rows = label_columns(s, kind, exclude_sources=exclude_sources, every=every)
         context = _task_context(s, kind)
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
