@@ -160,6 +160,39 @@ def latest_annotations(
     return list(latest.values())
 
 
+class LabelsRead:
+    """Every annotation read, as ``(id, label JSON text)``, whatever its source or age: what the
+    report's annotations hash is of, collected while the statistics' labels are read (each label
+    is read once for both).
+
+    Held compactly until the statistics are done (it grows kind by kind while they run): each
+    kind's ids as one JSON text, its labels as numbers of the distinct texts (about 40 bytes a
+    label, not a tuple and a string of about 150)."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []  # per kind added, its ids as a JSON array
+        self._numbers: list[np.ndarray] = []  # per kind added, each label's text as a number
+        self._texts: dict[str | None, int] = {}  # the distinct label texts, numbered
+
+    def add(self, ids: list[str], texts: list[str | None]) -> None:
+        """Annotations read: their ids and label texts, in the same order."""
+        number = self._texts
+        self._ids.append(json.dumps(ids))
+        self._numbers.append(np.array([number.setdefault(t, len(number)) for t in texts], dtype=np.int32))
+
+    def extend(self, rows: Iterable[tuple[str, str | None]]) -> None:
+        """Annotations read as ``(id, label text)`` rows."""
+        pairs = list(rows)
+        self.add([rid for rid, _ in pairs], [text for _, text in pairs])
+
+    def pairs(self) -> list[tuple[str, str | None]]:
+        """Every ``(id, label text)`` added, in the order added."""
+        texts = list(self._texts)
+        numbers = np.concatenate(self._numbers).tolist() if self._numbers else []
+        ids = list(chain.from_iterable(json.loads(part) for part in self._ids))
+        return list(zip(ids, [texts[n] for n in numbers]))
+
+
 class LabelRow(Protocol):
     """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text;
     also a tuple of these columns in this order (unpacked by position where every label is read)."""
@@ -179,7 +212,7 @@ class LabelRow(Protocol):
 
 
 def label_columns(
-    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), every: list[tuple[str, str | None]] | None = None,
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), every: LabelsRead | None = None,
 ) -> list[LabelRow]:
     """Each annotator's latest label on each task of ``kind``, read as plain columns: what
     :func:`latest_annotations` picks, without building a record (or decoding a label, or parsing
@@ -188,9 +221,8 @@ def label_columns(
     One query; the rows are the driver's (named columns, built in C); the created time of a
     label is parsed (by the column's own type, as the records would have it) only when one
     person labelled a task twice and the latest must be found. ``every``, when given, receives
-    ``(id, label JSON text)`` of every annotation of the kind read, whatever its source or age
-    (what the report's annotations hash is of: the labels are read once for both); equal texts
-    are one string."""
+    the id and label text of every annotation of the kind read, whatever its source or age (what
+    the report's annotations hash is of: the labels are read once for both)."""
     excluded = set(exclude_sources)
     query = (
         select(  # type: ignore[call-overload]
@@ -211,11 +243,13 @@ def label_columns(
         return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
 
     latest: dict[tuple[str, str], LabelRow] = {}
-    texts: dict[str | None, str | None] = {}
+    ids: list[str] = []
+    texts: list[str | None] = []
     # Core, not the ORM: plain rows, fetched in batches
     for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
         if every is not None:
-            every.append((row[3], texts.setdefault(row[8], row[8])))  # id, label text (one string per text)
+            ids.append(row[3])
+            texts.append(row[8])
         # By position (the columns above): a lookup by name costs more, and this runs per label.
         if row[9] in excluded:  # source
             continue
@@ -223,6 +257,8 @@ def label_columns(
         held = latest.get(key)
         if held is None or order(row) > order(held):
             latest[key] = row
+    if every is not None:
+        every.add(ids, texts)
     return list(latest.values())
 
 
@@ -260,7 +296,7 @@ def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str
 
 
 def load_rater_data(
-    ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = (), every: list[tuple[str, str | None]] | None = None,
+    ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = (), every: LabelsRead | None = None,
 ) -> RaterData:
     """The labels of every task of ``kind`` as items x annotators (latest label per annotator);
     ``every``: :func:`label_columns`' (every annotation's id and label text, read on the way)."""

@@ -33,7 +33,7 @@ from tqaforge.annotation.agreement import (
     proportion,
 )
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
-from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
+from tqaforge.annotation.rater_data import LabelsRead, RaterData, gold_answers, load_rater_data
 from tqaforge.annotation.shapes import SHAPES
 from tqaforge.errors import AgreementError
 from tqaforge.ids import ID_LENGTH
@@ -285,7 +285,7 @@ def _kinds_present(ws: Workspace) -> list[str]:
             .where(AnnotationTask.kind == kind).limit(1)).first() is not None)
 
 
-def _annotation_labels(ws: Workspace, kinds: Sequence[str]) -> list[tuple[str, str | None]]:
+def _annotation_labels(ws: Workspace, kinds: Sequence[str]) -> Iterable[tuple[str, str | None]]:
     """``(id, label JSON text)`` of every annotation on a task of ``kinds`` (those whose labels
     the statistics do not read: their annotations are in the hash all the same)."""
     if not kinds:
@@ -349,15 +349,15 @@ def agreement_report(
     wanted = asked if asked else _kinds_present(ws)
     reports: dict[str, KindReport] = {}
     skipped: dict[str, str] = {}
-    labels: list[tuple[str, str | None]] = []  # every annotation read (id, label text): the hash's
+    labels = LabelsRead()  # every annotation read (id, label text): the hash's
     _kind_reports(ws, wanted, settings, reports, skipped, labels)
     return AgreementReport(
-        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(labels), reports, skipped,
+        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(labels.pairs()), reports, skipped,
     )
 
 
 def _kind_reports(ws: Workspace, wanted: Sequence[str], settings: Settings, reports: dict[str, KindReport],
-                  skipped: dict[str, str], labels: list[tuple[str, str | None]]) -> None:
+                  skipped: dict[str, str], labels: LabelsRead) -> None:
     """The report of each kind of ``wanted`` into ``reports`` (or why not into ``skipped``); every
     annotation of those kinds (id, label text) into ``labels``, read with the statistics' labels."""
     unread: list[str] = []  # kinds whose labels no statistic reads: read for the hash alone
@@ -382,4 +382,4 @@ def _kind_reports(ws: Workspace, wanted: Sequence[str], settings: Settings, repo
         # machine whatever its core count (a threaded product may add in another order).
         with threadpool_limits(limits=1, user_api="blas"):
             reports[kind] = kind_report(data, settings, gold=gold)
-    labels += _annotation_labels(ws, unread)
+    labels.extend(_annotation_labels(ws, unread))
