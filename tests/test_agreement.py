@@ -1004,3 +1004,41 @@ def test_grouping_rows_from_their_few_entries_equals_grouping_the_dense_rows():
         expected = group_rows(dense)
         got = group_sparse_rows(dense[:, 0], rows[shuffled], cols[shuffled], values[shuffled], v + 1)
         assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]), trial
+
+
+def test_majority_scores_of_sets_equal_scoring_item_by_item():
+    """The base shape's majority scores (sets: MASI with the others' majority cells), scored once
+    per distinct row of codes, equal scoring every item and rater one by one: missing labels,
+    repeated rows, and a case with no majority (None) left out and counted."""
+    import random
+
+    from tqaforge.annotation.kinds import kind_spec
+    from tqaforge.annotation.rater_data import RaterData
+    from tqaforge.annotation.shapes import SetShape
+
+    rng = random.Random(5)
+    cells = [frozenset({(0, 0)}), frozenset({(0, 0), (1, 1)}), frozenset({(2, 3)}), frozenset()]
+    labels = tuple(tuple(None if rng.random() < 0.3 else rng.choice(cells) for _ in range(4)) for _ in range(300))
+    n = len(labels)
+    data = RaterData(kind_spec("relevant_cells"), tuple(f"i{k:03d}" for k in range(n)), ("question",) * n,
+                     tuple(f"q{k}" for k in range(n)), ("x",) * n, ("a", "b", "c", "d"), labels, ((None,) * 4,) * n)
+
+    class Picky(SetShape):  # no majority when the others are exactly two empty sets
+        def agreement_with_majority(self, mine, others):
+            return None if list(others) == [frozenset(), frozenset()] else super().agreement_with_majority(mine, others)
+
+    for shape in (SetShape(), Picky()):
+        got = shape.majority_scores(data)
+        for r, (scores, left_out) in enumerate(got):
+            expected, none = [], 0
+            for row in labels:
+                others = [x for j, x in enumerate(row) if j != r and x is not None]
+                if row[r] is None or not others:
+                    continue
+                score = shape.agreement_with_majority(row[r], others)
+                if score is None:
+                    none += 1
+                else:
+                    expected.append(score)
+            assert scores.tolist() == expected and left_out == none, r
+        assert type(shape) is SetShape or sum(left for _, left in got) > 0  # the control: Picky leaves some out
