@@ -177,20 +177,22 @@ class LabelsRead:
     def add(self, ids: list[str], texts: list[str | None]) -> None:
         """Annotations read: their ids and label texts, in the same order."""
         number = self._texts
+        for text in dict.fromkeys(texts):  # the distinct ones, in the order first seen
+            number.setdefault(text, len(number))
         self._ids.append(json.dumps(ids))
-        self._numbers.append(np.array([number.setdefault(t, len(number)) for t in texts], dtype=np.int32))
+        self._numbers.append(np.fromiter(map(number.__getitem__, texts), dtype=np.int32, count=len(texts)))
 
     def extend(self, rows: Iterable[tuple[str, str | None]]) -> None:
         """Annotations read as ``(id, label text)`` rows."""
         pairs = list(rows)
         self.add([rid for rid, _ in pairs], [text for _, text in pairs])
 
-    def pairs(self) -> list[tuple[str, str | None]]:
-        """Every ``(id, label text)`` added, in the order added."""
-        texts = list(self._texts)
-        numbers = np.concatenate(self._numbers).tolist() if self._numbers else []
+    def columns(self) -> tuple[list[str], list[int], list[str | None]]:
+        """Every annotation added as columns: the ids and the numbers of their label texts, in the
+        order added, and the distinct texts (``texts[number]``)."""
         ids = list(chain.from_iterable(json.loads(part) for part in self._ids))
-        return list(zip(ids, [texts[n] for n in numbers]))
+        numbers = np.concatenate(self._numbers).tolist() if self._numbers else []
+        return ids, numbers, list(self._texts)
 
 
 class LabelRow(Protocol):
@@ -246,17 +248,18 @@ def label_columns(
     ids: list[str] = []
     texts: list[str | None] = []
     # Core, not the ORM: plain rows, fetched in batches
-    for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
+    for batch in s.connection().execute(query).partitions(5000):
         if every is not None:
-            ids.append(row[3])
-            texts.append(row[8])
-        # By position (the columns above): a lookup by name costs more, and this runs per label.
-        if row[9] in excluded:  # source
-            continue
-        key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
-        held = latest.get(key)
-        if held is None or order(row) > order(held):
-            latest[key] = row
+            ids.extend(map(itemgetter(3), batch))
+            texts.extend(map(itemgetter(8), batch))
+        for row in batch:
+            # By position (the columns above): a lookup by name costs more, and this runs per label.
+            if row[9] in excluded:  # source
+                continue
+            key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
+            held = latest.get(key)
+            if held is None or order(row) > order(held):
+                latest[key] = row
     if every is not None:
         every.add(ids, texts)
     return list(latest.values())
@@ -330,7 +333,9 @@ def load_rater_data(
             continue
         who = annotator_id or annotator
         try:
-            n = number.setdefault(value, len(number))
+            n = number[value]
+        except KeyError:  # a value not seen yet (few: labels repeat)
+            n = number[value] = len(number)
         except TypeError:  # an unhashable value (an authored edit, never compared): no codes
             n, number = -1, {}
         values[task_id][names.get(who, who)] = (value, aid, n)
@@ -339,7 +344,8 @@ def load_rater_data(
     raters = tuple(sorted({a for per in values.values() for a in per}))
     column = {r: j for j, r in enumerate(raters)}
     # Rows of labels and their ids, and the labels' numbers, filled per label given (not per cell).
-    blank = (None,) * len(raters)
+    width = len(raters)
+    blank = (None,) * width
     label_rows: list[tuple[Any, ...]] = []
     id_rows: list[tuple[str | None, ...]] = []
     cells: list[int] = []
@@ -347,25 +353,25 @@ def load_rater_data(
     for i, item in enumerate(items):
         given: list[Any] = list(blank)
         ids: list[str | None] = list(blank)
+        first = i * width
         for who, (value, aid, n) in values[item].items():
             j = column[who]
             given[j], ids[j] = value, aid
-            cells.append(i * len(raters) + j)
+            cells.append(first + j)
             numbers.append(n)
         label_rows.append(tuple(given))
         id_rows.append(tuple(ids))
-    by_number = np.full(len(items) * len(raters), -1, dtype=np.int64)
+    by_number = np.full(len(items) * width, -1, dtype=np.int64)
     by_number[np.array(cells, dtype=np.int64)] = numbers
     # What coded() gives, without a pass per cell (left to coded() when a value is unhashable).
-    base = [_renumbered(by_number.reshape(len(items), len(raters)), tuple(number))] if -1 not in numbers else []
+    base = [_renumbered(by_number.reshape(len(items), width), tuple(number))] if -1 not in numbers else []
     of_items = [tasks[i] for i in items]
+    target_types, targets = (tuple(col) for col in zip(*of_items)) if items else ((), ())
+    subtypes, tables = (tuple(col) for col in zip(*map(context.__getitem__, of_items))) if items else ((), ())
     return RaterData(
-        spec, items,
-        tuple(t for t, _ in of_items),
-        tuple(t for _, t in of_items),
-        tuple(context[target][0] for target in of_items),
+        spec, items, target_types, targets, subtypes,
         raters, tuple(label_rows), tuple(id_rows), tuple(sorted(problems)),
-        tuple(context[target][1] for target in of_items) if spec.strategy.needs_tables else (),
+        tables if spec.strategy.needs_tables else (),
         base,
     )
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from operator import itemgetter
+from itertools import starmap
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -299,25 +299,22 @@ def _annotation_labels(ws: Workspace, kinds: Sequence[str]) -> Iterable[tuple[st
         return [(rid, text) for rid, text in s.connection().execute(query)]  # Core: plain rows
 
 
-def _annotations_hash(labels: list[tuple[str, str | None]]) -> str:
+def _annotations_hash(labels: LabelsRead) -> str:
     """A hash of every annotation the report read (ids and labels), to tell a stale report.
 
-    ``content_hash(sorted([id, label] ...))`` of ``labels`` (``(id, label JSON text)``, read with
-    the statistics' labels: each label is read once for both), sorted here by id (ids are
-    unique; sorted as Python sorts, whatever the database's collation): each distinct label is
-    decoded and written canonically once, and the canonical text of the sorted list is fed to
-    the hash a batch at a time (the same bytes as the one-shot form). Sorts ``labels`` in place."""
-    labels.sort(key=itemgetter(0))
-    canonical: dict[str | None, str] = {}
-    for text in {text for _, text in labels}:
-        canonical[text] = _canonical_json(None if text is None else json.loads(text))
+    ``content_hash(sorted([id, label] ...))`` of ``labels`` (read with the statistics' labels:
+    each label is read once for both), sorted here by id (ids are unique; sorted as Python sorts,
+    whatever the database's collation): each distinct label is decoded and written canonically
+    once, and the canonical text of the sorted list is fed to the hash a batch at a time (the
+    same bytes as the one-shot form)."""
+    ids, numbers, texts = labels.columns()
+    canonical = [_canonical_json(None if text is None else json.loads(text)) for text in texts]
+    pairs = sorted(zip(ids, map(canonical.__getitem__, numbers)))  # ids unique: sorted by id
+    # A plain id is written as json.dumps writes it, quoted; any other through json.dumps.
+    write = '["{}",{}]'.format if all(map(str.isalnum, ids)) else (lambda rid, label: f"[{_canonical_json(rid)},{label}]")
     digest = hashlib.sha256(b"[")
-    for start in range(0, len(labels), _BATCH):
-        # What json.dumps writes for a plain id; a batch's text hashed at once (one call per batch).
-        part = ",".join([
-            f'["{rid}",{canonical[text]}]' if rid.isalnum() else f"[{_canonical_json(rid)},{canonical[text]}]"
-            for rid, text in labels[start:start + _BATCH]
-        ])
+    for start in range(0, len(pairs), _BATCH):  # a batch's text hashed at once (one call per batch)
+        part = ",".join(starmap(write, pairs[start:start + _BATCH]))
         digest.update((part if start == 0 else "," + part).encode())
     digest.update(b"]")
     return digest.hexdigest()[:ID_LENGTH]
@@ -352,7 +349,7 @@ def agreement_report(
     labels = LabelsRead()  # every annotation read (id, label text): the hash's
     _kind_reports(ws, wanted, settings, reports, skipped, labels)
     return AgreementReport(
-        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(labels.pairs()), reports, skipped,
+        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(labels), reports, skipped,
     )
 
 
