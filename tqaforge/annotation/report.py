@@ -16,7 +16,6 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from itertools import starmap
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -309,12 +308,17 @@ def _annotations_hash(labels: LabelsRead) -> str:
     same bytes as the one-shot form)."""
     ids, numbers, texts = labels.columns()
     canonical = [_canonical_json(None if text is None else json.loads(text)) for text in texts]
-    pairs = sorted(zip(ids, map(canonical.__getitem__, numbers)))  # ids unique: sorted by id
-    # A plain id is written as json.dumps writes it, quoted; any other through json.dumps.
-    write = '["{}",{}]'.format if all(map(str.isalnum, ids)) else (lambda rid, label: f"[{_canonical_json(rid)},{label}]")
+    written = list(map(canonical.__getitem__, numbers))
+    order = sorted(range(len(ids)), key=ids.__getitem__)  # ids are unique: the order of the sorted pairs
+    # An id of ASCII letters and digits is written quoted (as json.dumps writes it); were any
+    # other, every id goes through json.dumps (the same text for the plain ones).
+    joined = "".join(ids)
+    plain = bool(ids) and min(map(len, ids)) > 0 and joined.isascii() and joined.encode("ascii").isalnum()
+    write = '["{}",{}]'.format if plain else (lambda rid, label: f"[{_canonical_json(rid)},{label}]")
     digest = hashlib.sha256(b"[")
-    for start in range(0, len(pairs), _BATCH):  # a batch's text hashed at once (one call per batch)
-        part = ",".join(starmap(write, pairs[start:start + _BATCH]))
+    for start in range(0, len(order), _BATCH):  # a batch's text hashed at once (one call per batch)
+        batch = order[start:start + _BATCH]
+        part = ",".join(map(write, map(ids.__getitem__, batch), map(written.__getitem__, batch)))
         digest.update((part if start == 0 else "," + part).encode())
     digest.update(b"]")
     return digest.hexdigest()[:ID_LENGTH]
