@@ -171,7 +171,7 @@ def trusted_answer_values(
             sa_select(answers.question_id, answers.status, answers["values"])
             .where(answers.question_id.in_(ids[start : start + _IN_BATCH]), answers.status.in_(statuses))
             .order_by(answers.created_at.desc(), answers.id)
-        ).all()  # at once, not a fetch per row
+        )
         _keep_trusted(best, rows, rank)
     return best
 

@@ -291,7 +291,7 @@ def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str
         .where(task.c.kind == kind)
     )
     out: dict[tuple[str, str], tuple[str, str]] = {}
-    for target_type, target_id, subtype, table_id in s.connection().execute(query).all():  # not a fetch per row
+    for target_type, target_id, subtype, table_id in s.connection().execute(query):
         # Cells of different tables are never the same cell; a variant has a table of its own.
         table = table_id if target_type == "question" and table_id is not None else f"{target_type}:{target_id}"
         out[(target_type, target_id)] = (subtype or NO_SUBTYPE, table)
