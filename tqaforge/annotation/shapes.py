@@ -126,33 +126,24 @@ class LabelShape:
     def majority_scores(self, data: RaterData) -> list[tuple[np.ndarray, int]]:
         """Per rater: the scores of :meth:`agreement_with_majority` on the items they and another
         rater labelled (in item order; items where the others have no majority left out) and how
-        many items were left out so.
-
-        Items whose labels are the same (the same codes, :meth:`RaterData.coded`) are one case,
-        scored once: the distinct rows of the codes, each scored on its values."""
-        coded = data.coded()
-        codes, values = coded.codes, coded.values
-        rated = codes >= 0
-        per_item = rated.sum(axis=1)
+        many items were left out so."""
         out: list[tuple[np.ndarray, int]] = []
         memo: dict[tuple[Any, tuple[Any, ...]], float | None] = {}  # labels repeat: score each case once
-        for r in range(codes.shape[1]):
-            asked = rated[:, r] & (per_item >= 2)  # the rater labelled it, and someone else did
-            cases, which = np.unique(codes[asked], axis=0, return_inverse=True)
-            score = np.zeros(len(cases))
-            scored = np.ones(len(cases), dtype=bool)
-            for u, case in enumerate(cases.tolist()):
-                mine = values[case[r]]
-                others = tuple(values[c] for j, c in enumerate(case) if j != r and c >= 0)
-                key = (mine, others)
-                got = memo[key] if key in memo else memo.setdefault(key, self.agreement_with_majority(mine, others))
-                if got is None:
-                    scored[u] = False
-                else:
-                    score[u] = got
-            which = which.reshape(-1)
-            kept = scored[which]
-            out.append((score[which][kept], int((~kept).sum())))
+        for r in range(len(data.raters)):
+            scores: list[float] = []
+            no_majority = 0
+            for row in data.labels:
+                mine = row[r]
+                others = [x for j, x in enumerate(row) if j != r and x is not None]
+                if mine is None or not others:
+                    continue
+                key = (mine, tuple(others))
+                score = memo[key] if key in memo else memo.setdefault(key, self.agreement_with_majority(mine, others))
+                if score is None:
+                    no_majority += 1
+                    continue
+                scores.append(score)
+            out.append((np.asarray(scores, dtype=np.float64), no_majority))
         return out
 
     def overall(self, data: RaterData, settings: Settings) -> tuple[dict[str, AgreementResult], list[str]]:
