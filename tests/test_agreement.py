@@ -539,6 +539,51 @@ def test_latest_label_counts_and_unreadable_labels_are_reported(sqlite_workspace
     assert kr.per_subtype["Lookup"]["fleiss_kappa"].value is None  # one rating only: explained
     assert "undefined: no item has two or more ratings" in to_markdown(report)
 
+def test_annotations_hash_is_the_content_hash_of_every_annotation_read(sqlite_workspace):
+    """The report's annotations hash (the labels read once, with the statistics' labels) is
+    ``content_hash`` of the sorted ``[id, label]`` of every annotation on a task of a kind
+    reported: older labels, imported ones (not the statistics'), unreadable ones, ids that are
+    not plain, and a kind no statistic reads (authored edits), not other kinds. A control: one
+    label changed changes it."""
+    ws = sqlite_workspace
+    q = Question(id="q1", table_id="t1", text="how many?", subtype="Counting")
+    tasks = [
+        TaskRecord(id="r0", kind="question_review", target_type="question", target_id="q1"),
+        TaskRecord(id="e0", kind="value_modification", target_type="variant", target_id="v1"),
+        TaskRecord(id="c0", kind="question_typing", target_type="question", target_id="q1"),
+    ]
+    anns = [
+        _ann("r0", "ana", "question_review", {"decision": "reject", "status": "rejected", "reason": "?"}, "cli:1"),
+        _ann("r0", "ana", "question_review", {"decision": "accept", "status": "accepted"}, "cli:2"),
+        _ann("r0", "ben", "question_review", {"decision": "accept", "status": "accepted"}, "cli:1"),
+        _ann("r0", "cy", "question_review", {"verdict": "é"}, "cli:1"),  # unreadable
+        _ann("r0", "pub", "question_review", {"decision": "reject", "status": "rejected"}, "x:1", source="imported"),
+        _ann("e0", "ana", "value_modification", {"edits": [{"row": 0, "col": 1, "value": "3"}]}, "cli:1"),
+        _ann("c0", "ana", "question_typing", {"type": "reasoning"}, "cli:1"),
+    ]
+    anns[2].id = "odd id/é"  # not a plain id: written as json.dumps writes it
+    _seed_records(ws, [[_table()], [q], tasks, anns])
+    kinds = ["question_review", "value_modification"]
+
+    def expected() -> str:
+        with ws.session() as s:
+            rows = s.exec(select(Annotation).where(Annotation.task_id.in_(["r0", "e0"]))).all()
+            return content_hash(sorted([a.id, a.label] for a in rows))
+
+    report = agreement_report(ws, kinds=kinds, settings=Settings(n_boot=0))
+    assert "value_modification" in report.skipped_kinds and "question_review" in report.kinds
+    assert report.annotations_hash == expected()
+    every = agreement_report(ws, settings=Settings(n_boot=0))  # every kind present: question_typing too
+    with ws.session() as s:
+        assert every.annotations_hash == content_hash(sorted([a.id, a.label] for a in s.exec(select(Annotation)).all()))
+    with ws.session() as s:  # the control: one label changed (an imported one, which no statistic reads)
+        imported = s.get(Annotation, anns[4].id)
+        imported.label = {"decision": "accept", "status": "accepted"}
+        s.add(imported)
+    again = agreement_report(ws, kinds=kinds, settings=Settings(n_boot=0))
+    assert again.annotations_hash == expected() != report.annotations_hash
+
+
 
 def test_question_review_decisions_written_by_the_review_function(sqlite_workspace):
     from tqaforge.annotation.review import review_question

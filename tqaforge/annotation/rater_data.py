@@ -160,6 +160,41 @@ def latest_annotations(
     return list(latest.values())
 
 
+class LabelsRead:
+    """Every annotation read, as ``(id, label JSON text)``, whatever its source or age: what the
+    report's annotations hash is of, collected while the statistics' labels are read (each label
+    is read once for both).
+
+    Held compactly until the statistics are done (it grows kind by kind while they run): each
+    kind's ids as one JSON text, its labels as numbers of the distinct texts (about 40 bytes a
+    label, not a tuple and a string of about 150)."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []  # per kind added, its ids as a JSON array
+        self._numbers: list[np.ndarray] = []  # per kind added, each label's text as a number
+        self._texts: dict[str | None, int] = {}  # the distinct label texts, numbered
+
+    def add(self, ids: list[str], texts: list[str | None]) -> None:
+        """Annotations read: their ids and label texts, in the same order."""
+        number = self._texts
+        for text in dict.fromkeys(texts):  # the distinct ones, in the order first seen
+            number.setdefault(text, len(number))
+        self._ids.append(json.dumps(ids))
+        self._numbers.append(np.fromiter(map(number.__getitem__, texts), dtype=np.int32, count=len(texts)))
+
+    def extend(self, rows: Iterable[tuple[str, str | None]]) -> None:
+        """Annotations read as ``(id, label text)`` rows."""
+        pairs = list(rows)
+        self.add([rid for rid, _ in pairs], [text for _, text in pairs])
+
+    def columns(self) -> tuple[list[str], list[int], list[str | None]]:
+        """Every annotation added as columns: the ids and the numbers of their label texts, in the
+        order added, and the distinct texts (``texts[number]``)."""
+        ids = list(chain.from_iterable(json.loads(part) for part in self._ids))
+        numbers = np.concatenate(self._numbers).tolist() if self._numbers else []
+        return ids, numbers, list(self._texts)
+
+
 class LabelRow(Protocol):
     """One annotation as :func:`label_columns` reads it: plain values, the label still JSON text;
     also a tuple of these columns in this order (unpacked by position where every label is read)."""
@@ -178,14 +213,18 @@ class LabelRow(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
 
-def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ()) -> list[LabelRow]:
+def label_columns(
+    s: Session, kind: str, *, exclude_sources: Iterable[str] = (), every: LabelsRead | None = None,
+) -> list[LabelRow]:
     """Each annotator's latest label on each task of ``kind``, read as plain columns: what
     :func:`latest_annotations` picks, without building a record (or decoding a label, or parsing
     a time) per row, which is most of the cost on hundreds of thousands of labels.
 
     One query; the rows are the driver's (named columns, built in C); the created time of a
     label is parsed (by the column's own type, as the records would have it) only when one
-    person labelled a task twice and the latest must be found."""
+    person labelled a task twice and the latest must be found. ``every``, when given, receives
+    the id and label text of every annotation of the kind read, whatever its source or age (what
+    the report's annotations hash is of: the labels are read once for both)."""
     excluded = set(exclude_sources)
     query = (
         select(  # type: ignore[call-overload]
@@ -206,15 +245,23 @@ def label_columns(s: Session, kind: str, *, exclude_sources: Iterable[str] = ())
         return label_order(SimpleNamespace(created_at=moment, source_ref=row.source_ref, id=row.id))  # type: ignore[arg-type]
 
     latest: dict[tuple[str, str], LabelRow] = {}
+    ids: list[str] = []
+    texts: list[str | None] = []
     # Core, not the ORM: plain rows, fetched in batches
-    for row in chain.from_iterable(s.connection().execute(query).partitions(5000)):
-        # By position (the columns above): a lookup by name costs more, and this runs per label.
-        if row[9] in excluded:  # source
-            continue
-        key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
-        held = latest.get(key)
-        if held is None or order(row) > order(held):
-            latest[key] = row
+    for batch in s.connection().execute(query).partitions(5000):
+        if every is not None:
+            ids.extend(map(itemgetter(3), batch))
+            texts.extend(map(itemgetter(8), batch))
+        for row in batch:
+            # By position (the columns above): a lookup by name costs more, and this runs per label.
+            if row[9] in excluded:  # source
+                continue
+            key = (row[0], row[5] or row[4])  # task, person: one person is one rater (labels.rater)
+            held = latest.get(key)
+            if held is None or order(row) > order(held):
+                latest[key] = row
+    if every is not None:
+        every.add(ids, texts)
     return list(latest.values())
 
 
@@ -251,11 +298,14 @@ def _task_context(s: Session, kind: str) -> dict[tuple[str, str], tuple[str, str
     return out
 
 
-def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = ()) -> RaterData:
-    """The labels of every task of ``kind`` as items x annotators (latest label per annotator)."""
+def load_rater_data(
+    ws: Workspace, kind: str, *, exclude_sources: Iterable[str] = (), every: LabelsRead | None = None,
+) -> RaterData:
+    """The labels of every task of ``kind`` as items x annotators (latest label per annotator);
+    ``every``: :func:`label_columns`' (every annotation's id and label text, read on the way)."""
     spec = kind_spec(kind)
     with ws.session() as s:
-        rows = label_columns(s, kind, exclude_sources=exclude_sources)
+        rows = label_columns(s, kind, exclude_sources=exclude_sources, every=every)
         context = _task_context(s, kind)
         names = people_names(s)  # raters are people, shown by name (unique among active people)
     problems: list[str] = []
@@ -283,7 +333,9 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
             continue
         who = annotator_id or annotator
         try:
-            n = number.setdefault(value, len(number))
+            n = number[value]
+        except KeyError:  # a value not seen yet (few: labels repeat)
+            n = number[value] = len(number)
         except TypeError:  # an unhashable value (an authored edit, never compared): no codes
             n, number = -1, {}
         values[task_id][names.get(who, who)] = (value, aid, n)
@@ -292,7 +344,8 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     raters = tuple(sorted({a for per in values.values() for a in per}))
     column = {r: j for j, r in enumerate(raters)}
     # Rows of labels and their ids, and the labels' numbers, filled per label given (not per cell).
-    blank = (None,) * len(raters)
+    width = len(raters)
+    blank = (None,) * width
     label_rows: list[tuple[Any, ...]] = []
     id_rows: list[tuple[str | None, ...]] = []
     cells: list[int] = []
@@ -300,25 +353,25 @@ def load_rater_data(ws: Workspace, kind: str, *, exclude_sources: Iterable[str] 
     for i, item in enumerate(items):
         given: list[Any] = list(blank)
         ids: list[str | None] = list(blank)
+        first = i * width
         for who, (value, aid, n) in values[item].items():
             j = column[who]
             given[j], ids[j] = value, aid
-            cells.append(i * len(raters) + j)
+            cells.append(first + j)
             numbers.append(n)
         label_rows.append(tuple(given))
         id_rows.append(tuple(ids))
-    by_number = np.full(len(items) * len(raters), -1, dtype=np.int64)
+    by_number = np.full(len(items) * width, -1, dtype=np.int64)
     by_number[np.array(cells, dtype=np.int64)] = numbers
     # What coded() gives, without a pass per cell (left to coded() when a value is unhashable).
-    base = [_renumbered(by_number.reshape(len(items), len(raters)), tuple(number))] if -1 not in numbers else []
+    base = [_renumbered(by_number.reshape(len(items), width), tuple(number))] if -1 not in numbers else []
     of_items = [tasks[i] for i in items]
+    target_types, targets = (tuple(col) for col in zip(*of_items)) if items else ((), ())
+    subtypes, tables = (tuple(col) for col in zip(*map(context.__getitem__, of_items))) if items else ((), ())
     return RaterData(
-        spec, items,
-        tuple(t for t, _ in of_items),
-        tuple(t for _, t in of_items),
-        tuple(context[target][0] for target in of_items),
+        spec, items, target_types, targets, subtypes,
         raters, tuple(label_rows), tuple(id_rows), tuple(sorted(problems)),
-        tuple(context[target][1] for target in of_items) if spec.strategy.needs_tables else (),
+        tables if spec.strategy.needs_tables else (),
         base,
     )
 

@@ -16,8 +16,6 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from itertools import chain
-from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -34,7 +32,7 @@ from tqaforge.annotation.agreement import (
     proportion,
 )
 from tqaforge.annotation.kinds import KINDS, Shape, check_kinds
-from tqaforge.annotation.rater_data import RaterData, gold_answers, load_rater_data
+from tqaforge.annotation.rater_data import LabelsRead, RaterData, gold_answers, load_rater_data
 from tqaforge.annotation.shapes import SHAPES
 from tqaforge.errors import AgreementError
 from tqaforge.ids import ID_LENGTH
@@ -286,56 +284,48 @@ def _kinds_present(ws: Workspace) -> list[str]:
             .where(AnnotationTask.kind == kind).limit(1)).first() is not None)
 
 
-def _annotations_hash(ws: Workspace, kinds: Iterable[str]) -> str:
-    """A hash of every annotation the report read (ids and labels), to tell a stale report.
-
-    ``content_hash(sorted([id, label] ...))``, computed from the labels' JSON text: each distinct
-    label is decoded and written canonically once, and the canonical text of the sorted list is
-    fed to the hash a piece at a time (the same bytes as the one-shot form). The database sorts
-    by id as it reads (no copy of every label held); should its collation not sort as Python
-    does (a PostgreSQL locale), the labels are read again and sorted here."""
+def _annotation_labels(ws: Workspace, kinds: Sequence[str]) -> Iterable[tuple[str, str | None]]:
+    """``(id, label JSON text)`` of every annotation on a task of ``kinds`` (those whose labels
+    the statistics do not read: their annotations are in the hash all the same)."""
+    if not kinds:
+        return []
     query = (
         select(Annotation.id, cast(Annotation.label, Text))  # type: ignore[call-overload]
         .join(AnnotationTask, Annotation.task_id == AnnotationTask.id)  # type: ignore[arg-type]
         .where(AnnotationTask.kind.in_(list(kinds)))  # type: ignore[attr-defined]
     )
     with ws.session() as s:
-        conn = s.connection()  # Core, not the ORM: plain rows, without the ORM's per-row loading
-        try:
-            return _hash_sorted(chain.from_iterable(conn.execute(query.order_by(Annotation.id)).partitions(_BATCH)))
-        except _OutOfOrder:
-            rows = [tuple(row) for row in conn.execute(query)]
-    rows.sort(key=itemgetter(0))  # ids are unique: the order of the sorted [id, label] pairs
-    return _hash_sorted(rows)
+        return [(rid, text) for rid, text in s.connection().execute(query)]  # Core: plain rows
 
 
-#: Rows fetched at a time when streaming labels.
-_BATCH = 5000
+def _annotations_hash(labels: LabelsRead) -> str:
+    """A hash of every annotation the report read (ids and labels), to tell a stale report.
 
-
-class _OutOfOrder(Exception):
-    """The rows did not come sorted by id as Python sorts strings."""
-
-
-def _hash_sorted(rows: Iterable[Any]) -> str:
-    canonical: dict[str | None, str] = {}
+    ``content_hash(sorted([id, label] ...))`` of ``labels`` (read with the statistics' labels:
+    each label is read once for both), sorted here by id (ids are unique; sorted as Python sorts,
+    whatever the database's collation): each distinct label is decoded and written canonically
+    once, and the canonical text of the sorted list is fed to the hash a batch at a time (the
+    same bytes as the one-shot form)."""
+    ids, numbers, texts = labels.columns()
+    canonical = [_canonical_json(None if text is None else json.loads(text)) for text in texts]
+    written = list(map(canonical.__getitem__, numbers))
+    order = sorted(range(len(ids)), key=ids.__getitem__)  # ids are unique: the order of the sorted pairs
+    # An id of ASCII letters and digits is written quoted (as json.dumps writes it); were any
+    # other, every id goes through json.dumps (the same text for the plain ones).
+    joined = "".join(ids)
+    plain = bool(ids) and min(map(len, ids)) > 0 and joined.isascii() and joined.encode("ascii").isalnum()
+    write = '["{}",{}]'.format if plain else (lambda rid, label: f"[{_canonical_json(rid)},{label}]")
     digest = hashlib.sha256(b"[")
-    previous: str | None = None
-    parts: list[str] = []  # the text of a batch of rows, hashed at once (one call per batch, not per row)
-    for rid, text in rows:
-        if previous is not None and not previous < rid:
-            raise _OutOfOrder(rid)
-        label = canonical.get(text)
-        if label is None:
-            label = canonical[text] = _canonical_json(None if text is None else json.loads(text))
-        quoted = f'"{rid}"' if rid.isalnum() else _canonical_json(rid)  # what json.dumps writes for a plain id
-        parts.append(f"{'[' if previous is None else ',['}{quoted},{label}]")
-        previous = rid
-        if len(parts) >= _BATCH:
-            digest.update("".join(parts).encode())
-            parts.clear()
-    digest.update("".join(parts).encode() + b"]")
+    for start in range(0, len(order), _BATCH):  # a batch's text hashed at once (one call per batch)
+        batch = order[start:start + _BATCH]
+        part = ",".join(map(write, map(ids.__getitem__, batch), map(written.__getitem__, batch)))
+        digest.update((part if start == 0 else "," + part).encode())
+    digest.update(b"]")
     return digest.hexdigest()[:ID_LENGTH]
+
+
+#: Labels hashed at a time.
+_BATCH = 5000
 
 
 def _canonical_json(value: Any) -> str:
@@ -360,22 +350,28 @@ def agreement_report(
     wanted = asked if asked else _kinds_present(ws)
     reports: dict[str, KindReport] = {}
     skipped: dict[str, str] = {}
-    _kind_reports(ws, wanted, settings, reports, skipped)
+    labels = LabelsRead()  # every annotation read (id, label text): the hash's
+    _kind_reports(ws, wanted, settings, reports, skipped, labels)
     return AgreementReport(
-        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(ws, wanted), reports, skipped,
+        ws.config.name, now().isoformat(timespec="seconds"), settings, _annotations_hash(labels), reports, skipped,
     )
 
 
 def _kind_reports(ws: Workspace, wanted: Sequence[str], settings: Settings, reports: dict[str, KindReport],
-                  skipped: dict[str, str]) -> None:
+                  skipped: dict[str, str], labels: LabelsRead) -> None:
+    """The report of each kind of ``wanted`` into ``reports`` (or why not into ``skipped``); every
+    annotation of those kinds (id, label text) into ``labels``, read with the statistics' labels."""
+    unread: list[str] = []  # kinds whose labels no statistic reads: read for the hash alone
     for kind in wanted:
         if kind not in KINDS:
             skipped[kind] = "no label shape is defined for this kind"
+            unread.append(kind)
             continue
         if not KINDS[kind].strategy.compared:
             skipped[kind] = "authored edits are not compared between annotators: blind re-answering checks them (blind_reanswer)"
+            unread.append(kind)
             continue
-        data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources)
+        data = load_rater_data(ws, kind, exclude_sources=settings.exclude_sources, every=labels)
         if not data.items:
             skipped[kind] = "no readable annotations" + (
                 f" ({len(data.problems)} unreadable, e.g. {data.problems[0]})" if data.problems else ""
@@ -387,3 +383,4 @@ def _kind_reports(ws: Workspace, wanted: Sequence[str], settings: Settings, repo
         # machine whatever its core count (a threaded product may add in another order).
         with threadpool_limits(limits=1, user_api="blas"):
             reports[kind] = kind_report(data, settings, gold=gold)
+    labels.extend(_annotation_labels(ws, unread))
