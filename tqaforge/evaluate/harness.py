@@ -26,6 +26,8 @@ as unanswered (wrong): leaving out hard items cannot raise a score. Across group
 - format understanding (the capability-based TableBench; :mod:`tqaforge.evaluate.formats`): per
   system, the mean score of the same items in each serialization (the unperturbed
   configurations), the best and worst format and their spread;
+- large-table understanding (:mod:`tqaforge.evaluate.large_tables`): per system, the accuracy of
+  the base ``LargeTableUnderstanding`` probes per token bucket of their table;
 - with a judge model (``judge_model``): the share of replies it grades correct against the
   reference, per group, and per realistic perturbation the share that acknowledges the missing
   value or the duplicates (:mod:`tqaforge.evaluate.model_run`).
@@ -47,6 +49,11 @@ import numpy as np
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.batches import BATCH_SIZE
 from tqaforge.evaluate.formats import FormatUnderstanding, format_understanding, read_format_understanding
+from tqaforge.evaluate.large_tables import (
+    LargeTableUnderstanding,
+    large_table_understanding,
+    read_large_table_understanding,
+)
 from tqaforge.evaluate.predictions import (
     BASE_CONFIG,
     CONFIGURATIONS,
@@ -176,6 +183,7 @@ class EvaluationReport:
     torr: list[TorrRow] = field(default_factory=list)
     kendall_w: float | None = None
     formats: list[FormatUnderstanding] = field(default_factory=list)
+    large_tables: list[LargeTableUnderstanding] = field(default_factory=list)
     judge: dict[str, Any] | None = None
     outputs: list[str] = field(default_factory=list)
 
@@ -220,6 +228,11 @@ class EvaluationReport:
                         "serialization; mean normalised score, 0-1):"]
             for fu in self.formats:
                 out += fu.lines()
+        if self.large_tables:
+            out += ["", "Large-table understanding (the base LargeTableUnderstanding probes by their table's token "
+                        "bucket; normalised exact match):"]
+            for lt in self.large_tables:
+                out += lt.lines()
         if self.judge is not None:
             out += ["", f"judge {self.judge['model']}: {self.judge['judged']} replies judged, {self.judge['invalid']} verdicts unreadable, "
                         f"{self.judge['paid_calls']} paid calls, {self.judge['cost']:.4f} USD"
@@ -454,6 +467,7 @@ def _report(options: EvaluateOptions, release: Release, matched: Matched, scored
     report.robustness = _robustness(scored, verdicts)
     report.torr, report.kendall_w = _torr(scored)
     report.formats = format_understanding(scored)
+    report.large_tables = large_table_understanding(scored)
     out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)
     return report
@@ -585,6 +599,10 @@ class SavedEvaluation:
     def formats(self) -> list[FormatUnderstanding]:
         """Its format-understanding summaries (none in an evaluation without configurations)."""
         return read_format_understanding(self.scores)
+
+    def large_tables(self) -> list[LargeTableUnderstanding]:
+        """Its accuracy per token bucket (none in an evaluation without large-table probes)."""
+        return read_large_table_understanding(self.scores)
 
 
 def saved_evaluations(directory: Path) -> list[SavedEvaluation]:

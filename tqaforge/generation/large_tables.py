@@ -52,6 +52,7 @@ from tqaforge.tables.tokens import (
     BUCKET_NAMES,
     DEFAULT_ENCODING,
     DEFAULT_SERIALIZATION,
+    LARGE_TABLE,
     K,
     bucket_named,
     bucket_of,
@@ -62,8 +63,6 @@ from tqaforge.tables.tokens import (
 __all__ = ["GROW_TARGETS", "LARGE_TABLE", "LARGE_TABLE_KINDS", "BucketOutcome", "LargeTableOptions",
            "LargeTableSummary", "generate_large_table_probes"]
 
-#: The capability the set is filed under.
-LARGE_TABLE = "LargeTableUnderstanding"
 #: The paper's large-table questions: the number of rows, of columns, the n-th column's header.
 LARGE_TABLE_KINDS: tuple[str, ...] = ("rows", "columns", "header")
 #: The token count a table is grown to for an empty bucket: the middle of the bucket (``>32k``:
