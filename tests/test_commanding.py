@@ -210,3 +210,54 @@ def test_the_commanding_command_writes_items_the_import_reads(sqlite_workspace: 
     assert result.exit_code == 0 and f"{len(lines)} questions, {len(lines)} answers" in " ".join(result.output.split())
     bad = CliRunner().invoke(app, ["tables", "commanding", files[0], "--out", str(out), "--operations", "explode"])
     assert bad.exit_code == 1 and "unknown commanding operation(s): explode" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_variant_grid_gives_commanding_items_only_the_unperturbed_table(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    """A commanding item's gold is the edit of its original table: the grid builds only ``none`` for
+    it (every serialization) and skips the rest, saying so; control: an ordinary item (a TableBench
+    aggregation question) in the same build gets every perturbation."""
+    from sqlmodel import select
+
+    from tqaforge.schemas.enums import VariantStatus
+    from tqaforge.schemas.records import Question, Variant
+    from tqaforge.variants.grid import COMMANDING_SKIP, GridOptions, build_variant_grid, read_meta
+
+    ws = sqlite_workspace
+    items = make_commanding_items(CITIES, seed=3, operations=["swap_columns", "remove_row", "sort_rows"])
+    assert len(items) == 3
+    control = tmp_path / "control.jsonl"
+    control.write_text((Path(__file__).resolve().parents[1] / "data" / "sample" / "tablebench_sample.jsonl").read_text().splitlines()[0] + "\n")
+    assert not import_paths(ws, [_jsonl(tmp_path / "edits.jsonl", items), control]).failed
+    with ws.session() as s:
+        ordinary = s.exec(select(Question.id).where(Question.subtype == "Aggregation")).one()
+    perturbations = ("none", "shuffle_rows", "shuffle_columns", "transpose", "insert_empty_rows", "duplicate_rows")
+    prompts = tmp_path / "prompts.jsonl"
+    options = GridOptions(perturbations=perturbations, serializations=("csv", "markdown"), seeds=(0, 1),
+                          status=None, out=prompts)
+    summary = build_variant_grid(ws, options)
+    assert summary.items == 4 and summary.commanding == 3
+    assert summary.commanding_skipped == {p: 3 for p in perturbations[1:]}
+    text = "\n".join(summary.lines())
+    assert ("3 commanding items (gold is a table): only the unperturbed table, in every serialization; skipped for them: "
+            "duplicate_rows 3, insert_empty_rows 3, shuffle_columns 3, shuffle_rows 3, transpose 3") in text
+
+    with ws.session() as s:
+        variants = list(s.exec(select(Variant)).all())
+    for v in variants:
+        if v.question_id == ordinary:
+            assert v.status == VariantStatus.BUILT, (v.perturbation, v.skip_reason)  # the control: every perturbation
+        elif v.perturbation == "none":
+            assert v.status == VariantStatus.BUILT and Table.from_dict(v.table or {}) == CITIES
+        else:
+            assert v.status == VariantStatus.SKIPPED and v.skip_reason == COMMANDING_SKIP
+    assert {v.perturbation for v in variants if v.question_id == ordinary} == set(perturbations)
+    lines = [json.loads(line) for line in prompts.read_text().splitlines()]
+    commanding = [p for p in lines if p["question_id"] != ordinary]
+    assert sorted((p["perturbation"], p["serialization"]) for p in commanding) == sorted(
+        [("none", "csv"), ("none", "markdown")] * 3)
+    assert len([p for p in lines if p["question_id"] == ordinary]) == 2 * (1 + 2 * 4 + 1)  # transpose is seed-free
+    assert read_meta(prompts) is not None
+
+    again = build_variant_grid(ws, GridOptions(perturbations=perturbations, serializations=("csv",), seeds=(0, 1),
+                                               status=None, write_prompts=False))
+    assert again.variants_new == 0 and again.commanding == 3 and again.commanding_skipped == summary.commanding_skipped

@@ -35,7 +35,6 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
@@ -53,7 +52,7 @@ from tqaforge.evaluate.tablebench import (
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
 from tqaforge.sandbox.charts import chart_matches, chart_type_of, parse_y_references
-from tqaforge.tables.commanding import COMMANDING, table_of_canonical_text
+from tqaforge.tables.commanding import COMMANDING, table_of_gold
 from tqaforge.tables.matching import answer_rule, same_answer
 from tqaforge.tables.parse_table import TableParseError, parse_table
 from tqaforge.tables.table import Table
@@ -99,19 +98,7 @@ def gold_table(ref: Reference) -> Table | None:
     """The gold answer as a table when it is one (module docs), else None."""
     if len(ref.answer) > 1:
         return None
-    return _table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
-
-
-@lru_cache(maxsize=1024)
-def _table_of_gold(text: str, commanding: bool) -> Table | None:
-    """Read once per gold text: the metric, the scorer and the grouping each ask."""
-    found = table_of_canonical_text(text)
-    if found is None and commanding:
-        try:
-            found = parse_table(text).table()
-        except TableParseError:
-            return None
-    return found
+    return table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
 
 
 def metric_name(ref: Reference) -> str:
