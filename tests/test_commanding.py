@@ -261,3 +261,37 @@ def test_the_variant_grid_gives_commanding_items_only_the_unperturbed_table(sqli
     again = build_variant_grid(ws, GridOptions(perturbations=perturbations, serializations=("csv",), seeds=(0, 1),
                                                status=None, write_prompts=False))
     assert again.variants_new == 0 and again.commanding == 3 and again.commanding_skipped == summary.commanding_skipped
+
+
+def test_replies_with_fenced_tables_start_no_sandbox(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    """Commanding replies fence their tables (```csv, a bare fence round a markdown table): no
+    program runs, so no sandbox starts. Control: a fenced Python reply counts as a program."""
+    from tqaforge.evaluate.predictions import Prediction
+    from tqaforge.evaluate.scoring import code_predictions
+
+    items = make_commanding_items(CITIES, seed=3)
+    assert not import_paths(sqlite_workspace, [_jsonl(tmp_path / "edits.jsonl", items)], ImportOptions(format="commanding")).failed
+    release = tmp_path / "release"
+    build_release(sqlite_workspace, ReleaseOptions(version="1.0.0", out=release, subsets=("base",)))
+    base = [json.loads(line) for line in (release / "data" / "base.jsonl").read_text().splitlines()]
+    by_id = {i.id: i for i in items}
+    fences = ["```csv\n{}\n```", "```\n{}\n```", "~~~markdown\n{}\n~~~"]
+    preds = [{"id": r["id"], "model": "m", "method": "DP",
+              "prediction": fences[k % 3].format(serialize(by_id[r["source_id"]].target, "csv" if k % 3 == 0 else "markdown"))}
+             for k, r in enumerate(base)]
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    started: list[bool] = []
+
+    def factory():  # type: ignore[no-untyped-def]
+        started.append(True)
+        raise AssertionError("no sandbox should start")
+
+    report = evaluate(EvaluateOptions(release=release, predictions=path, out=tmp_path / "out", plots=False), sandbox_factory=factory)
+    overall = next(r for r in report.rows if r.level == "overall")
+    assert overall.metric == "TEDS" and overall.normalised == 100.0 and report.programs_run == 0
+    assert started == []
+    as_prediction = [Prediction(i, "x", "m", "DP", p["prediction"]) for i, p in enumerate(preds)]
+    assert code_predictions(as_prediction) == 0
+    code = "```python\nimport pandas as pd\nprint(pd.read_csv('table.csv').shape)\n```"
+    assert code_predictions([*as_prediction, Prediction(0, "x", "m", "DP", code), Prediction(1, "y", "m", "PoT", "none")]) == 2

@@ -397,15 +397,16 @@ def _evaluate(options: EvaluateOptions, *, ws: Workspace | None, on_progress: Pr
                             hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
     predictions = read_predictions(options.predictions, model=options.model)
 
-    programs = code_predictions(predictions)
-    workers = sandbox_workers(options.workers, programs)
+    likely = code_predictions(predictions)
+    workers = [sandbox_workers(options.workers, likely)]
 
     def factory() -> Sandbox:
-        return Sandbox(workers=workers, limits=Limits(wall_seconds=options.wall_seconds))
+        return Sandbox(workers=workers[0], limits=Limits(wall_seconds=options.wall_seconds))
 
-    # The sandbox starts now, in the background, when a program may run: its workers warm up
-    # while the release is read and verified and the text is scored. (Else only if one does run.)
-    sandbox = SandboxStart(sandbox_factory or factory, now=programs > 0)
+    # The sandbox starts now, in the background, when a reply holds a program (or is PoT): its
+    # workers warm up while the release is read and verified and the text is scored. Else it
+    # starts only when a program does run (the first one asks for it).
+    sandbox = SandboxStart(sandbox_factory or factory, now=likely > 0)
     try:
         release = load_release(options.release, ids={p.id for p in predictions})
         matched = match(release, predictions)
@@ -425,7 +426,12 @@ def _evaluate(options: EvaluateOptions, *, ws: Workspace | None, on_progress: Pr
                     hint="keep one prediction per model, method and row",
                 )
             seen[key] = p.line
-        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers,
+        programs = sum(uses_code(ref, p.method) for ref, p in matched.pairs)
+        if not programs and likely:
+            sandbox.close(wait=False)  # started for replies that run nothing (PoT on a commanding item, say)
+        elif not likely:
+            workers[0] = sandbox_workers(options.workers, programs)  # sized for the programs that do run
+        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers[0],
                                  per_run=options.programs_per_run)
         # The text while the programs run (the same scores, in the same order: only the time changes).
         text = {i: score_one(ref, p, {}) for i, (ref, p) in enumerate(matched.pairs) if not uses_code(ref, p.method)}

@@ -144,9 +144,16 @@ PROGRAMS_PER_WORKER = 64
 
 def code_predictions(predictions: Sequence[Prediction]) -> int:
     """How many of ``predictions`` may run a program, known before the release is read: PoT
-    predictions and replies with a fenced block (TableBench's and our chart code is the last
-    ```` ``` ```` or ``~~~`` block; no fence, no program). 0: no sandbox is needed at all."""
-    return sum(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+    predictions and replies that hold a program (TableBench's ```` ```python ```` block, or ours:
+    a Python-tagged block or an untagged one that parses as Python). A reply whose fences hold a
+    table (```` ```csv ````, a markdown table: a commanding item's reply) runs nothing. 0: no
+    sandbox is needed at all. (Which predictions do run is known once the release is read:
+    :func:`uses_code`.)"""
+    return sum(p.method == "PoT" or _holds_program(p.text) for p in predictions)
+
+
+def _holds_program(text: str) -> bool:
+    return ("```" in text or "~~~" in text) and bool(program_of(text) or last_python_block(text))
 
 
 def sandbox_workers(most: int, programs: int) -> int:
