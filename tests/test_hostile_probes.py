@@ -267,13 +267,13 @@ def test_the_large_table_set_on_empty_and_rowless_workspaces(sqlite_workspace: W
     assert result.exit_code == 2 and "--capability does not go with --large-table" in result.output
 
 
-def test_growing_only_makes_tables_larger(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+def test_growing_only_makes_tables_larger(workspace: Workspace, tmp_path: Path) -> None:
     """An empty <4k bucket (every table is larger) is reported, not grown into; a table grown once is
     never grown again (origin rule): the source of a growth is a table of the workspace's own."""
     from tqaforge.generation.large_tables import LargeTableOptions, generate_large_table_probes
     from tqaforge.schemas.enums import Origin
 
-    ws = sqlite_workspace
+    ws = workspace
     _import(ws, _tablebench(tmp_path / "t.jsonl", [(["k", "v"], [[f"key {i}", "x" * 40] for i in range(420)])]))
     summary = generate_large_table_probes(ws, LargeTableOptions(buckets=("<4k", "8-16k", ">32k"), kinds=("rows",)))
     low, middle, high = summary.buckets

@@ -44,8 +44,8 @@ def _tables(ws: Workspace) -> dict[str, TableRecord]:
         return {t.id: t for t in s.exec(select(TableRecord)).all()}
 
 
-def test_probes_on_a_table_grown_past_32k_tokens_match_pandas(sqlite_workspace: Workspace) -> None:
-    ws = sqlite_workspace
+def test_probes_on_a_table_grown_past_32k_tokens_match_pandas(workspace: Workspace) -> None:
+    ws = workspace  # SQLite, and PostgreSQL when TQAFORGE_TEST_DATABASE_URL is set
     import_paths(ws, [SMALL])
     summary = generate_large_table_probes(ws, LargeTableOptions(per_bucket=1, seed=5, buckets=(">32k",), per_table=3))
     (bucket,) = summary.buckets

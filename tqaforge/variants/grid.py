@@ -40,10 +40,10 @@ from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import AnswerEffect, AnswerMethod, Origin, VariantStatus
 from tqaforge.schemas.records import MAX_SEED, Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
+from tqaforge.tables.commanding import gold_is_table
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
 from tqaforge.tables.readers.jsonio import read_json_file
-from tqaforge.tables.commanding import gold_is_table
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 from tqaforge.tables.table import Table
 
