@@ -96,6 +96,20 @@ def test_generate_makes_probes_without_a_model(staged, page) -> None:
         assert s.exec(select(Question).where(Question.table_id == table, Question.origin == "rule")).all()
 
 
+def test_generate_makes_the_large_table_set(staged, page) -> None:
+    ws, _ = staged
+    at = page("generate.py")
+    table = sorted(t.id for t in queries.list_tables(ws, limit=1))[0]
+    next(t for t in at.text_input if t.label.startswith("tables to probe")).set_value(table[:10])
+    next(c for c in at.checkbox if c.label.startswith("large-table set")).check()
+    next(b for b in at.button if b.label == "make probes").click().run()
+    assert not at.exception, at.exception
+    summary = next(c.value for c in at.code if "large-table probes" in c.value)  # the CLI's summary
+    assert ">32k" in summary and "grew table" in summary
+    with ws.session() as s:
+        assert s.exec(select(Question).where(Question.subtype == "LargeTableUnderstanding")).all()
+
+
 def test_review_accepts_a_question_into_the_store(staged, page) -> None:
     ws, ids = staged
     at = page("review.py")

@@ -210,3 +210,88 @@ def test_the_commanding_command_writes_items_the_import_reads(sqlite_workspace: 
     assert result.exit_code == 0 and f"{len(lines)} questions, {len(lines)} answers" in " ".join(result.output.split())
     bad = CliRunner().invoke(app, ["tables", "commanding", files[0], "--out", str(out), "--operations", "explode"])
     assert bad.exit_code == 1 and "unknown commanding operation(s): explode" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_variant_grid_gives_commanding_items_only_the_unperturbed_table(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    """A commanding item's gold is the edit of its original table: the grid builds only ``none`` for
+    it (every serialization) and skips the rest, saying so; control: an ordinary item (a TableBench
+    aggregation question) in the same build gets every perturbation."""
+    from sqlmodel import select
+
+    from tqaforge.schemas.enums import VariantStatus
+    from tqaforge.schemas.records import Question, Variant
+    from tqaforge.variants.grid import COMMANDING_SKIP, GridOptions, build_variant_grid, read_meta
+
+    ws = sqlite_workspace
+    items = make_commanding_items(CITIES, seed=3, operations=["swap_columns", "remove_row", "sort_rows"])
+    assert len(items) == 3
+    control = tmp_path / "control.jsonl"
+    control.write_text((Path(__file__).resolve().parents[1] / "data" / "sample" / "tablebench_sample.jsonl").read_text().splitlines()[0] + "\n")
+    assert not import_paths(ws, [_jsonl(tmp_path / "edits.jsonl", items), control]).failed
+    with ws.session() as s:
+        ordinary = s.exec(select(Question.id).where(Question.subtype == "Aggregation")).one()
+    perturbations = ("none", "shuffle_rows", "shuffle_columns", "transpose", "insert_empty_rows", "duplicate_rows")
+    prompts = tmp_path / "prompts.jsonl"
+    options = GridOptions(perturbations=perturbations, serializations=("csv", "markdown"), seeds=(0, 1),
+                          status=None, out=prompts)
+    summary = build_variant_grid(ws, options)
+    assert summary.items == 4 and summary.commanding == 3
+    assert summary.commanding_skipped == {p: 3 for p in perturbations[1:]}
+    text = "\n".join(summary.lines())
+    assert ("3 commanding items (gold is a table): only the unperturbed table, in every serialization; skipped for them: "
+            "duplicate_rows 3, insert_empty_rows 3, shuffle_columns 3, shuffle_rows 3, transpose 3") in text
+
+    with ws.session() as s:
+        variants = list(s.exec(select(Variant)).all())
+    for v in variants:
+        if v.question_id == ordinary:
+            assert v.status == VariantStatus.BUILT, (v.perturbation, v.skip_reason)  # the control: every perturbation
+        elif v.perturbation == "none":
+            assert v.status == VariantStatus.BUILT and Table.from_dict(v.table or {}) == CITIES
+        else:
+            assert v.status == VariantStatus.SKIPPED and v.skip_reason == COMMANDING_SKIP
+    assert {v.perturbation for v in variants if v.question_id == ordinary} == set(perturbations)
+    lines = [json.loads(line) for line in prompts.read_text().splitlines()]
+    commanding = [p for p in lines if p["question_id"] != ordinary]
+    assert sorted((p["perturbation"], p["serialization"]) for p in commanding) == sorted(
+        [("none", "csv"), ("none", "markdown")] * 3)
+    assert len([p for p in lines if p["question_id"] == ordinary]) == 2 * (1 + 2 * 4 + 1)  # transpose is seed-free
+    assert read_meta(prompts) is not None
+
+    again = build_variant_grid(ws, GridOptions(perturbations=perturbations, serializations=("csv",), seeds=(0, 1),
+                                               status=None, write_prompts=False))
+    assert again.variants_new == 0 and again.commanding == 3 and again.commanding_skipped == summary.commanding_skipped
+
+
+def test_replies_with_fenced_tables_start_no_sandbox(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    """Commanding replies fence their tables (```csv, a bare fence round a markdown table): no
+    program runs, so no sandbox starts. Control: a fenced Python reply counts as a program."""
+    from tqaforge.evaluate.predictions import Prediction
+    from tqaforge.evaluate.scoring import code_predictions
+
+    items = make_commanding_items(CITIES, seed=3)
+    assert not import_paths(sqlite_workspace, [_jsonl(tmp_path / "edits.jsonl", items)], ImportOptions(format="commanding")).failed
+    release = tmp_path / "release"
+    build_release(sqlite_workspace, ReleaseOptions(version="1.0.0", out=release, subsets=("base",)))
+    base = [json.loads(line) for line in (release / "data" / "base.jsonl").read_text().splitlines()]
+    by_id = {i.id: i for i in items}
+    fences = ["```csv\n{}\n```", "```\n{}\n```", "~~~markdown\n{}\n~~~"]
+    preds = [{"id": r["id"], "model": "m", "method": "DP",
+              "prediction": fences[k % 3].format(serialize(by_id[r["source_id"]].target, "csv" if k % 3 == 0 else "markdown"))}
+             for k, r in enumerate(base)]
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    started: list[bool] = []
+
+    def factory():  # type: ignore[no-untyped-def]
+        started.append(True)
+        raise AssertionError("no sandbox should start")
+
+    report = evaluate(EvaluateOptions(release=release, predictions=path, out=tmp_path / "out", plots=False), sandbox_factory=factory)
+    overall = next(r for r in report.rows if r.level == "overall")
+    assert overall.metric == "TEDS" and overall.normalised == 100.0 and report.programs_run == 0
+    assert started == []
+    as_prediction = [Prediction(i, "x", "m", "DP", p["prediction"]) for i, p in enumerate(preds)]
+    assert code_predictions(as_prediction) == 0
+    code = "```python\nimport pandas as pd\nprint(pd.read_csv('table.csv').shape)\n```"
+    assert code_predictions([*as_prediction, Prediction(0, "x", "m", "DP", code), Prediction(1, "y", "m", "PoT", "none")]) == 2

@@ -220,3 +220,66 @@ def test_long_and_multiline_header_names_are_asked_by_number() -> None:
         col = p.params["column"] - 1
         assert ('the "ok" column' in p.text) == (col == 2) and "\n" not in p.text and "nnnn" not in p.text
         assert p.answer == table.cell(p.params["row"] - 1, col) and f"row {p.params['row']}" in p.text
+
+
+# --- the large-table set ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"per_bucket": 0}, "tables per bucket must be a whole number of at least 1"),
+    ({"per_bucket": True}, "tables per bucket must be a whole number"),
+    ({"buckets": ()}, "give at least one token bucket"),
+    ({"buckets": ("64k",)}, "unknown token bucket '64k'"),
+    ({"kinds": ("rows", "nope")}, "unknown probe kind(s) 'nope'"),
+    ({"serialization": "yaml"}, "unknown serialization 'yaml'"),
+    ({"encoding": "gpt2"}, "unknown token encoding 'gpt2'"),
+    ({"seed": -1}, "seed -1 is outside"),
+])
+def test_bad_large_table_options_say_what(options: dict[str, Any], message: str) -> None:
+    from tqaforge.errors import TqaforgeError
+    from tqaforge.generation.large_tables import LargeTableOptions
+
+    with pytest.raises(TqaforgeError) as caught:
+        LargeTableOptions(**options)
+    assert message in str(caught.value)
+
+
+def test_the_large_table_set_on_empty_and_rowless_workspaces(sqlite_workspace: Workspace, tmp_path: Path) -> None:
+    """No tables: a clear error. Only a table without rows: nothing can be grown, every bucket says
+    why, the run fails (exit 1 from the CLI) and stores nothing but that table's own probes."""
+    from tqaforge.generation.large_tables import LargeTableOptions, generate_large_table_probes
+
+    ws = sqlite_workspace
+    with pytest.raises(ProbeError, match="no tables to probe"):
+        generate_large_table_probes(ws, LargeTableOptions())
+    empty = Table.build(["a", "b"], [])  # stored directly: import refuses a table without rows
+    with ws.session() as s:
+        s.add(TableRecord(id=empty.id, header=list(empty.header), rows=[], n_rows=0, n_cols=2, numeric_share=0.0))
+    summary = generate_large_table_probes(ws, LargeTableOptions(buckets=("<4k", ">32k"), kinds=("rows",)))
+    small, large = summary.buckets
+    assert small.new == 1 and large.tables == [] and large.grown is None
+    assert "none with rows below 32768 tokens could be grown" in large.note
+    with ws.session() as s:
+        assert len(s.exec(select(TableRecord)).all()) == 1
+    result = CliRunner().invoke(app, ["generate", "probes", "--large-table", "--buckets", ">32k", "--workspace", str(ws.root)])
+    assert result.exit_code == 1 and "no probe could be made" in result.output
+    result = CliRunner().invoke(app, ["generate", "probes", "--large-table", "--capability", "Grounding", "--workspace", str(ws.root)])
+    assert result.exit_code == 2 and "--capability does not go with --large-table" in result.output
+
+
+def test_growing_only_makes_tables_larger(workspace: Workspace, tmp_path: Path) -> None:
+    """An empty <4k bucket (every table is larger) is reported, not grown into; a table grown once is
+    never grown again (origin rule): the source of a growth is a table of the workspace's own."""
+    from tqaforge.generation.large_tables import LargeTableOptions, generate_large_table_probes
+    from tqaforge.schemas.enums import Origin
+
+    ws = workspace
+    _import(ws, _tablebench(tmp_path / "t.jsonl", [(["k", "v"], [[f"key {i}", "x" * 40] for i in range(420)])]))
+    summary = generate_large_table_probes(ws, LargeTableOptions(buckets=("<4k", "8-16k", ">32k"), kinds=("rows",)))
+    low, middle, high = summary.buckets
+    assert low.tables == [] and "growing a table only makes it larger" in low.note
+    assert middle.grown is not None and high.grown is not None
+    assert middle.grown.source_id == high.grown.source_id  # not the 8-16k table grown before it
+    with ws.session() as s:
+        origin = {t.id: t.origin for t in s.exec(select(TableRecord)).all()}
+    assert origin[high.grown.source_id] != Origin.RULE

@@ -347,6 +347,8 @@ def test_the_readme_token_commands_run(sqlite_workspace) -> None:
     text = "\n".join(outputs)
     assert re.search(r"grew table 21b9e03ef6b5 \(\d+ tokens\) to \d+ rows, \d+ tokens", text)
     assert "1 of 1 tables" in text and '"encoding": "o200k_base"' in text
+    assert re.search(r"16-32k +1 table \(\d+-\d+ tokens\), 3 new probes, 0 already stored; no other table was this large", text)
+    assert re.search(r">32k +1 table \(\d+-\d+ tokens\), 3 new probes", text)  # the table grown above, not grown again
 
 
 def test_counting_needs_no_network(tmp_path: Path) -> None:

@@ -123,11 +123,17 @@ def generate_answers_cmd(
 @friendly_errors
 def generate_probes_cmd(
     ctx: typer.Context,
-    kinds: str = typer.Option("all", "--kinds", help="Comma-separated probe kinds (rows, columns, header, cell, range, has_header), or 'all'."),
+    kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma-separated probe kinds (rows, columns, header, cell, range, has_header), or 'all' (the default; with --large-table: rows,columns,header)."),
     tables: str = typer.Option("all", "--tables", help="Comma-separated table ids (or unique prefixes), or 'all'."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the draws (template, column, cell); stored on each probe."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the draws (template, column, cell; with --large-table also the tables per bucket and the grown rows); stored on each probe."),
     per_table: int = typer.Option(1, "--per-table", min=1, help="Header and cell probes drawn per table (distinct columns / cells)."),
     capability: Optional[str] = typer.Option(None, "--capability", help="File the probes under this capability (default: StructureUnderstanding; cell probes Grounding)."),
+    large_table: bool = typer.Option(False, "--large-table", help="The large-table set: up to --per-bucket tables per token bucket (<4k, 4-8k, 8-16k, 16-32k, >32k), filed under LargeTableUnderstanding with the bucket on each probe."),
+    per_bucket: int = typer.Option(1, "--per-bucket", min=1, help="With --large-table: tables drawn per token bucket."),
+    buckets: str = typer.Option("all", "--buckets", help="With --large-table: comma-separated buckets (<4k, 4-8k, 8-16k, 16-32k, >32k), or 'all'."),
+    grow: bool = typer.Option(True, "--grow/--no-grow", help="With --large-table: grow the largest table below an empty bucket into it (default), or only report the empty bucket."),
+    format: str = typer.Option("markdown", "--format", "-f", help="With --large-table: the serialization tokens are counted in."),
+    encoding: str = typer.Option("cl100k_base", "--encoding", help="With --large-table: the token encoding (cl100k_base or o200k_base)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
@@ -137,10 +143,28 @@ def generate_probes_cmd(
     from tqaforge.generation.probes import PROBE_KINDS, ProbeOptions, generate_probes
 
     ws = open_ws(ctx, workspace)
-    options = ProbeOptions(kinds=PROBE_KINDS if kinds.strip().lower() == "all" else names(kinds), tables=() if tables.strip().lower() == "all" else names(tables),
-                           seed=seed, per_table=per_table, capability=capability)
-    with noted_progress("probing tables") as on_progress:
-        summary = generate_probes(ws, options, on_progress=on_progress)
+    every = kinds is None or kinds.strip().lower() == "all"
+    selection = () if tables.strip().lower() == "all" else names(tables)
+    summary: Any
+    if large_table:
+        from tqaforge.generation.large_tables import LARGE_TABLE_KINDS, LargeTableOptions, generate_large_table_probes
+        from tqaforge.tables.tokens import BUCKET_NAMES
+
+        if capability is not None:
+            err.print("--capability does not go with --large-table: the large-table set is filed under LargeTableUnderstanding")
+            raise typer.Exit(2)
+        large = LargeTableOptions(
+            per_bucket=per_bucket, seed=seed, kinds=LARGE_TABLE_KINDS if kinds is None else PROBE_KINDS if every else names(kinds),
+            buckets=BUCKET_NAMES if buckets.strip().lower() == "all" else names(buckets), grow=grow, tables=selection,
+            serialization=format, encoding=encoding, per_table=per_table,
+        )
+        with noted_progress("probing large tables") as on_progress:
+            summary = generate_large_table_probes(ws, large, on_progress=on_progress)
+    else:
+        options = ProbeOptions(kinds=PROBE_KINDS if every else names(kinds or ""), tables=selection,
+                               seed=seed, per_table=per_table, capability=capability)
+        with noted_progress("probing tables") as on_progress:
+            summary = generate_probes(ws, options, on_progress=on_progress)
     print_summary(summary, json_out)
     if summary.failed:
         err.print("no probe could be made: see the reasons above (tables with no data rows, blank headers, "

@@ -26,6 +26,8 @@ as unanswered (wrong): leaving out hard items cannot raise a score. Across group
 - format understanding (the capability-based TableBench; :mod:`tqaforge.evaluate.formats`): per
   system, the mean score of the same items in each serialization (the unperturbed
   configurations), the best and worst format and their spread;
+- large-table understanding (:mod:`tqaforge.evaluate.large_tables`): per system, the accuracy of
+  the base ``LargeTableUnderstanding`` probes per token bucket of their table;
 - with a judge model (``judge_model``): the share of replies it grades correct against the
   reference, per group, and per realistic perturbation the share that acknowledges the missing
   value or the duplicates (:mod:`tqaforge.evaluate.model_run`).
@@ -47,6 +49,11 @@ import numpy as np
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.batches import BATCH_SIZE
 from tqaforge.evaluate.formats import FormatUnderstanding, format_understanding, read_format_understanding
+from tqaforge.evaluate.large_tables import (
+    LargeTableUnderstanding,
+    large_table_understanding,
+    read_large_table_understanding,
+)
 from tqaforge.evaluate.predictions import (
     BASE_CONFIG,
     CONFIGURATIONS,
@@ -176,6 +183,7 @@ class EvaluationReport:
     torr: list[TorrRow] = field(default_factory=list)
     kendall_w: float | None = None
     formats: list[FormatUnderstanding] = field(default_factory=list)
+    large_tables: list[LargeTableUnderstanding] = field(default_factory=list)
     judge: dict[str, Any] | None = None
     outputs: list[str] = field(default_factory=list)
 
@@ -220,6 +228,11 @@ class EvaluationReport:
                         "serialization; mean normalised score, 0-1):"]
             for fu in self.formats:
                 out += fu.lines()
+        if self.large_tables:
+            out += ["", "Large-table understanding (the base LargeTableUnderstanding probes by their table's token "
+                        "bucket; normalised exact match):"]
+            for lt in self.large_tables:
+                out += lt.lines()
         if self.judge is not None:
             out += ["", f"judge {self.judge['model']}: {self.judge['judged']} replies judged, {self.judge['invalid']} verdicts unreadable, "
                         f"{self.judge['paid_calls']} paid calls, {self.judge['cost']:.4f} USD"
@@ -384,15 +397,16 @@ def _evaluate(options: EvaluateOptions, *, ws: Workspace | None, on_progress: Pr
                             hint="run in a workspace (or pass --workspace DIR) to use --judge-model")
     predictions = read_predictions(options.predictions, model=options.model)
 
-    programs = code_predictions(predictions)
-    workers = sandbox_workers(options.workers, programs)
+    likely = code_predictions(predictions)
+    workers = [sandbox_workers(options.workers, likely)]
 
     def factory() -> Sandbox:
-        return Sandbox(workers=workers, limits=Limits(wall_seconds=options.wall_seconds))
+        return Sandbox(workers=workers[0], limits=Limits(wall_seconds=options.wall_seconds))
 
-    # The sandbox starts now, in the background, when a program may run: its workers warm up
-    # while the release is read and verified and the text is scored. (Else only if one does run.)
-    sandbox = SandboxStart(sandbox_factory or factory, now=programs > 0)
+    # The sandbox starts now, in the background, when a reply holds a program (or is PoT): its
+    # workers warm up while the release is read and verified and the text is scored. Else it
+    # starts only when a program does run (the first one asks for it).
+    sandbox = SandboxStart(sandbox_factory or factory, now=likely > 0)
     try:
         release = load_release(options.release, ids={p.id for p in predictions})
         matched = match(release, predictions)
@@ -412,7 +426,12 @@ def _evaluate(options: EvaluateOptions, *, ws: Workspace | None, on_progress: Pr
                     hint="keep one prediction per model, method and row",
                 )
             seen[key] = p.line
-        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers,
+        programs = sum(uses_code(ref, p.method) for ref, p in matched.pairs)
+        if not programs and likely:
+            sandbox.close(wait=False)  # started for replies that run nothing (PoT on a commanding item, say)
+        elif not likely:
+            workers[0] = sandbox_workers(options.workers, programs)  # sized for the programs that do run
+        pending = start_programs(matched.pairs, release.table, sandbox.get, workers=workers[0],
                                  per_run=options.programs_per_run)
         # The text while the programs run (the same scores, in the same order: only the time changes).
         text = {i: score_one(ref, p, {}) for i, (ref, p) in enumerate(matched.pairs) if not uses_code(ref, p.method)}
@@ -454,6 +473,7 @@ def _report(options: EvaluateOptions, release: Release, matched: Matched, scored
     report.robustness = _robustness(scored, verdicts)
     report.torr, report.kendall_w = _torr(scored)
     report.formats = format_understanding(scored)
+    report.large_tables = large_table_understanding(scored)
     out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)
     return report
@@ -585,6 +605,10 @@ class SavedEvaluation:
     def formats(self) -> list[FormatUnderstanding]:
         """Its format-understanding summaries (none in an evaluation without configurations)."""
         return read_format_understanding(self.scores)
+
+    def large_tables(self) -> list[LargeTableUnderstanding]:
+        """Its accuracy per token bucket (none in an evaluation without large-table probes)."""
+        return read_large_table_understanding(self.scores)
 
 
 def saved_evaluations(directory: Path) -> list[SavedEvaluation]:

@@ -60,11 +60,12 @@ class Reference:
     dataset: str = ""
     chart_type: str = ""
     source_id: str = ""
+    token_bucket: str = ""  # a large-table probe's token bucket (release column ``token_bucket``)
 
 
 #: The columns read for scoring; tables (and prompts) are read only for the rows whose code runs.
 _COLUMNS = ("id", "item_id", "source_id", "dataset", "qtype", "qsubtype", "chart_type", "question", "answer",
-            "answer_text", "perturbation", "config")
+            "answer_text", "perturbation", "config", "token_bucket")
 
 
 @dataclass
@@ -152,12 +153,12 @@ def load_release(root: Path, *, ids: Collection[str] | None = None) -> Release:
     b_answer = b["answer"] if n else []
     b_answer_text, b_qtype, b_qsubtype = (b.get(k) or none for k in ("answer_text", "qtype", "qsubtype"))
     b_dataset, b_chart = (b.get(k) or none for k in ("dataset", "chart_type"))
-    for i, (id_, qtype, qsubtype, answer, answer_text, question, dataset, chart_type, source_id) in enumerate(zip(
+    for i, (id_, qtype, qsubtype, answer, answer_text, question, dataset, chart_type, source_id, bucket) in enumerate(zip(
             base_ids, b_qtype, b_qsubtype, b_answer, b_answer_text, b.get("question") or none, b_dataset, b_chart,
-            b.get("source_id") or none)):
+            b.get("source_id") or none, b.get("token_bucket") or none)):
         refs.append(Reference(
             id_, "base", id_, BASE_CONFIG, qtype or "", qsubtype or "", tuple(answer), answer_text or ", ".join(answer), i,
-            question or "", dataset or "", chart_type or "", source_id or "",
+            question or "", dataset or "", chart_type or "", source_id or "", bucket if isinstance(bucket, str) else "",
         ))
     item_of = {id_: i for i, id_ in enumerate(base_ids)}
 

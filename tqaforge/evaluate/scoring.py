@@ -35,7 +35,6 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from tqaforge.answers.parse import answer_from_output, last_python_block, parse_reply, split_answer
@@ -53,7 +52,7 @@ from tqaforge.evaluate.tablebench import (
 from tqaforge.progress import Progress
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
 from tqaforge.sandbox.charts import chart_matches, chart_type_of, parse_y_references
-from tqaforge.tables.commanding import COMMANDING, table_of_canonical_text
+from tqaforge.tables.commanding import COMMANDING, table_of_gold
 from tqaforge.tables.matching import answer_rule, same_answer
 from tqaforge.tables.parse_table import TableParseError, parse_table
 from tqaforge.tables.table import Table
@@ -99,19 +98,7 @@ def gold_table(ref: Reference) -> Table | None:
     """The gold answer as a table when it is one (module docs), else None."""
     if len(ref.answer) > 1:
         return None
-    return _table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
-
-
-@lru_cache(maxsize=1024)
-def _table_of_gold(text: str, commanding: bool) -> Table | None:
-    """Read once per gold text: the metric, the scorer and the grouping each ask."""
-    found = table_of_canonical_text(text)
-    if found is None and commanding:
-        try:
-            found = parse_table(text).table()
-        except TableParseError:
-            return None
-    return found
+    return table_of_gold(ref.answer_text, ref.qsubtype == COMMANDING)
 
 
 def metric_name(ref: Reference) -> str:
@@ -157,9 +144,16 @@ PROGRAMS_PER_WORKER = 64
 
 def code_predictions(predictions: Sequence[Prediction]) -> int:
     """How many of ``predictions`` may run a program, known before the release is read: PoT
-    predictions and replies with a fenced block (TableBench's and our chart code is the last
-    ```` ``` ```` or ``~~~`` block; no fence, no program). 0: no sandbox is needed at all."""
-    return sum(p.method == "PoT" or "```" in p.text or "~~~" in p.text for p in predictions)
+    predictions and replies that hold a program (TableBench's ```` ```python ```` block, or ours:
+    a Python-tagged block or an untagged one that parses as Python). A reply whose fences hold a
+    table (```` ```csv ````, a markdown table: a commanding item's reply) runs nothing. 0: no
+    sandbox is needed at all. (Which predictions do run is known once the release is read:
+    :func:`uses_code`.)"""
+    return sum(p.method == "PoT" or _holds_program(p.text) for p in predictions)
+
+
+def _holds_program(text: str) -> bool:
+    return ("```" in text or "~~~" in text) and bool(program_of(text) or last_python_block(text))
 
 
 def sandbox_workers(most: int, programs: int) -> int:

@@ -321,14 +321,17 @@ def generate_probes(ws: Workspace, options: ProbeOptions, *, on_progress: Progre
     table_ids = _table_ids(ws, options.tables)
     summary = ProbeSummary(seed=options.seed, tables=len(table_ids))
     for done, table_id in enumerate(table_ids):
-        _probe_table(ws, table_id, options, summary)
+        probe_table(ws, table_id, options, summary)
         if on_progress is not None:
             on_progress(done + 1, len(table_ids), table_id[:12])
     return summary
 
 
-def _probe_table(ws: Workspace, table_id: str, options: ProbeOptions, summary: ProbeSummary) -> None:
-    """Draw and store one table's probes in one transaction; count them (and the skips) in ``summary``."""
+def probe_table(ws: Workspace, table_id: str, options: ProbeOptions, summary: ProbeSummary,
+                meta: Mapping[str, Any] | None = None) -> None:
+    """Draw and store one table's probes in one transaction; count them (and the skips) in
+    ``summary``. ``meta``: more keys for each new question's ``meta`` (the large-table set's
+    token bucket, :mod:`tqaforge.generation.large_tables`)."""
     with ws.session() as s:
         record = s.get(TableRecord, table_id)
         if record is None:  # removed meanwhile
@@ -351,6 +354,8 @@ def _probe_table(ws: Workspace, table_id: str, options: ProbeOptions, summary: P
                 continue
             for probe in probes:
                 row = _question_row(table_id, probe, options, now)
+                if meta:
+                    row["meta"] = {**row["meta"], **meta}
                 questions[row["id"]] = row
                 answers[row["id"]] = _answer_row(row["id"], probe.answer, options.created_by, now)
                 kind_of[row["id"]] = kind

@@ -41,6 +41,7 @@ from tqaforge.schemas.records import Question, Variant
 from tqaforge.tables.perturb import TORR_PERTURBATIONS
 from tqaforge.tables.serialize import TORR_SERIALIZATIONS
 from tqaforge.tables.table import Table
+from tqaforge.tables.tokens import LARGE_TABLE
 from tqaforge.variants.grid import render_prompt
 
 #: Which subset each perturbation's variants go to (FREB-TQA's three aspects, ToRR's structure,
@@ -72,6 +73,9 @@ class Contents:
     serializations: tuple[str, ...]
     question_ids: tuple[str, ...]
     variant_ids: tuple[str, ...]
+    #: Whether the base rows carry a ``token_bucket`` column: only when an item is a large-table
+    #: probe (any other release keeps its columns, and its bytes).
+    token_buckets: bool = False
 
 
 def _dataset(question: Question) -> str:
@@ -118,7 +122,9 @@ def collect(
     if wanted:
         for chunk in _chunks(items, 500):
             kept += s.exec(select(Variant.id).where(_released(wanted), col(Variant.question_id).in_(chunk))).all()
-    return Contents(tuple(subsets), tuple(serializations), tuple(items), tuple(sorted(kept)))
+    large = any(s.exec(select(Question.id).where(col(Question.id).in_(chunk), Question.subtype == LARGE_TABLE).limit(1)).first()
+                for chunk in _chunks(items, 500))
+    return Contents(tuple(subsets), tuple(serializations), tuple(items), tuple(sorted(kept)), token_buckets=large)
 
 
 def subset_rows(s: Session, contents: Contents, subset: str, spill: Path) -> Iterator[dict[str, Any]]:
@@ -152,6 +158,7 @@ def _base_rows(s: Session, contents: Contents) -> Iterator[dict[str, Any]]:
                 "answer": list(gold[q.id].values), "answer_text": gold[q.id].value, "answer_status": str(gold[q.id].status),
                 "table": {"header": list(table.header), "rows": [list(r) for r in table.rows]},
                 "relevant_cells": [list(c) for c in q.relevant_cells or []],
+                **({"token_bucket": token_bucket(q)} if contents.token_buckets else {}),
             }
         s.expunge_all()  # the session keeps nothing of a chunk once it is out
 
@@ -184,6 +191,14 @@ def _variant_rows(s: Session, contents: Contents, subset: str) -> Iterator[dict[
                           for e in changes.get("edits") or []],
             }
         s.expunge_all()
+
+
+def token_bucket(q: Question) -> str:
+    """A base row's ``token_bucket``: the bucket of a large-table probe (``meta["large_table"]
+    ["bucket"]``, :mod:`tqaforge.generation.large_tables`); '' for any other question."""
+    large = (q.meta or {}).get("large_table")
+    bucket = large.get("bucket") if isinstance(large, dict) else None
+    return bucket if isinstance(bucket, str) else ""
 
 
 def _chart_type(q: Question) -> str:

@@ -41,6 +41,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
 from tqaforge.errors import TableError
@@ -97,6 +98,29 @@ def table_of_canonical_text(text: str) -> Table | None:
         return Table.from_dict(value) if isinstance(value, dict) and set(value) == {"header", "rows"} else None
     except (ValueError, TypeError, TableError, RecursionError):
         return None
+
+
+@lru_cache(maxsize=1024)
+def table_of_gold(text: str, commanding: bool) -> Table | None:
+    """A gold answer ``text`` as a table when it is one: a canonical table text, or (``commanding``:
+    the item's subtype is :data:`COMMANDING`) a table in any serialization
+    :func:`tqaforge.tables.parse_table.parse_table` reads; None otherwise. Cached: the scorer,
+    the metric and the variant grid each ask."""
+    found = table_of_canonical_text(text)
+    if found is None and commanding:
+        from tqaforge.tables.parse_table import TableParseError, parse_table  # parse_table imports the readers
+
+        try:
+            found = parse_table(text).table()
+        except TableParseError:
+            return None
+    return found
+
+
+def gold_is_table(answers: Sequence[str], subtype: str | None) -> bool:
+    """Whether an item whose gold values are ``answers`` is a commanding item: its gold is one table
+    (:func:`table_of_gold`), the target of an edit of the item's own table."""
+    return len(answers) == 1 and table_of_gold(answers[0], subtype == COMMANDING) is not None
 
 
 def _quoted(name: str) -> str:

@@ -82,6 +82,9 @@ BUCKETS: tuple[TokenBucket, ...] = (
     TokenBucket(">32k", 32 * K, None),
 )
 BUCKET_NAMES: tuple[str, ...] = tuple(b.name for b in BUCKETS)
+#: The capability taxonomy's subtype of the large-table probes (schemas/taxonomy.py), whose
+#: questions carry their table's bucket.
+LARGE_TABLE = "LargeTableUnderstanding"
 
 
 def check_count(n: object, what: str = "token count") -> int:
@@ -290,6 +293,7 @@ __all__ = [
     "DEFAULT_ENCODING",
     "DEFAULT_SERIALIZATION",
     "ENCODINGS",
+    "LARGE_TABLE",
     "TokenBucket",
     "TokenCountError",
     "bucket_named",

@@ -8,6 +8,12 @@ configuration). The full ToRR grid is 7 serializations x 5 conditions (none + 4 
 
 Variant ids hash (question, perturbation, seed): building the grid twice adds nothing, and a
 run killed half-way resumes where it stopped.
+
+**Commanding items** (table editing: the gold is a table, the target of an edit of the item's own
+table; :func:`tqaforge.tables.commanding.gold_is_table`) get only the perturbations that leave
+the table's content and order as they are (:data:`KEEPS_TABLE`: ``none``, so the item in every
+serialization): any other perturbation changes the table the edit applies to, and the gold would
+no longer be its target. The others are stored as skipped, and the summary counts them.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from tqaforge.queries import tables_by_id, trusted_answers
 from tqaforge.schemas.enums import AnswerEffect, AnswerMethod, Origin, VariantStatus
 from tqaforge.schemas.records import MAX_SEED, Question, Variant, utcnow
 from tqaforge.store import Workspace, insert_new
+from tqaforge.tables.commanding import gold_is_table
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
 from tqaforge.tables.readers.jsonio import read_json_file
@@ -44,6 +51,12 @@ from tqaforge.tables.table import Table
 SEED_FREE = frozenset({"none", "transpose", "remove_table", "remove_relevant_cells", "shorten_to_relevant"})
 
 _BATCH = 500  # questions per transaction: a killed run loses at most one batch of work
+
+#: The perturbations that leave a table's content and order unchanged: all a commanding item gets.
+KEEPS_TABLE = frozenset({"none"})
+#: Why a commanding item gets no other perturbation.
+COMMANDING_SKIP = ("a commanding item: its gold is the edit of the original table, and this perturbation changes "
+                   "the table (only the unperturbed table is kept, in every serialization)")
 
 
 
@@ -136,6 +149,11 @@ class Item:
     subtype: str | None = None  # picks the answer-format rules of the prompt
 
     @property
+    def commanding(self) -> bool:
+        """Whether the gold is a table (a commanding item): it gets only :data:`KEEPS_TABLE`."""
+        return gold_is_table(self.context.answers, self.subtype)
+
+    @property
     def structural_words(self) -> tuple[str, ...]:
         """Position and order words in the question (see :func:`classify.structural_words`)."""
         return structural_words(self.question)
@@ -151,6 +169,9 @@ class GridSummary:
     prompts: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # perturbation -> count
     skip_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count
+    #: Commanding items (gold is a table), and per perturbation how many of them it skipped.
+    commanding: int = 0
+    commanding_skipped: dict[str, int] = field(default_factory=dict)
     #: The prompts file written (as it was asked for, not resolved); None when none was written.
     prompts_path: Path | None = None
 
@@ -163,6 +184,10 @@ class GridSummary:
         if self.prompts_path is not None:
             head += f"; {self.prompts} prompts -> {self.prompts_path}"
         lines = [head]
+        if self.commanding:
+            skipped = ", ".join(f"{name} {n}" for name, n in sorted(self.commanding_skipped.items()))
+            lines.append(f"  {self.commanding} commanding items (gold is a table): only the unperturbed table, "
+                         f"in every serialization" + (f"; skipped for them: {skipped}" if skipped else ""))
         lines += [f"  skipped {name}: {n}" for name, n in sorted(self.skipped.items())]
         reasons = sorted(self.skip_reasons.items(), key=lambda kv: -kv[1])[:max_reasons]
         lines += [f"    {n} x {reason}" for reason, n in reasons]
@@ -177,6 +202,8 @@ class GridSummary:
             "prompts": self.prompts,
             "skipped": dict(self.skipped),
             "skip_reasons": dict(self.skip_reasons),
+            "commanding": self.commanding,
+            "commanding_skipped": dict(self.commanding_skipped),
             "prompts_path": str(self.prompts_path) if self.prompts_path is not None else None,
         }
 
@@ -225,7 +252,10 @@ def load_items(
 
 
 def perturb_item(item: Item, perturbation: str, seed: int, *, skip_structural: bool = True) -> Perturbed | PerturbationSkipped:
-    """One cell of the grid, before serialization; a skip is returned, not raised."""
+    """One cell of the grid, before serialization; a skip is returned, not raised. A commanding
+    item gets only :data:`KEEPS_TABLE` (module docs)."""
+    if perturbation not in KEEPS_TABLE and item.commanding:
+        return PerturbationSkipped(COMMANDING_SKIP)
     if skip_structural and perturbation in MOVES_CELLS:
         words = item.structural_words
         if words:
@@ -314,7 +344,11 @@ def build_variants(
         now = utcnow()
         new_rows: list[dict[str, Any]] = []
         for item in batch:
+            commanding = item.commanding
+            summary.commanding += commanding
             for name in spec.perturbations:
+                if commanding and name not in KEEPS_TABLE:
+                    summary.commanding_skipped[name] = summary.commanding_skipped.get(name, 0) + 1
                 for seed in spec.seeds_for(name):
                     stored = present.get(variant_id(item.question_id, name, seed))
                     if stored is None:

@@ -87,8 +87,21 @@ with tab_probes:
         probe_tables = st.text_input("tables to probe (id prefixes, comma-separated; empty: all)")
         probe_seed = st.number_input("seed", min_value=0, value=0)
         per_table = st.number_input("header and cell probes per table", min_value=1, value=1)
+        large = st.checkbox("large-table set: rows, columns and header probes on up to N tables per token bucket, "
+                            "growing a table into an empty bucket (`--large-table`)")
+        per_bucket = st.number_input("tables per token bucket (large-table set)", min_value=1, value=1)
         go_probes = st.form_submit_button("make probes")
-    if go_probes:
+    if go_probes and large:
+        from tqaforge.generation.large_tables import LargeTableOptions, generate_large_table_probes
+
+        large_options = attempt(lambda: LargeTableOptions(
+            per_bucket=int(per_bucket), seed=int(probe_seed), per_table=int(per_table),
+            tables=tuple(t.strip() for t in probe_tables.split(",") if t.strip())))
+        if large_options is not None:
+            chosen_large = large_options
+            run_step("probing large tables",
+                     lambda on_progress: generate_large_table_probes(ws, chosen_large, on_progress=on_progress))
+    elif go_probes:
         probe_options = attempt(lambda: ProbeOptions(
             kinds=tuple(kinds), tables=tuple(t.strip() for t in probe_tables.split(",") if t.strip()),
             seed=int(probe_seed), per_table=int(per_table)))

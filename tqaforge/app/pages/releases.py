@@ -61,5 +61,7 @@ for saved in evaluations:
                      if rows else pd.DataFrame(), width="stretch", hide_index=True)
         for fu in saved.formats():  # format understanding, as `tqaforge evaluate` prints it
             show_summary(fu)
+        for lt in saved.large_tables():  # accuracy per token bucket, likewise
+            show_summary(lt)
         for image in saved.plots:
             st.image(str(image), caption=md(image.name))
