@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -309,20 +310,39 @@ def start_chrome(chromium: tuple[str, str], profile: Path, window: str = "1400,2
     return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=driver_path))
 
 
-def freeze_sample_release(root: Path) -> Path:
+def freeze_sample_release(root: Path, *, serializations: tuple[str, ...] = (), perturbations: tuple[str, ...] = (),
+                          without_subtypes: tuple[str, ...] = ()) -> Path:
     """TableBench's shipped sample imported into a fresh SQLite workspace under ``root`` and frozen
-    as release 1.0.0 (base subset) at ``root/release``."""
+    as release 1.0.0 (base subset) at ``root/release``.
+
+    With ``serializations``, the release also holds the configurations subset in those formats,
+    each item as it is and (``perturbations``, built first with seed 0) perturbed; the sample's
+    rows of ``without_subtypes`` are left out (a copy of the sample without them is imported)."""
     from tqaforge.ingest import import_paths
     from tqaforge.release.build import ReleaseOptions, build_release
     from tqaforge.store import init_workspace
+    from tqaforge.variants.grid import GridOptions, build_variant_grid
 
     sample = Path(__file__).resolve().parents[1] / "data" / "sample" / "tablebench_sample.jsonl"
+    if without_subtypes:
+        kept = [line for line in sample.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["qsubtype"] not in without_subtypes]
+        sample = root / sample.name
+        sample.parent.mkdir(parents=True, exist_ok=True)
+        sample.write_text("\n".join(kept) + "\n", encoding="utf-8")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
         ws = init_workspace(root / "ws", name="test")
         try:
             assert not import_paths(ws, [sample]).failed
-            build_release(ws, ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",)))
+            if perturbations:
+                build_variant_grid(ws, GridOptions(write_prompts=False, perturbations=perturbations,
+                                                   serializations=serializations or ("markdown",), skip_structural=False))
+            options = ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base",))
+            if serializations:
+                options = ReleaseOptions(version="1.0.0", out=root / "release", subsets=("base", "configurations"),
+                                         serializations=serializations)
+            build_release(ws, options)
         finally:
             ws.close()
     return root / "release"

@@ -20,7 +20,14 @@ from conftest import free_port
 from openai_server import OpenAIServer, Scripted
 from sqlmodel import select
 
-from tqaforge.errors import ConfigError, EndpointAuthError, ImpossibleUsage, LLMError, ReplyTooLarge
+from tqaforge.errors import (
+    ConfigError,
+    EndpointAuthError,
+    EndpointUnreachable,
+    ImpossibleUsage,
+    LLMError,
+    ReplyTooLarge,
+)
 from tqaforge.generation.classify import ClassifySummary
 from tqaforge.generation.questions import GenerationOptions, generate_questions
 from tqaforge.ingest import import_paths
@@ -264,7 +271,7 @@ def _stop_case(case: str, workspace: Workspace, server: OpenAIServer) -> LLMSett
 
 @pytest.mark.parametrize(
     "case, reason",
-    [("missing key", StopReason.AUTH), ("dead endpoint", StopReason.ENDPOINT), ("HTTP 500", StopReason.ENDPOINT),
+    [("missing key", StopReason.AUTH), ("dead endpoint", StopReason.UNREACHABLE), ("HTTP 500", StopReason.ENDPOINT),
      ("budget", StopReason.BUDGET)],
 )
 def test_the_summary_says_what_stopped_the_run(sqlite_workspace, case, reason):
@@ -306,10 +313,11 @@ def test_deeply_nested_json_reply_is_an_invalid_reply():
 # --- several endpoints ([llm] base_urls) -----------------------------------------------------
 
 
-def test_every_endpoint_down_fails_clearly_after_the_retries_without_hanging(sqlite_workspace, caplog):
+def test_every_endpoint_refusing_fails_at_once_without_hanging(sqlite_workspace, caplog):
     """Endpoints: with every endpoint of base_urls refusing connections (and so marked down), a
     request must neither wait for a cool-off nor spin: it goes to the endpoint whose cool-off
-    ends first, and fails with LLMError after max_retries, like one dead endpoint."""
+    ends first; once each endpoint has refused it, it fails at once (EndpointUnreachable, naming
+    both addresses), not after max_retries: nothing listens there, and no retry changes that."""
     caplog.set_level(logging.WARNING, logger="tqaforge.llm")
     password = "hunter2-Pa55word"
     dead = [f"http://bob:{password}@127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
@@ -326,9 +334,11 @@ def test_every_endpoint_down_fails_clearly_after_the_retries_without_hanging(sql
 
     outcomes, gw, took = run(go())
     assert took < 10  # a 600 s cool-off was not waited out
-    assert all(isinstance(o, LLMError) and "gave up after 4 attempts" in str(o) for o in outcomes), outcomes
+    ports = [url.rsplit(":", 1)[1].split("/", 1)[0] for url in dead]
+    assert all(isinstance(o, EndpointUnreachable) and "gave up" not in str(o)
+               and all(f"nothing listens on 127.0.0.1:{p}" in str(o) for p in ports) for o in outcomes), outcomes
     stats = gw.endpoint_stats()
-    assert sum(s.requests for s in stats) == 5 * 4  # every attempt went somewhere; none more (no spinning)
+    assert sum(s.requests for s in stats) == 5 * 2  # each endpoint tried once per request; none more (no spinning)
     assert all(s.down and s.down_events == 1 and s.requests > 0 for s in stats)
     assert [s.endpoint for s in stats] == [redact_url(dead[0]), dead[1]]
     rows = calls(sqlite_workspace)
@@ -355,3 +365,142 @@ def test_a_base_urls_entry_that_is_not_http_is_refused_naming_it_without_its_pas
     message = str(info.value)
     assert "ftp://bob:***@gpu3.example/v1" in message and "[llm] base_urls" in message and password not in message
     assert "not an http:// or https:// URL" in message
+
+
+# --- nowhere to send: a refused port, a host that does not exist (issue 27, item 6) -----------
+
+
+def _dead_url() -> tuple[str, str]:
+    """An endpoint URL on a loopback port that was bound and closed again (nothing listens on
+    it), and its host:port."""
+    port = free_port()
+    return f"http://127.0.0.1:{port}/v1", f"127.0.0.1:{port}"
+
+
+def _command_case(command: str, ws: Workspace, tmp_path: Path) -> tuple[list[str], Any]:
+    """The arguments of ``command`` on ``ws`` (set up for it) and the scripted model that answers it."""
+    from conftest import freeze_sample_release
+    from test_answers import add_questions
+
+    if command == "generate questions":
+        import_tables(ws, 1)
+        return ["generate", "questions", "--subtypes", "Counting", "--per-round", "2", "--model", MODEL], questions_json
+    if command == "generate answers":
+        import_tables(ws, 1)
+        add_questions(ws, {"plain": 3})
+        return ["generate", "answers", "--model", MODEL, "--methods", "dp"], lambda body: "Final Answer: 3"
+    release = freeze_sample_release(tmp_path / "frozen")
+    return (["evaluate", "--release", str(release), "--model", MODEL, "--limit", "4", "--no-plots",
+             "--out", str(tmp_path / "scores")], lambda body: "Final Answer: 3")
+
+
+def _stored(ws: Workspace, command: str) -> int:
+    """What ``command`` committed: new questions, answer candidates, or scores written."""
+    from tqaforge.schemas.records import AnswerCandidate, Question
+
+    with ws.session() as s:
+        if command == "generate questions":
+            return len(list(s.exec(select(Question))))
+        if command == "generate answers":
+            return len(list(s.exec(select(AnswerCandidate))))
+    return int((ws.root.parent / "scores" / "scores.json").exists())
+
+
+@pytest.mark.parametrize("command", ["generate questions", "generate answers", "evaluate --model"])
+def test_a_refused_port_stops_the_command_at_once_with_the_fix(command, sqlite_workspace, tmp_path, monkeypatch,
+                                                               caplog):
+    """Item 6: `generate` spent 24 s retrying a port where nothing listens before failing. With
+    the workspace's default retries (5, backoff from 1 s), the command now stops at once, says
+    once "nothing listens on HOST:PORT" with the fix, retries nothing, commits nothing half-done,
+    and a later run against a live endpoint resumes and finishes."""
+    from typer.testing import CliRunner
+
+    from tqaforge.cli import app
+
+    caplog.set_level(logging.WARNING, logger="tqaforge.llm")
+    ws = sqlite_workspace
+    args, reply = _command_case(command, ws, ws.root.parent)
+    before = _stored(ws, command)
+    url, where = _dead_url()
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    runner = CliRunner(env={"COLUMNS": "200"})
+    started = time.monotonic()
+    result = runner.invoke(app, ["-w", str(ws.root), *args])
+    took = time.monotonic() - started
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert took < 5, f"{command} took {took:.1f} s to fail"  # the old retries: 0.5+1+2+4+8 s at the least
+    assert said.count(f"nothing listens on {where} (connection refused)") == 1, said  # once, not per piece
+    assert "OPENAI_BASE_URL" in said and "Traceback" not in said
+    assert "retry" not in caplog.text  # not one retry was waited for
+    assert _stored(ws, command) == before  # nothing half-written
+    assert all(c.status == "error" for c in calls(ws))  # the failed calls, sent again by the next run
+
+    with OpenAIServer(reply) as server:  # the endpoint is up now: the same command resumes and finishes
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        again = runner.invoke(app, ["-w", str(ws.root), *args])
+    assert again.exit_code == 0, again.output
+    assert _stored(ws, command) > before and server.requests
+    assert {c.status for c in calls(ws)} == {"ok"}
+
+
+def test_a_host_that_does_not_exist_is_not_retried_but_a_temporary_dns_failure_is():
+    """Item 6: a base URL whose host name does not resolve fails like a refused port (the
+    resolver said "no such name": no retry mends it); "temporary failure in name resolution"
+    stays retried, like a reset connection. The errors are chained as the openai client chains them."""
+    import socket
+
+    import httpx2
+    import openai
+
+    from tqaforge.llm.transport import unreachable
+
+    def failed(cause: BaseException) -> openai.APIConnectionError:
+        request = httpx2.Request("POST", "http://gpu-box:8000/v1/chat/completions")
+        try:
+            try:
+                raise httpx2.ConnectError(str(cause)) from cause
+            except httpx2.ConnectError as exc:
+                raise openai.APIConnectionError(request=request) from exc
+        except openai.APIConnectionError as exc:
+            return exc
+
+    missing = unreachable(failed(socket.gaierror(socket.EAI_NONAME, "Name or service not known")),
+                          "http://gpu-box:8000/v1")
+    assert missing is not None and missing.problem.startswith("the host name gpu-box does not resolve (gpu-box:8000")
+    assert "OPENAI_BASE_URL" in missing.hint
+    assert unreachable(failed(socket.gaierror(socket.EAI_AGAIN, "Temporary failure")), "http://gpu-box:8000/v1") is None
+    assert unreachable(failed(ConnectionResetError(104, "reset")), "http://gpu-box:8000/v1") is None
+    refused = unreachable(failed(OSError("All connection attempts failed")), "https://[::1]/v1")
+    assert refused is None  # no refusal in the chain: retried
+    group = OSError("All connection attempts failed")
+    group.__cause__ = ExceptionGroup("attempts", [OSError(99, "cannot assign"), ConnectionRefusedError(111, "refused")])
+    found = unreachable(failed(group), "https://[::1]/v1")
+    assert found is not None and found.problem == "nothing listens on [::1]:443 (connection refused)"
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_server_that_fails_twice_then_answers_is_still_retried(sqlite_workspace, status):
+    """Item 6's control: 5xx and 429 stay retried (a refused port is the only change)."""
+    with OpenAIServer(lambda body: Scripted(status=status) if len(server.requests) <= 2 else "fine") as server:
+
+        async def go() -> tuple[Any, Gateway]:
+            async with Gateway(sqlite_workspace, settings(server)) as gw:
+                return await gw.complete([{"role": "user", "content": "hi"}], purpose="hostile"), gw
+
+        done, gw = run(go())
+    assert done.text == "fine" and len(server.requests) == 3 and gw.retries == 2
+    [row] = calls(sqlite_workspace)
+    assert row.status == "ok"
+
+
+def test_a_server_that_accepts_and_hangs_still_times_out_with_its_retries(sqlite_workspace):
+    """Item 6's control: a connection that is accepted and then never answered is a timeout,
+    retried max_retries times (it may be a slow model), not an unreachable endpoint."""
+    with OpenAIServer(lambda body: Scripted(text="late", delay_s=30)) as server:
+        with pytest.raises(LLMError) as info:
+            complete(sqlite_workspace, settings(server, timeout_s=0.3, max_retries=2), within=10)
+        assert len(server.requests) == 3
+    assert not isinstance(info.value, EndpointUnreachable)
+    assert "no complete reply within 0.3 s (gave up after 3 attempts)" in str(info.value)

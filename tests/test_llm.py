@@ -20,7 +20,7 @@ from conftest import wait_for
 from openai_server import OpenAIServer, Scripted, fingerprint
 from sqlmodel import select
 
-from tqaforge.errors import BudgetExceeded, ConfigError, InvalidReply, LLMError
+from tqaforge.errors import BudgetExceeded, ConfigError, EndpointUnreachable, InvalidReply, LLMError
 from tqaforge.llm import (
     Completion,
     Gateway,
@@ -262,13 +262,22 @@ def test_client_errors_are_not_retried(workspace: Workspace) -> None:
     assert "API key" in (info.value.hint or "")
 
 
-def test_connection_refused_is_retried_then_fails(workspace: Workspace) -> None:
+def test_connection_refused_fails_at_once_naming_the_address(workspace: Workspace) -> None:
+    """Nothing listens on the port: no retry can help, so the call fails at its first attempt
+    (issue 27, item 6), as EndpointUnreachable naming host:port and the fix, and is recorded as
+    an error (a later run sends it again)."""
     server = OpenAIServer(lambda b: "x")
     url = server.url
+    port = url.rsplit(":", 1)[1].split("/", 1)[0]
     server.stop()  # nothing listens on that port any more
-    st = LLMSettings(model=MODEL, base_url=url, api_key="k", max_retries=2, backoff_s=0.01)
-    with pytest.raises(LLMError, match="connection failed"):
+    st = LLMSettings(model=MODEL, base_url=url, api_key="k", max_retries=2, backoff_s=10)
+    started = time.monotonic()
+    with pytest.raises(EndpointUnreachable, match=f"nothing listens on 127.0.0.1:{port} \\(connection refused\\)") as info:
         call(workspace, st, user("q"))
+    assert time.monotonic() - started < 5  # a retry would have waited backoff_s = 10 s
+    assert "OPENAI_BASE_URL" in (info.value.hint or "") and "gave up" not in str(info.value)
+    [row] = records(workspace)
+    assert row.status == "error" and "nothing listens" in (row.error or "")
 
 
 # -- budget -----------------------------------------------------------------------------------

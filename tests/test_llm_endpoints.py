@@ -257,18 +257,36 @@ def test_a_base_urls_entry_of_the_wrong_type_is_refused_naming_it(sqlite_workspa
 
 def test_one_endpoint_behaves_as_before(sqlite_workspace: Workspace) -> None:
     """base_url alone: one endpoint, never marked down (there is nowhere else to go)."""
+    with OpenAIServer(lambda body: Scripted(status=503)) as server:
+
+        async def go() -> Gateway:
+            st = LLMSettings(model=MODEL, base_url=server.url, api_key="k", max_retries=4, backoff_s=0.01,
+                             backoff_max_s=0.02, endpoint_failures=1)
+            async with Gateway(sqlite_workspace, st) as gw:
+                with pytest.raises(LLMError, match="gave up after 5 attempts"):
+                    await gw.complete(user("hi"), purpose="test")
+            return gw
+
+        [only] = run(go()).endpoint_stats()
+        assert len(server.requests) == 5
+    assert (only.endpoint, only.requests, only.failures, only.down_events, only.down) == (server.url, 5, 5, 0, False)
+
+
+def test_a_refused_endpoint_sends_its_requests_to_the_others(sqlite_workspace: Workspace) -> None:
+    """A refused connection fails a request at once only when every endpoint refused it: while
+    another endpoint answers, the request goes there (issue 27, item 6)."""
     dead = f"http://127.0.0.1:{free_port()}/v1"
+    with named("alive") as alive:
 
-    async def go() -> Gateway:
-        st = LLMSettings(model=MODEL, base_url=dead, api_key="k", max_retries=4, backoff_s=0.01, backoff_max_s=0.02,
-                         endpoint_failures=1)
-        async with Gateway(sqlite_workspace, st) as gw:
-            with pytest.raises(LLMError, match="gave up after 5 attempts"):
-                await gw.complete(user("hi"), purpose="test")
-        return gw
+        async def go() -> tuple[list[Any], Gateway]:
+            async with Gateway(sqlite_workspace, settings(dead, alive.url, max_retries=1, endpoint_failures=1)) as gw:
+                return await many(gw, 6), gw
 
-    [only] = run(go()).endpoint_stats()
-    assert (only.endpoint, only.requests, only.failures, only.down_events, only.down) == (dead, 5, 5, 0, False)
+        done, gw = run(go())
+    assert [d.text for d in done] == [f"alive: q {i}" for i in range(6)]
+    stats = stats_by_url(gw)
+    assert stats[dead].failures >= 1 and stats[dead].down and stats[alive.url].failures == 0
+    assert {r.endpoint for r in records(sqlite_workspace)} == {alive.url}
 
 
 def test_cancelled_requests_give_their_endpoint_slots_back(sqlite_workspace: Workspace) -> None:

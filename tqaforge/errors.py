@@ -128,6 +128,12 @@ class EndpointAuthError(LLMError):
     """The model endpoint refused our credentials (HTTP 401/403) or no API key is set."""
 
 
+class EndpointUnreachable(LLMError):
+    """Nothing listens at the model endpoint's address (connection refused), or its host name
+    does not exist: no retry can help, so the command stops at once; the message names the
+    host and port, the hint what to do (start the server, or point the base URL at it)."""
+
+
 class ImpossibleUsage(LLMError):
     """An endpoint reported token usage that its request cannot have produced (more completion
     tokens than ``max_tokens``, a prompt count far beyond the prompt's size, negative or

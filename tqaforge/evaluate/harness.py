@@ -23,12 +23,15 @@ as unanswered (wrong): leaving out hard items cannot raise a score. Across group
 - over the configurations subset: ToRR's performance P and robustness R per system (items x
   configurations per dataset), and Kendall's W of the systems' ranking across configurations
   when two or more systems are scored;
+- format understanding (the capability-based TableBench; :mod:`tqaforge.evaluate.formats`): per
+  system, the mean score of the same items in each serialization (the unperturbed
+  configurations), the best and worst format and their spread;
 - with a judge model (``judge_model``): the share of replies it grades correct against the
   reference, per group, and per realistic perturbation the share that acknowledges the missing
   value or the duplicates (:mod:`tqaforge.evaluate.model_run`).
 
 Outputs: :meth:`EvaluationReport.lines` (the terminal table), ``scores.json`` and PNG plots by
-subtype and by configuration (:func:`write_outputs`).
+subtype, by configuration and by format (:func:`write_outputs`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import numpy as np
 
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.batches import BATCH_SIZE
+from tqaforge.evaluate.formats import FormatUnderstanding, format_understanding, read_format_understanding
 from tqaforge.evaluate.predictions import (
     BASE_CONFIG,
     CONFIGURATIONS,
@@ -170,6 +174,7 @@ class EvaluationReport:
     robustness: list[RobustnessRow] = field(default_factory=list)
     torr: list[TorrRow] = field(default_factory=list)
     kendall_w: float | None = None
+    formats: list[FormatUnderstanding] = field(default_factory=list)
     judge: dict[str, Any] | None = None
     outputs: list[str] = field(default_factory=list)
 
@@ -208,6 +213,11 @@ class EvaluationReport:
                 out.append(f"  {t.system:<20} {t.configs:>7} {t.items:>6} {t.performance:>7.3f} {t.robustness:>7.3f}")
             if self.kendall_w is not None:
                 out.append(f"  Kendall's W of the systems' ranking across configurations: {self.kendall_w:.3f}")
+        if self.formats:
+            out += ["", "Format understanding (the configurations without perturbation: the same items in each "
+                        "serialization; mean normalised score, 0-1):"]
+            for fu in self.formats:
+                out += fu.lines()
         if self.judge is not None:
             out += ["", f"judge {self.judge['model']}: {self.judge['judged']} replies judged, {self.judge['invalid']} verdicts unreadable, "
                         f"{self.judge['paid_calls']} paid calls, {self.judge['cost']:.4f} USD"
@@ -436,6 +446,7 @@ def _report(options: EvaluateOptions, release: Release, matched: Matched, scored
         report.rows += _group_rows(*key, groups[key], verdicts)
     report.robustness = _robustness(scored, verdicts)
     report.torr, report.kendall_w = _torr(scored)
+    report.formats = format_understanding(scored)
     out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)
     return report
@@ -457,7 +468,8 @@ def _unanswered(release: Release, scored: Sequence[Scored]) -> list[Scored]:
 
 
 def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) -> list[str]:
-    """``scores.json`` and (``plots``) ``by_subtype.png`` and ``by_configuration.png`` in ``out``; their paths."""
+    """``scores.json`` and (``plots``) ``by_subtype.png``, ``by_configuration.png`` and
+    ``by_format.png`` (when there is something to draw) in ``out``; their paths."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "scores.json"]
@@ -517,7 +529,33 @@ def _plots(report: EvaluationReport, out: Path) -> list[Path]:
         written.append(out / "by_configuration.png")
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
+    if report.formats:
+        written.append(_format_plot(report, out / "by_format.png"))
     return written
+
+
+def _format_plot(report: EvaluationReport, path: Path) -> Path:
+    """Format understanding as bars: a group per serialization (best first, by the mean over the
+    systems), a bar per system, its spread in the legend."""
+    import matplotlib.pyplot as plt
+
+    scores = {fu.system: {f.serialization: f.score for f in fu.formats} for fu in report.formats}
+    formats = sorted({f for per in scores.values() for f in per},
+                     key=lambda f: (-float(np.mean([per[f] for per in scores.values() if f in per])), f))
+    width = 0.8 / len(report.formats)
+    fig, ax = plt.subplots(figsize=(max(6, len(formats) * 0.9), 4.5))
+    for i, fu in enumerate(report.formats):
+        ax.bar([x + i * width for x in range(len(formats))], [scores[fu.system].get(f, np.nan) for f in formats],
+               width, label=f"{fu.system} ({fu.items} items; spread {fu.spread:.2f})")
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(formats))], formats, rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("mean normalised score")
+    ax.set_title(f"{report.release}: score per format (no perturbation)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 #: The largest ``scores.json`` the app reads back (a real one is kilobytes to a few megabytes).
@@ -536,6 +574,10 @@ class SavedEvaluation:
     def summary_rows(self) -> list[dict[str, Any]]:
         """The type and Overall rows of every system, subset and configuration."""
         return [r for r in self.scores.get("rows", []) if r.get("level") in ("type", "overall")]
+
+    def formats(self) -> list[FormatUnderstanding]:
+        """Its format-understanding summaries (none in an evaluation without configurations)."""
+        return read_format_understanding(self.scores)
 
 
 def saved_evaluations(directory: Path) -> list[SavedEvaluation]:

@@ -50,7 +50,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import col, select
 
 from tqaforge import ids
-from tqaforge.errors import BudgetExceeded, EndpointAuthError, LLMError, NotFound
+from tqaforge.errors import BudgetExceeded, EndpointAuthError, EndpointUnreachable, LLMError, NotFound
 from tqaforge.files import file_sha256
 from tqaforge.llm.batchfiles import (
     CollectSummary,
@@ -67,6 +67,7 @@ from tqaforge.llm.limits import RETRYABLE_STATUS, backoff_delay, retry_after
 from tqaforge.llm.prices import OFFLINE_SOURCE, quote
 from tqaforge.llm.replies import short
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings, Price
+from tqaforge.llm.transport import unreachable
 from tqaforge.progress import Progress
 from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, redact_url, url_password
 from tqaforge.schemas.records import LLMBatch, utcnow
@@ -315,7 +316,8 @@ def _client(settings: LLMSettings) -> openai.OpenAI:
 
 def _retrying(settings: LLMSettings, what: str, fn: Callable[[], T], *, hint: str | None = None) -> T:
     """``fn()``, retried with backoff on 408/409/429/5xx, timeouts and lost connections (at most
-    ``max_retries`` times); LLMError naming ``what`` when it fails for good."""
+    ``max_retries`` times); LLMError naming ``what`` when it fails for good, at once
+    (EndpointUnreachable) when nothing listens at the endpoint's address or its host does not exist."""
     jitter = random.Random()
     retries = 0
     while True:
@@ -329,6 +331,8 @@ def _retrying(settings: LLMSettings, what: str, fn: Callable[[], T], *, hint: st
                 raise cls(f"{what}: {problem}", hint=hint) from None
             wait_hint = retry_after(exc.response.headers)
         except (openai.APIConnectionError, httpx2.TransportError) as exc:
+            if (cannot := unreachable(exc, _endpoint(settings))) is not None:  # no retry mends it
+                raise EndpointUnreachable(f"{what}: {cannot.problem}", hint=cannot.hint) from None
             problem = redact_secrets(f"connection failed: {short(str(exc.__cause__ or exc))}", _secrets(settings))
         if retries >= settings.max_retries:
             raise LLMError(f"{what}: {problem} (gave up after {retries + 1} attempt{'s' if retries else ''})",

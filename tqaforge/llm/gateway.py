@@ -27,6 +27,9 @@ What it guarantees:
 - **Retries** with exponential backoff and jitter on 429, 408, 409, 5xx, timeouts and connection
   errors, honouring ``Retry-After`` / ``retry-after-ms``; the ``openai`` client's own retries are
   off so every retry is counted (``Gateway.retries``) and logged (logger ``tqaforge.llm``).
+  A connection that no retry can mend -- refused (nothing listens on the port) or to a host
+  name that does not exist -- fails at once as :class:`EndpointUnreachable`, naming host:port
+  and the fix (with several endpoints: once every one of them refused the request).
   Malformed replies (not JSON, no choices, no content) are retried too, at most
   ``malformed_retries`` times (default 2: a model that returns nothing at temperature 0 tends to
   do so again, and each such reply may be billed). Other 4xx errors fail at once.
@@ -81,6 +84,7 @@ import openai
 
 from tqaforge.errors import (
     EndpointAuthError,
+    EndpointUnreachable,
     ImpossibleUsage,
     InvalidReply,
     LLMError,
@@ -106,7 +110,7 @@ from tqaforge.llm.replies import (
     usage_of,
 )
 from tqaforge.llm.settings import API_KEY_ENV, LLMSettings
-from tqaforge.llm.transport import ChatTransport, Endpoint, EndpointStats
+from tqaforge.llm.transport import ChatTransport, Endpoint, EndpointStats, Unreachable, unreachable
 from tqaforge.redact import MASK, MIN_SECRET_LENGTH, redact_secrets, url_password
 from tqaforge.schemas.records import utcnow
 from tqaforge.store import Workspace
@@ -380,6 +384,7 @@ class Gateway:
 
         failure = _Attempts(call_id, messages, wire, seed, sample, purpose)
         retries = malformed = 0
+        nowhere: dict[Endpoint, Unreachable] = {}  # the endpoints that refused this request's connection
         endpoint: Endpoint | None = None  # the last attempt's: a retry prefers another
         while True:
             self._halted()
@@ -445,6 +450,14 @@ class Gateway:
             except openai.APIConnectionError as exc:
                 self._settle(held, 0.0)
                 failure.error_cls = LLMError
+                assert endpoint is not None  # only send() raises it
+                if (cannot := unreachable(exc, endpoint.shown)) is not None:
+                    # Refused, or no such host: no retry mends it. Another endpoint may still be up.
+                    nowhere[endpoint] = cannot
+                    if len(nowhere) == len(self._transport.endpoints):
+                        return self._failure(failure, "; ".join(c.problem for c in nowhere.values()),
+                                             hint=" / ".join(dict.fromkeys(c.hint for c in nowhere.values())),
+                                             error_cls=EndpointUnreachable)
                 problem, retryable = self.redact(f"connection failed: {short(str(exc.__cause__ or exc))}"), True
             except BaseException:
                 self._settle(held, 0.0)  # cancelled (Ctrl-C) or a bug: release, record nothing

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from tqaforge.errors import BudgetExceeded, EndpointAuthError, ImpossibleUsage, LLMError
+from tqaforge.errors import BudgetExceeded, EndpointAuthError, EndpointUnreachable, ImpossibleUsage, LLMError
 from tqaforge.llm.gateway import Gateway
 
 __all__ = ["Job", "RunOutcome", "RunProgress", "StopReason", "run_ordered", "settle"]
@@ -53,6 +53,7 @@ class StopReason(str, enum.Enum):
     AUTH = "auth"  # no API key, or the endpoint refused it (401/403)
     IMPOSSIBLE_USAGE = "impossible_usage"  # the endpoint reported usage its request cannot have
     ENDPOINT = "endpoint"  # the endpoint failed after the retries (down, 5xx, 4xx, malformed replies)
+    UNREACHABLE = "unreachable"  # nothing listens at the endpoint's address, or its host does not exist
 
     @classmethod
     def of(cls, exc: LLMError) -> "StopReason":
@@ -63,6 +64,8 @@ class StopReason(str, enum.Enum):
             return cls.AUTH
         if isinstance(exc, ImpossibleUsage):
             return cls.IMPOSSIBLE_USAGE
+        if isinstance(exc, EndpointUnreachable):
+            return cls.UNREACHABLE
         return cls.ENDPOINT
 
 

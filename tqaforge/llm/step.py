@@ -260,6 +260,8 @@ _REMEDY = {
                      "command again to resume",
     StopReason.IMPOSSIBLE_USAGE: "the endpoint's token counts cannot be trusted: check OPENAI_BASE_URL / [llm] "
                                  "base_url before running the command again",
+    StopReason.UNREACHABLE: "start the model server (or point OPENAI_BASE_URL / [llm] base_url at one) and run the "
+                            "command again to resume",
     StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is --model right?) and run the command again "
                          "to resume",
 }

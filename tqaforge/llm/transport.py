@@ -26,6 +26,11 @@ Several endpoints (``[llm] base_urls``):
   may use is full, and then a reply is on its way to free a slot.
 
 The choice is a scan of the few endpoints, with no lock: the event loop runs one task at a time.
+
+**Nowhere to send.** :func:`unreachable` tells a failed connection that no retry can mend (the
+port refuses it: nothing listens there; the host name does not exist) from one that may mend (a
+timeout, a reset, a temporary DNS failure), so that the gateway stops at once with the fix
+instead of backing off for half a minute.
 """
 
 from __future__ import annotations
@@ -34,9 +39,12 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import openai
 
@@ -45,7 +53,7 @@ from tqaforge.llm.replies import METER, Meter, hard_cap_hook, short
 from tqaforge.llm.settings import API_KEY_ENV, BASE_URL_ENV, LLMSettings
 from tqaforge.redact import redact_secrets, redact_url
 
-__all__ = ["ChatTransport", "Endpoint", "EndpointStats"]
+__all__ = ["ChatTransport", "Endpoint", "EndpointStats", "Unreachable", "unreachable"]
 
 log = logging.getLogger("tqaforge.llm")
 
@@ -287,3 +295,61 @@ class ChatTransport:
 def _default_url() -> str:
     """Where the ``openai`` client sends requests when no base URL is set."""
     return os.environ.get(BASE_URL_ENV) or DEFAULT_URL
+
+
+class Unreachable(NamedTuple):
+    """Why a connection can never reach an endpoint: ``problem`` names its host and port,
+    ``hint`` says what to do."""
+
+    problem: str
+    hint: str
+
+
+# getaddrinfo's answers for a host name that does not exist (EAI_AGAIN, a temporary failure, is retried).
+_NO_SUCH_HOST = frozenset(x for x in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
+                          if x is not None)
+
+
+def unreachable(exc: BaseException, url: str) -> Unreachable | None:
+    """What a failed connection to ``url`` (the endpoint's URL, best without its password) says
+    when no retry can help: the port refused it (nothing listens there) or the host name does
+    not exist. None when a retry may help (a timeout, a reset, a temporary DNS failure).
+
+    The ``openai`` client wraps the socket's error in its own and httpx's (``__cause__``), and
+    a host with several addresses in an ``OSError("All connection attempts failed")``: the
+    whole chain is searched."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 443 if parts.scheme == "https" else 80
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    for cause in _causes(exc):
+        if isinstance(cause, ConnectionRefusedError):
+            return Unreachable(
+                f"nothing listens on {where} (connection refused)",
+                f"start the model server there (vLLM: vllm serve MODEL --host {host} --port {port}), or set "
+                f"{BASE_URL_ENV} (or [llm] base_url) to where one listens; nothing was lost: run the command "
+                "again to resume")
+        if isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST:
+            return Unreachable(
+                f"the host name {host} does not resolve ({where}: {cause.strerror or 'no such host'})",
+                f"check the host in {BASE_URL_ENV} (or [llm] base_url); nothing was lost: run the command again "
+                "to resume")
+    return None
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the members of exception groups among them."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__]
+        if isinstance(e, BaseExceptionGroup):
+            todo += list(e.exceptions)

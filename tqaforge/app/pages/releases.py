@@ -59,5 +59,7 @@ for saved in evaluations:
         rows = saved.summary_rows()
         st.dataframe(pd.DataFrame(rows)[["system", "subset", "config", "group", "n", "metric", "tablebench", "normalised"]]
                      if rows else pd.DataFrame(), width="stretch", hide_index=True)
+        for fu in saved.formats():  # format understanding, as `tqaforge evaluate` prints it
+            show_summary(fu)
         for image in saved.plots:
             st.image(str(image), caption=md(image.name))
