@@ -42,6 +42,7 @@ from sqlmodel import col, select
 from tqaforge.annotation.adjudication import resolve
 from tqaforge.annotation.human_import import import_human_work
 from tqaforge.annotation.review import review_question
+from tqaforge.config import WorkspacePaths, load_config
 from tqaforge.errors import TqaforgeError
 from tqaforge.evaluate.harness import EvaluateOptions, EvaluationReport, evaluate
 from tqaforge.generation.classify import ClassifyOptions, classify_questions
@@ -143,10 +144,16 @@ def _adopt_published_cells(ws: Workspace) -> list[str]:
 def build_demo(root: Path, data: Path) -> DemoSummary:
     """Build (or complete) the demo workspace at ``root`` from the shipped ``data`` directory
     (module docs). Returns what each step did."""
-    missing = [str(data / part) for part in ("tables", "sample", "predictions") if not (data / part).is_dir()]
+    missing = [str(data / part) for part in ("tables", "sample") if not (data / part).is_dir()]
+    missing += [str(data / "predictions" / name) for name in DEMO_PREDICTIONS if not (data / "predictions" / name).is_file()]
     if missing:
         raise TqaforgeError(f"the demo's data is not there: {', '.join(missing)}",
                             hint="run from the tqaforge checkout, or give --data PATH/TO/data")
+    config = WorkspacePaths(root.resolve()).config
+    if config.exists() and load_config(config).name != "demo":
+        raise TqaforgeError(f"{root} holds the workspace {load_config(config).name!r}, not a demo workspace: the demo "
+                            "would add probes and example reviews to it",
+                            hint="give a new directory, e.g. `tqaforge demo demo-workspace`")
     ws = init_workspace(root, name="demo")
     summary = DemoSummary(root=ws.root)
     try:
