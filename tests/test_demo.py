@@ -1,13 +1,15 @@
 """make run's demo workspace, built without a model (`tqaforge demo`, issue 27 item 6): every app
 page shows something (headless Chromium), every Label Studio kind whose inputs need no model gets
-tasks (the run's real Label Studio), the shipped probe predictions have the score the rule that
-wrote them says, and a second build adds nothing."""
+tasks from the demo's push (the run's real Label Studio) and the other two as soon as their input
+exists (a model's voted answer, a person's value modification), the shipped probe predictions have
+the score the rule that wrote them says, and a second build adds nothing."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -20,14 +22,20 @@ import httpx
 import pytest
 from conftest import free_port, start_chrome, wait_for
 from demo_predictions import PREDICTIONS, probe_predictions, render
-from labelstudio_helpers import new_email
+from labelstudio_helpers import annotate, new_email, signup, text
+from sqlmodel import col, select
+from test_labelstudio_robustness import _copies, _edited, _task, _value_cells
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
-from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push, push_pending
+from tqaforge.annotation.robustness import settle_human_variants
 from tqaforge.release.verify import verify_release
+from tqaforge.schemas.enums import AnswerRoute, AnswerStatus, Origin
+from tqaforge.schemas.records import AnnotationTask, Answer, Question, Variant
 from tqaforge.store import open_workspace
+from tqaforge.tables.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -137,28 +145,61 @@ def test_a_second_build_adds_nothing(demo_root: Path) -> None:
     assert "0 new probes" in result.stdout and "already built" in result.stdout and "already scored" in result.stdout
 
 
-def test_every_kind_reaches_label_studio(label_studio, demo_root: Path) -> None:
+def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
     """The demo's push (serve --push-pending) on the run's Label Studio: every kind with a label
-    configuration gets its tasks but the two that wait for a model's or a person's work; the
-    projects hold them; a second push sends nothing."""
-    settings = client_settings(label_studio.url, label_studio.token)
-    who = new_email("demo")
-    ws = open_workspace(demo_root)
+    configuration gets its tasks but the two that wait for a model's or a person's work, and the
+    projects hold them; a second push sends nothing. Then those two get theirs once their input
+    exists: a voted answer routed to people (as `generate answers` stores it), and a person's value
+    modification made in Label Studio on the task the demo pushed."""
+    root = tmp_path / "demo-workspace"
+    shutil.copytree(demo_root, root)  # the other tests (the browser's) see the demo as built
+    url, admin_token = label_studio.url, label_studio.token
+    settings = client_settings(url, admin_token)
+    people = [new_email("demo-ana"), new_email("demo-ben")]
+    tokens = {who: signup(url, admin_token, who)[1] for who in people}
+    ws = open_workspace(root)
     try:
-        pushed = {s.kind: s for s in push_pending(ws, settings, [who], PushOptions(overlap=1))}
-        again = {s.kind: s for s in push_pending(ws, settings, [who], PushOptions(overlap=1))}
+        pushed = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
+        again = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
+        assert set(pushed) == {k for k, e in ls_kinds().items() if e.supported}
+        with httpx.Client(base_url=url, headers={"Authorization": f"Token {admin_token}"}) as admin:
+            for kind, summary in pushed.items():
+                if kind in NEEDS_MORE:
+                    assert summary.pending == 0 and not summary.projects, (kind, NEEDS_MORE[kind])
+                    continue
+                assert summary.pending > 0 and summary.copies_created == summary.pending, summary.lines()
+                held = sum(admin.get(f"/api/projects/{pid}/").raise_for_status().json()["task_number"]
+                           for pid in summary.projects.values())
+                assert held == summary.pending, (kind, held)
+                assert again[kind].copies_created == 0 and again[kind].copies_present == summary.pending
+
+        # A model's voted answer, routed to people (what `generate answers` stores for a consistent vote).
+        with ws.session() as s:
+            question = s.exec(select(Question).where(Question.origin == "rule", Question.status == "proposed")
+                              .order_by(col(Question.id))).first()
+            assert question is not None
+            s.add(Answer(id=Answer.make_id(question.id, "llm", ["10"]), question_id=question.id, value="10", values=["10"],
+                         status=AnswerStatus.CONSISTENT, origin=Origin.LLM, method="vote", route=AnswerRoute.VERIFY))
+        # A person's value modification of the shortened table the demo pushed, made in Label Studio.
+        copy = _copies(ws, "value_modification")[0]
+        data = _task(url, admin_token, copy.ls_task_id)["data"]
+        with ws.session() as s:
+            variant = s.get(Variant, s.get(AnnotationTask, copy.task_id).target_id)  # type: ignore[union-attr]
+            assert variant is not None
+            editable = _value_cells(Table.from_dict(variant.table))  # type: ignore[arg-type]
+        annotate(url, tokens[copy.annotator], copy.ls_task_id, [
+            text("changed_table", "question", _edited(data["grid_change"], editable[:1], "7")),
+            text("changed_answer", "question", "12345"),
+            text("same_table", "question", _edited(data["grid_same"], editable[1:2], "0")),
+        ])
+        assert pull(ws, settings, kinds=["value_modification"]).recorded == 1
+        assert settle_human_variants(ws).variants_new == 2
+        late = {kind: push(ws, kind, settings, people, PushOptions(overlap=1)) for kind in NEEDS_MORE}
     finally:
         ws.close()
-    assert set(pushed) == {k for k, e in ls_kinds().items() if e.supported}
-    with httpx.Client(base_url=label_studio.url, headers={"Authorization": f"Token {label_studio.token}"}) as admin:
-        for kind, summary in pushed.items():
-            if kind in NEEDS_MORE:
-                assert summary.pending == 0 and not summary.projects, (kind, NEEDS_MORE[kind])
-                continue
-            assert summary.pending > 0 and summary.copies_created == summary.pending, summary.lines()
-            project = admin.get(f"/api/projects/{summary.projects[who]}/").raise_for_status().json()
-            assert project["task_number"] == summary.pending, (kind, project["task_number"])
-            assert again[kind].copies_created == 0 and again[kind].copies_present == summary.pending
+    assert late["answer_verification"].copies_created == 1
+    # Blind: the two modifications go to the one who did not make them.
+    assert late["blind_reanswer"].copies_created == 2 and set(late["blind_reanswer"].projects) == set(people) - {copy.annotator}
 
 
 # --- every app page in Chromium -------------------------------------------------------------------
