@@ -9,7 +9,7 @@ walkthrough on the shipped ``data/``:
 2. probes (:mod:`tqaforge.generation.probes`, seed 0) on the ten tables of ``data/tables``: questions
    whose gold answers come from the table by rule, waiting in the review queue;
 3. two reviews of a few probes under the names ``demo-ana`` and ``demo-ben``, made by this build
-   (not by people: the demo says so), which agree on five probes and disagree on one, so that the
+   (not by people: the demo says so), which agree on six probes and disagree on one, so that the
    Agreement page has statistics and an item in the adjudication queue;
 4. the lexical question typing of the accepted questions (so reasoning questions wait for
    relevant cells, and the probes still under review for question typing);
