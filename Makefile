@@ -1,4 +1,4 @@
-# tqaforge: `make run` (install, demo workspace, Label Studio and the app) and `make test` (install, whole suite).
+# tqaforge: `make run` (install, demo workspace, Label Studio with the demo's tasks, and the app) and `make test` (install, whole suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -42,13 +42,14 @@ check: install
 test: install labelstudio check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The demo workspace, built without a model (a few seconds; a second run adds nothing): data/ imported,
+# probes answered by rule, example reviews, variants, a release and two scored predictions files.
 demo: install
-	$(BIN)/tqaforge init $(DEMO) --name demo
-	$(BIN)/tqaforge --workspace $(DEMO) tables import data/tables data/sample
+	$(BIN)/tqaforge demo $(DEMO) --data data
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
 run: demo labelstudio
-	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) --demo-login \
+	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) --demo-login --push-pending \
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 
 bench: install

@@ -76,6 +76,13 @@ def test_every_walkthrough_command_runs(tmp_path: Path) -> None:
                            env=env, capture_output=True, timeout=120)
     assert "Traceback" not in result.stderr
     assert (tmp_path / "mybench" / "tqaforge.db").exists()
+    # Issue 27: the walkthrough begins with a path that needs no model (the run's environment has no
+    # OPENAI_* variable until the export line): probes, review, variants, a release, and the shipped
+    # probe predictions scored on it, 10 of the 12 probes right.
+    model_free = script.split("export OPENAI_BASE_URL", 1)[0]
+    for step in ("generate probes", "questions review", "variants build", "release build", "evaluate --release"):
+        assert f"tqaforge {step}" in model_free, step
+    assert re.search(r"probe-rule/DP - base\n(?:.*\n)*?\s+Overall\s+12 EM\s+83\.33", result.stdout), result.stdout[-3000:]
     assert re.search(r"ana@lab\.org \(Ana Lopez\) gets a Label Studio server of their own: http://127\.0\.0\.\d+:\d+",
                      result.stdout), result.stdout[-3000:]
     assert re.search(r"question_review: \d+ items pending, 2 annotators each; [1-9]\d* task copies imported", result.stdout), \

@@ -42,7 +42,7 @@ from tqaforge.annotation.labelstudio.server import (
     http_url,
     is_loopback,
 )
-from tqaforge.errors import ConfigError, ServerBindError
+from tqaforge.errors import ConfigError, ServerBindError, TqaforgeError
 from tqaforge.redact import redact_url
 
 APP = Path(__file__).resolve().parent / "app" / "Home.py"
@@ -66,8 +66,33 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ls-port", type=int, default=None, help="default: [labelstudio] port, else 8080")
     parser.add_argument("--demo-login", action="store_true",
                         help="a new workspace gets the README's public demo login (make run's demo workspace)")
+    parser.add_argument("--push-pending", action="store_true",
+                        help="once Label Studio answers, push every kind's pending items to it, one copy each (make run's demo)")
     parser.add_argument("--no-label-studio", action="store_true")
     return parser.parse_args(argv)
+
+
+def push_pending_lines(workspace: Path) -> list[str]:
+    """Push every kind's pending items to the workspace's own Label Studio, one copy each
+    (:func:`tqaforge.annotation.labelstudio.sync.push_pending`), shared among its annotator
+    accounts, or to the admin's login when it has none (the demo's: whoever opens it labels): a
+    line per kind that has items, or the reason nothing was pushed. Pushing again sends nothing new."""
+    from tqaforge.annotation.labelstudio.annotators import list_accounts
+    from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+    from tqaforge.store import open_workspace
+
+    try:
+        ws = open_workspace(workspace)
+        try:
+            settings = manage.connection(ws)
+            credentials = manage.read_credentials(ws)
+            people = None if list_accounts(settings) or credentials is None else [credentials.username]
+            summaries = push_pending(ws, settings, people, PushOptions(overlap=1))
+        finally:
+            ws.close()
+    except TqaforgeError as exc:
+        return [f"nothing pushed to Label Studio: {exc}"]
+    return [f"pushed {s.lines()[0]}" for s in summaries if s.pending]
 
 
 def label_studio_settings(args: argparse.Namespace, workspace: Path) -> LabelStudioSettings:
@@ -173,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
             return 130  # interrupted while Label Studio started; manage.start stopped it
         if result is not None:
             server, ls_url = result.server, result.url
+    if args.push_pending and ls_url is not None:
+        for line in push_pending_lines(workspace):
+            print(f"  {line}", flush=True)
     print("")
     # Every URL printed goes through the one redaction (the host was checked to hold no login).
     print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")

@@ -29,6 +29,10 @@ def serve(
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Allow a --host other machines can reach (both servers, with the printed logins).",
     ),
+    push_pending: bool = typer.Option(
+        False, "--push-pending", help="Push every kind's pending items to Label Studio once it answers, one copy each "
+        "(make run's demo; pushing again sends nothing new).",
+    ),
     no_label_studio: bool = typer.Option(False, "--no-label-studio", help="Start the app only."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
@@ -42,7 +46,8 @@ def serve(
     root = find_workspace_root(workspace or root_obj.get("workspace"))
     argv = ["--workspace", str(root), "--host", host, "--app-port", str(app_port)]
     argv += ["--ls-port", str(ls_port)] if ls_port is not None else []
-    argv += ["--allow-remote"] * allow_remote + ["--demo-login"] * demo_login + ["--no-label-studio"] * no_label_studio
+    argv += ["--allow-remote"] * allow_remote + ["--demo-login"] * demo_login + ["--push-pending"] * push_pending
+    argv += ["--no-label-studio"] * no_label_studio
     raise typer.Exit(launch(argv))
 
 

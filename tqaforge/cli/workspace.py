@@ -1,4 +1,5 @@
-"""``tqaforge init`` and ``tqaforge status``: create a workspace, show its funnel."""
+"""``tqaforge init``, ``tqaforge status`` and ``tqaforge demo``: create a workspace, show its funnel,
+build the model-free demo workspace."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ def register(app: typer.Typer) -> None:
     """Add the workspace commands to the root app."""
     app.command()(init)
     app.command()(status)
+    app.command()(demo)
 
 
 @friendly_errors
@@ -53,3 +55,17 @@ def status(
         t.add_row(stage, str(counts["total"]), detail)
     out.print(t)
     out.print(f"LLM cost so far: ${f.llm_cost:.4f}")
+
+
+@friendly_errors
+def demo(
+    directory: Path = typer.Argument(Path("demo-workspace"), help="Where to build the demo workspace."),
+    data: Path = typer.Option(Path("data"), "--data", help="The shipped data directory (tables/, sample/, predictions/)."),
+) -> None:
+    """Build (or complete) the demo workspace from the shipped data without a model: probes answered
+    by rule, example reviews, variants, a release and two scored predictions files (make run's demo)."""
+    from tqaforge.demo import build_demo
+
+    summary = build_demo(directory, data)
+    for line in summary.lines():
+        out.print(line, soft_wrap=True)

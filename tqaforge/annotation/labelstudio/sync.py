@@ -1063,6 +1063,21 @@ def push(
     return summary
 
 
+def push_pending(
+    ws: Workspace,
+    settings: Servers,
+    annotators: Sequence[str] | None = None,
+    options: PushOptions = PushOptions(),
+    *,
+    client: LabelStudioClient | None = None,
+) -> list[PushSummary]:
+    """:func:`push` of every kind that goes to Label Studio (the registry's entries with a label
+    configuration), in the registry's order; a kind with nothing pending makes no project. What
+    ``make run`` does for its demo workspace (``tqaforge serve --push-pending``)."""
+    return [push(ws, kind, settings, annotators, options, client=client)
+            for kind, entry in ls_kinds().items() if entry.supported]
+
+
 def _push_to(
     ws: Workspace, spec: LabelStudioKind, clients: _Clients, who: str, config_of: Callable[[LabelStudioClient], str],
     holding: _Holdings, wanted: list[str], held: set[str], targets: dict[str, str],

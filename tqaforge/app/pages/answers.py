@@ -1,5 +1,6 @@
 """Answers: per question, each agent's reasoning (DP, TCoT, SCoT, PoT), PoT code and its sandbox
-output, the answers side by side with the vote and status; for charts, the drawn chart."""
+output, the answers side by side with the vote and status; for charts, the drawn chart. Questions
+the agents answered come first, then those whose only answer is gold (imported, or a probe's by rule)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from sqlmodel import col, select
 from tqaforge.answers.show import question_answers
 from tqaforge.app.common import attempt, md, workspace_or_stop
 from tqaforge.printable import escape_controls
-from tqaforge.schemas.records import AnswerCandidate
+from tqaforge.schemas.records import Answer, AnswerCandidate
 
 st.title("Answers")
 ws = workspace_or_stop()
 with ws.session() as s:
-    answered = list(s.exec(select(AnswerCandidate.question_id).distinct().order_by(col(AnswerCandidate.question_id)).limit(500)).all())
+    by_agents = list(s.exec(select(AnswerCandidate.question_id).distinct().order_by(col(AnswerCandidate.question_id)).limit(500)).all())
+    # Then the questions whose only answer is a gold one (imported, or by rule for a probe): no model needed.
+    gold_only = s.exec(select(Answer.question_id).distinct().order_by(col(Answer.question_id)).limit(500 + len(by_agents))).all()
+seen = set(by_agents)
+answered = by_agents + [q for q in gold_only if q not in seen][: max(500 - len(by_agents), 0)]
 if not answered:
     st.info("No answers yet: run answer annotation on the Generate page (or `tqaforge generate answers`).")
     st.stop()
@@ -27,6 +32,9 @@ st.markdown(f"**{md(q.subtype or '-')}** · {md(q.status)} · {md(q.text)}")
 for a in shown.answers:
     st.markdown(f"answer **{md(a.value or '-')}** · {md(a.method or a.origin)} · status **{md(a.status)}**"
                 + (f" · route {md(a.route)}" if a.route else ""))
+if not shown.candidates:
+    st.caption("no agent answered this question: its answer above is the gold (imported, or by rule for a probe); "
+               "agents answer with `tqaforge generate answers` (needs a model)")
 cols = st.columns(max(len(shown.candidates), 1))
 for column, c in zip(cols, shown.candidates):
     with column:

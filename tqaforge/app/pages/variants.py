@@ -26,7 +26,9 @@ st.caption(listing.describe("variants"))
 if not listing.items:
     st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")
     st.stop()
-chosen = st.selectbox("variant", [v.id for v in listing], format_func=lambda i: next(
+# A built variant opens by default (a skipped one has no perturbed table to show).
+first_built = next((i for i, v in enumerate(listing) if v.status != "skipped"), 0)
+chosen = st.selectbox("variant", [v.id for v in listing], index=first_built, format_func=lambda i: next(
     f"{v.id[:12]} · {v.perturbation} · {v.status}" for v in listing if v.id == i))
 view = attempt(lambda: show_variant(ws, chosen))
 if view is None:

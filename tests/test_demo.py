@@ -1,0 +1,278 @@
+"""make run's demo workspace, built without a model (`tqaforge demo`, issue 27 item 6): every app
+page shows something (headless Chromium), every Label Studio kind whose inputs need no model gets
+tasks from the demo's push (the run's real Label Studio) and the other two as soon as their input
+exists (a model's voted answer, a person's value modification), the shipped probe predictions have
+the score the rule that wrote them says, and a second build adds nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from functools import partial
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import free_port, start_chrome, wait_for
+from demo_predictions import PREDICTIONS, probe_predictions, render
+from labelstudio_helpers import annotate, new_email, signup, text
+from sqlmodel import col, select
+from test_labelstudio_robustness import _copies, _edited, _task, _value_cells
+
+from tqaforge.annotation.adjudication import adjudication_queue
+from tqaforge.annotation.labelstudio.client import client_settings
+from tqaforge.annotation.labelstudio.registry import ls_kinds
+from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push, push_pending
+from tqaforge.annotation.robustness import settle_human_variants
+from tqaforge.release.verify import verify_release
+from tqaforge.schemas.enums import AnswerRoute, AnswerStatus, Origin
+from tqaforge.schemas.records import AnnotationTask, Answer, Question, Variant
+from tqaforge.store import open_workspace
+from tqaforge.tables.table import Table
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "data"
+HOME = REPO / "tqaforge" / "app" / "Home.py"
+PAGES_DIR = HOME.parent / "pages"
+#: Kinds whose items need a model's or a person's work first, with what (tqaforge/demo.py says so too).
+NEEDS_MORE = {
+    "answer_verification": "the agents' voted answers (tqaforge generate answers, a model)",
+    "blind_reanswer": "a person's value modification (the value_modification task)",
+}
+
+
+def _env() -> dict[str, str]:
+    """No endpoint, no database URL: the demo is a SQLite workspace built without a model."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}
+
+
+def _build(root: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "tqaforge", "demo", str(root), "--data", str(DATA)],
+                            env=_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    return result, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace, built once for the module by the command `make demo` runs."""
+    root = tmp_path_factory.mktemp("demo") / "demo-workspace"
+    result, seconds = _build(root)
+    print(f"demo built in {seconds:.1f} s")
+    assert "Traceback" not in result.stderr
+    return root
+
+
+def _counts(root: Path) -> dict[str, int]:
+    with sqlite3.connect(root / "tqaforge.db") as db:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {n: db.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and ("releases" in p.parts or "evaluations" in p.parts)}
+
+
+def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
+    with sqlite3.connect(demo_root / "tqaforge.db") as db:
+        one = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
+        assert one("SELECT COUNT(*) FROM llm_calls") == 0
+        assert one("SELECT COUNT(*) FROM questions WHERE origin = 'rule' AND seed = 0") == 60  # 6 kinds x 10 tables
+        assert one("SELECT COUNT(DISTINCT table_id) FROM questions WHERE origin = 'rule'") == 10
+        # Three kinds of probe on two tables accepted by both example reviewers; one disputed.
+        assert one("SELECT COUNT(*) FROM questions WHERE origin = 'rule' AND status = 'accepted'") == 6
+        assert one("SELECT COUNT(*) FROM questions WHERE origin = 'rule' AND status = 'proposed'") == 54
+        assert one("SELECT COUNT(*) FROM annotations WHERE kind = 'question_review'") == 14
+        assert {r[0] for r in db.execute("SELECT annotator FROM annotations WHERE kind = 'question_review'")} == \
+            {"demo-ana", "demo-ben"}
+        assert one("SELECT COUNT(*) FROM answers WHERE method = 'probe' AND status = 'gold'") == 60
+        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shuffle_rows'") > 0
+        # FREB-TQA's published cells adopted by a person's decision: one more shortened table.
+        assert one("SELECT COUNT(*) FROM adjudications WHERE kind = 'relevant_cells' AND decided_by = 'demo-researcher'") == 1
+        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shorten_to_relevant'") == 7  # 6 imported + 1
+    ws = open_workspace(demo_root)
+    try:
+        queue = adjudication_queue(ws)
+        assert queue.total == 1 and queue.items[0].kind == "question_review"
+        with ws.session() as s:
+            pending = {kind: len(entry.pending(s)) for kind, entry in ls_kinds().items() if entry.supported and entry.pending}
+    finally:
+        ws.close()
+    assert {k for k, n in pending.items() if n == 0} == set(NEEDS_MORE), pending
+    release = demo_root / "releases" / "demo-0.1.0"
+    assert verify_release(release).ok
+
+
+def test_the_probe_predictions_score_what_the_rule_says(demo_root: Path) -> None:
+    """Overall EM of the shipped probe predictions against the release's gold, counted here with a
+    plain string comparison: 50 of 60 (every range one row short)."""
+    gold = {}
+    for line in (demo_root / "releases" / "demo-0.1.0" / "data" / "base.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        gold[row["id"]] = row["answer"]
+    predictions = [json.loads(line) for line in PREDICTIONS.read_text(encoding="utf-8").splitlines()]
+    right = sum([p["prediction"].removeprefix("Final Answer: ")] == gold[p["id"]] for p in predictions)
+    assert (right, len(predictions)) == (50, 60)
+    scores = json.loads((demo_root / "evaluations" / "demo-0.1.0" / "probes_dp" / "scores.json").read_text())
+    overall = [r for r in scores["rows"] if r["group"] == "Overall" and r["subset"] == "base"]
+    assert len(overall) == 1 and overall[0]["tablebench"] == round(100 * right / len(predictions), 2)
+    assert (demo_root / "evaluations" / "demo-0.1.0" / "tablebench_sample_dp" / "scores.json").exists()
+
+
+def test_the_shipped_probe_predictions_are_the_rule(demo_root: Path) -> None:
+    ws = open_workspace(demo_root)
+    try:
+        assert render(probe_predictions(ws)) == PREDICTIONS.read_text(encoding="utf-8")
+    finally:
+        ws.close()
+
+
+def test_a_second_build_adds_nothing(demo_root: Path) -> None:
+    before, files = _counts(demo_root), _files(demo_root)
+    result, seconds = _build(demo_root)
+    print(f"demo rebuilt in {seconds:.1f} s")
+    assert _counts(demo_root) == before
+    assert _files(demo_root) == files
+    assert "0 new probes" in result.stdout and "already built" in result.stdout and "already scored" in result.stdout
+
+
+def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
+    """The demo's push (serve --push-pending) on the run's Label Studio: every kind with a label
+    configuration gets its tasks but the two that wait for a model's or a person's work, and the
+    projects hold them; a second push sends nothing. Then those two get theirs once their input
+    exists: a voted answer routed to people (as `generate answers` stores it), and a person's value
+    modification made in Label Studio on the task the demo pushed."""
+    root = tmp_path / "demo-workspace"
+    shutil.copytree(demo_root, root)  # the other tests (the browser's) see the demo as built
+    url, admin_token = label_studio.url, label_studio.token
+    settings = client_settings(url, admin_token)
+    people = [new_email("demo-ana"), new_email("demo-ben")]
+    tokens = {who: signup(url, admin_token, who)[1] for who in people}
+    ws = open_workspace(root)
+    try:
+        pushed = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
+        again = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
+        assert set(pushed) == {k for k, e in ls_kinds().items() if e.supported}
+        with httpx.Client(base_url=url, headers={"Authorization": f"Token {admin_token}"}) as admin:
+            for kind, summary in pushed.items():
+                if kind in NEEDS_MORE:
+                    assert summary.pending == 0 and not summary.projects, (kind, NEEDS_MORE[kind])
+                    continue
+                assert summary.pending > 0 and summary.copies_created == summary.pending, summary.lines()
+                held = sum(admin.get(f"/api/projects/{pid}/").raise_for_status().json()["task_number"]
+                           for pid in summary.projects.values())
+                assert held == summary.pending, (kind, held)
+                assert again[kind].copies_created == 0 and again[kind].copies_present == summary.pending
+
+        # A model's voted answer, routed to people (what `generate answers` stores for a consistent vote).
+        with ws.session() as s:
+            question = s.exec(select(Question).where(Question.origin == "rule", Question.status == "proposed")
+                              .order_by(col(Question.id))).first()
+            assert question is not None
+            s.add(Answer(id=Answer.make_id(question.id, "llm", ["10"]), question_id=question.id, value="10", values=["10"],
+                         status=AnswerStatus.CONSISTENT, origin=Origin.LLM, method="vote", route=AnswerRoute.VERIFY))
+        # A person's value modification of the shortened table the demo pushed, made in Label Studio.
+        copy = _copies(ws, "value_modification")[0]
+        data = _task(url, admin_token, copy.ls_task_id)["data"]
+        with ws.session() as s:
+            variant = s.get(Variant, s.get(AnnotationTask, copy.task_id).target_id)  # type: ignore[union-attr]
+            assert variant is not None
+            editable = _value_cells(Table.from_dict(variant.table))  # type: ignore[arg-type]
+        annotate(url, tokens[copy.annotator], copy.ls_task_id, [
+            text("changed_table", "question", _edited(data["grid_change"], editable[:1], "7")),
+            text("changed_answer", "question", "12345"),
+            text("same_table", "question", _edited(data["grid_same"], editable[1:2], "0")),
+        ])
+        assert pull(ws, settings, kinds=["value_modification"]).recorded == 1
+        assert settle_human_variants(ws).variants_new == 2
+        late = {kind: push(ws, kind, settings, people, PushOptions(overlap=1)) for kind in NEEDS_MORE}
+    finally:
+        ws.close()
+    assert late["answer_verification"].copies_created == 1
+    # Blind: the two modifications go to the one who did not make them.
+    assert late["blind_reanswer"].copies_created == 2 and set(late["blind_reanswer"].projects) == set(people) - {copy.annotator}
+
+
+# --- every app page in Chromium -------------------------------------------------------------------
+
+#: (path, texts the page shows once rendered, its empty states, which must be absent). The demo has
+#: no model, so two texts stay as they are: Overview's "no LLM calls yet" and Taxonomy's lineage
+#: caption ("no generated question of this subtype yet") say what only a model makes.
+PAGES = (
+    ("", ("Pipeline funnel", "Annotation progress per kind", "Questions per subtype", "Releases"),
+     ("no release yet", "no annotation tasks yet")),
+    ("tables", ("of 54 tables", "rows and"), ("no tables",)),
+    ("taxonomy", ("taxonomy tablebench", "Seed questions ("), ("Seed questions (0)",)),
+    ("generate", ("Question rounds", "Probes (no model)"), ()),
+    ("review", ("of 54 proposed questions", "accept", "promote"), ("no proposed questions",)),
+    ("answers", ("status gold",), ("No answers yet",)),
+    ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
+    ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
+    ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
+     ("No annotations yet", "no open items")),
+    ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
+)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _body(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def _shows(driver, texts: tuple[str, ...]) -> bool:
+    """Whether every one of ``texts`` is on the page (it streams in: waited for, never slept on)."""
+    page = _body(driver)
+    return all(t in page for t in texts)
+
+
+def test_every_app_page_of_the_demo_shows_something(demo_root: Path, chromium, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # Every page of the app is visited (the overview is the default page, at /).
+    assert sorted(p for p, _, _ in PAGES if p) == sorted(f.stem for f in PAGES_DIR.glob("*.py") if f.stem != "overview")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env={**_env(), "TQAFORGE_WORKSPACE": str(demo_root)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+        driver = start_chrome(chromium, tmp_path / "profile", window="1400,2400")
+        try:
+            for path, shown, empty in PAGES:
+                driver.get(url + path)
+                try:
+                    WebDriverWait(driver, 60).until(partial(_shows, texts=shown))
+                except Exception as exc:
+                    text = _body(driver)
+                    raise AssertionError(f"page /{path}: missing {[t for t in shown if t not in text]}:\n{text[:3000]}") from exc
+                text = _body(driver)
+                assert not [e for e in empty if e in text], f"page /{path} shows an empty state:\n{text[:3000]}"
+                assert "Traceback" not in text and not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stException']"), \
+                    f"/{path}:\n{text[:3000]}"
+        finally:
+            driver.quit()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

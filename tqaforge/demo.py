@@ -1,0 +1,196 @@
+"""The demo workspace of ``make run``, built without a model: every page of the app and every
+Label Studio kind a model-free workspace can feed has something to show.
+
+:func:`build_demo` runs, in one process (a few seconds), the model-free path of the README
+walkthrough on the shipped ``data/``:
+
+1. import ``data/tables`` and ``data/sample`` (TableBench's and FREB-TQA's items with their gold
+   answers, FREB-TQA's published relevant cells and value modifications);
+2. probes (:mod:`tqaforge.generation.probes`, seed 0) on the ten tables of ``data/tables``: questions
+   whose gold answers come from the table by rule, waiting in the review queue;
+3. two reviews of a few probes under the names ``demo-ana`` and ``demo-ben``, made by this build
+   (not by people: the demo says so), which agree on six probes and disagree on one, so that the
+   Agreement page has statistics and an item in the adjudication queue;
+4. the lexical question typing of the accepted questions (so reasoning questions wait for
+   relevant cells, and the probes still under review for question typing);
+5. a researcher (``demo-researcher``) adopting FREB-TQA's published relevant cells of one question
+   (a decision, :func:`tqaforge.annotation.adjudication.resolve`), which shortens its table: a
+   value modification waits for Label Studio;
+6. the variant grid (CSV and Markdown, as it is, rows shuffled, transposed);
+7. release ``0.1.0`` and the evaluation of two shipped predictions files on it:
+   ``data/predictions/probes_dp.jsonl`` (by rule: every probe right but ``range``, which forgets the
+   header row; 50 of 60, 83.33) and ``data/predictions/tablebench_sample_dp.jsonl``.
+
+Idempotent: each step adds only what is missing, so ``make run`` twice builds nothing new the
+second time. The release and the evaluations are made once (a workspace that changed since, in the
+app, keeps its release as it was). A decision a person made later is never overridden.
+
+What needs a model stays empty: answer verification waits for the agents' voted answers
+(``tqaforge generate answers``), and blind re-answering for a person's value modification (the
+Label Studio task the demo pushes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import col, select
+
+from tqaforge.annotation.adjudication import resolve
+from tqaforge.annotation.human_import import import_human_work
+from tqaforge.annotation.review import review_question
+from tqaforge.config import WorkspacePaths, load_config
+from tqaforge.errors import TqaforgeError
+from tqaforge.evaluate.harness import EvaluateOptions, EvaluationReport, evaluate
+from tqaforge.generation.classify import ClassifyOptions, classify_questions
+from tqaforge.generation.probes import PROBE_KINDS, ProbeOptions, generate_probes
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.schemas.records import Adjudication, Annotation, AnnotationTask, Question, TableRecord
+from tqaforge.store import Workspace, init_workspace
+from tqaforge.variants.grid import GridOptions, build_variant_grid
+from tqaforge.variants.human import shortened_variant
+
+#: The demo's release version, and the predictions files scored on it (under ``data/predictions``).
+DEMO_VERSION = "0.1.0"
+DEMO_PREDICTIONS = ("probes_dp.jsonl", "tablebench_sample_dp.jsonl")
+#: The names under which the build records its example reviews (not people's work).
+DEMO_REVIEWERS = ("demo-ana", "demo-ben")
+DEMO_RESEARCHER = "demo-researcher"
+#: The tables whose probes the demo reviewers review (files of ``data/tables``).
+REVIEWED_TABLES = ("tablebench_tropical_cyclones.csv", "wtq_football_league_table.csv")
+#: Probe kinds both demo reviewers accept; the first table's ``has_header`` probe they disagree on.
+ACCEPTED_KINDS = ("rows", "columns", "cell")
+DISPUTED_KIND = "has_header"
+
+
+@dataclass
+class DemoSummary:
+    """What :func:`build_demo` did, step by step; ``lines()`` for the CLI."""
+
+    root: Path
+    steps: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    def add(self, step: str, lines: list[str]) -> None:
+        self.steps.append((step, lines))
+
+    def lines(self) -> list[str]:
+        out = [f"demo workspace {self.root} (built without a model)"]
+        for step, lines in self.steps:
+            out.append(f"{step}:")
+            out += [f"  {line}" for line in lines]
+        return out
+
+
+def _data_table_ids(ws: Workspace, data: Path) -> dict[str, str]:
+    """{file name: table id} of the tables imported from ``data/tables``."""
+    names = {p.name for p in (data / "tables").iterdir() if p.is_file()}
+    with ws.session() as s:
+        rows = s.exec(select(TableRecord.id, TableRecord.imported_from).order_by(col(TableRecord.id))).all()
+    return {Path(source).name: tid for tid, source in rows if source and Path(source).name in names}
+
+
+def _probes_of(ws: Workspace, table_id: str) -> dict[str, str]:
+    """{probe kind: question id} of the probes (seed 0) of one table."""
+    with ws.session() as s:
+        rows = s.exec(select(Question.id, Question.meta, Question.seed).where(
+            Question.table_id == table_id, Question.origin == "rule").order_by(col(Question.id))).all()
+    found: dict[str, str] = {}
+    for qid, meta, seed in rows:
+        kind = ((meta or {}).get("probe") or {}).get("kind")
+        if kind and seed == 0:
+            found.setdefault(kind, qid)
+    return found
+
+
+def _reviews(ws: Workspace, tables: dict[str, str]) -> list[str]:
+    """The demo reviewers' decisions (module docs, step 4); already recorded ones change nothing."""
+    done = []
+    for n, name in enumerate(REVIEWED_TABLES):
+        probes = _probes_of(ws, tables[name])
+        for kind in ACCEPTED_KINDS:
+            if kind in probes:
+                for reviewer in DEMO_REVIEWERS:
+                    done.append(review_question(ws, probes[kind], "accept", annotator=reviewer, source="demo", new=True))
+        if n == 0 and DISPUTED_KIND in probes:
+            qid = probes[DISPUTED_KIND]
+            done.append(review_question(ws, qid, "accept", annotator=DEMO_REVIEWERS[0], source="demo", new=True))
+            done.append(review_question(ws, qid, "reject", annotator=DEMO_REVIEWERS[1], source="demo", new=True,
+                                        reason="too easy to tell"))
+    return [f"{len(done)} decisions by {', '.join(DEMO_REVIEWERS)} (made by this build, not by people)"]
+
+
+def _adopt_published_cells(ws: Workspace) -> list[str]:
+    """Step 5: the first question (by id) whose FREB-TQA relevant cells have no shortened table
+    and no decision yet gets them as its final cells; nothing when every one is decided."""
+    with ws.session() as s:
+        rows = s.exec(select(AnnotationTask.id, AnnotationTask.target_id, Annotation.label).join(
+            Annotation, col(Annotation.task_id) == col(AnnotationTask.id)).where(
+            AnnotationTask.kind == "relevant_cells", Annotation.source == "imported").order_by(col(AnnotationTask.id))).all()
+        decided = set(s.exec(select(Adjudication.task_id).where(Adjudication.kind == "relevant_cells")).all())
+        if decided & {task_id for task_id, _, _ in rows}:
+            return ["a decision on published relevant cells is already recorded"]
+        chosen = next(((task_id, label) for task_id, qid, label in rows if shortened_variant(s, qid) is None), None)
+    if chosen is None:
+        return ["no published relevant cells without a shortened table"]
+    task_id, published = chosen
+    final: dict[str, Any] = dict(published or {})
+    resolve(ws, task_id, final, by=DEMO_RESEARCHER, note="demo: FREB-TQA's published relevant cells adopted")
+    return [f"task {task_id[:12]}: FREB-TQA's published cells {json.dumps(final.get('cells'))} adopted; its table shortened"]
+
+
+def build_demo(root: Path, data: Path) -> DemoSummary:
+    """Build (or complete) the demo workspace at ``root`` from the shipped ``data`` directory
+    (module docs). Returns what each step did."""
+    missing = [str(data / part) for part in ("tables", "sample") if not (data / part).is_dir()]
+    missing += [str(data / "predictions" / name) for name in DEMO_PREDICTIONS if not (data / "predictions" / name).is_file()]
+    if missing:
+        raise TqaforgeError(f"the demo's data is not there: {', '.join(missing)}",
+                            hint="run from the tqaforge checkout, or give --data PATH/TO/data")
+    config = WorkspacePaths(root.resolve()).config
+    if config.exists() and load_config(config).name != "demo":
+        raise TqaforgeError(f"{root} holds the workspace {load_config(config).name!r}, not a demo workspace: the demo "
+                            "would add probes and example reviews to it",
+                            hint="give a new directory, e.g. `tqaforge demo demo-workspace`")
+    ws = init_workspace(root, name="demo")
+    summary = DemoSummary(root=ws.root)
+    try:
+        imported = import_human_work(ws, [data / "tables", data / "sample"])
+        summary.add("import", imported.lines())
+        tables = _data_table_ids(ws, data)
+        probes = generate_probes(ws, ProbeOptions(kinds=PROBE_KINDS, tables=tuple(sorted(tables.values())), seed=0,
+                                                  created_by="demo"))
+        summary.add("probes (answers by rule)", probes.lines()[:1])
+        summary.add("reviews", _reviews(ws, tables))
+        # After the reviews, so that a second build types the same questions (nothing new).
+        typed = classify_questions(ws, ClassifyOptions(method="lexical", status="accepted", tagger="wordlist"))
+        summary.add("question typing (lexical, accepted questions)", typed.lines()[:1])
+        summary.add("relevant cells", _adopt_published_cells(ws))
+        grid = build_variant_grid(ws, GridOptions(serializations=("csv", "markdown"),
+                                                  perturbations=("none", "shuffle_rows", "transpose"), write_prompts=False))
+        summary.add("variants", grid.lines()[:1])
+        release = ws.root / "releases" / f"demo-{DEMO_VERSION}"
+        if not release.exists():
+            built = build_release(ws, ReleaseOptions(
+                version=DEMO_VERSION, out=release, serializations=("csv", "markdown"), n_boot=0,
+                accept_low_agreement="demo: two example reviewers, a handful of labels"))
+            summary.add("release", built.lines()[:1])
+        else:
+            summary.add("release", [f"{release} already built"])
+        summary.add("evaluations", [_evaluate(ws, release, data / "predictions" / name) for name in DEMO_PREDICTIONS])
+    finally:
+        ws.close()
+    return summary
+
+
+def _evaluate(ws: Workspace, release: Path, predictions: Path) -> str:
+    """Score one shipped predictions file on the demo release, once (where the app looks for it)."""
+    out = ws.root / "evaluations" / release.name / predictions.stem
+    if (out / "scores.json").exists():
+        return f"{predictions.name}: already scored ({out})"
+    report: EvaluationReport = evaluate(EvaluateOptions(release=release, predictions=predictions, out=out))
+    overall = [r for r in report.rows if r.group == "Overall" and r.subset == "base"]
+    shown = ", ".join(f"{r.system} {r.tablebench:.2f}" for r in overall)
+    return f"{predictions.name}: {shown} (TableBench overall; {out})"
