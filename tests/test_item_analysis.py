@@ -17,6 +17,7 @@ from tqaforge.evaluate.items import (
     SOLVED_BY_NONE,
     SUSPECT_GOLD,
     ItemAnalysisOptions,
+    ItemScores,
     adjudication_requests,
     analyse_items,
     corrected_item_total,
@@ -38,7 +39,7 @@ HAND = pd.DataFrame(
     index=["q1", "q2", "q3", "q4", "q5"], columns=["s1", "s2", "s3", "s4", "s5", "s6"], dtype=float)
 
 
-def _matrix(frame: pd.DataFrame, subtypes: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _matrix(frame: pd.DataFrame, subtypes: dict[str, str] | None = None) -> ItemScores:
     return item_matrix([(s, i, frame.loc[i, s]) for i in frame.index for s in frame.columns if not np.isnan(frame.loc[i, s])],
                        items=list(frame.index), subtypes=subtypes)
 
@@ -73,7 +74,7 @@ def test_graded_scores_and_holes_use_pearson_r_over_the_systems_present() -> Non
     frame.loc["q2", "s6"] = np.nan  # s6 was not run on q2
     r, _, n = corrected_item_total(_matrix(frame))
     present = frame.notna()
-    for i, item in enumerate(["q1", "q5"]):
+    for item in ["q1", "q5"]:
         row = frame.index.get_loc(item)
         rest = frame.drop(index=item).mean(axis=0, skipna=True)  # mean over the other items a system has
         ok = present.loc[item]
@@ -108,7 +109,7 @@ SEEDS = (20261126, 1, 2)
 N_SYSTEMS, N_CLEAN = 25, 480
 
 
-def _planted(seed: int):  # type: ignore[no-untyped-def]
+def _planted(seed: int) -> ItemScores:
     """25 systems with abilities evenly from -2 to 2; 480 clean 2PL items (a ~ lognormal around 1.2,
     b ~ N(0, 0.8)); 10 items with wrong gold (right with probability expit(-2 (theta - c)): the
     strong fail, the weak pass); 5 items everyone solves, 5 nobody solves."""
@@ -192,7 +193,7 @@ def test_girth_recovers_known_2pl_parameters_and_agrees_with_statsmodels() -> No
 
 def test_the_2pl_fit_needs_ten_systems() -> None:
     rng = np.random.default_rng(3)
-    def matrix(n: int):  # type: ignore[no-untyped-def]
+    def matrix(n: int) -> ItemScores:
         theta = np.linspace(-2, 2, n)
         data = rng.uniform(size=(20, n)) < expit(theta[None, :] - rng.normal(0, 1, (20, 1)))
         return item_matrix([(f"s{j}", f"q{i}", float(data[i, j])) for i in range(20) for j in range(n)])
