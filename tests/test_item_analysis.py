@@ -204,3 +204,5 @@ def test_the_2pl_fit_needs_ten_systems() -> None:
     fitted = [s for s in ten.items if s.irt_a is not None]
     assert len(fitted) == len(ten.irt.items) and all(0.2 <= (s.irt_a or 0) <= 5.0 for s in fitted)
     assert all(s.irt_a is None for s in ten.items if SOLVED_BY_ALL in s.flags or SOLVED_BY_NONE in s.flags)
+    saved = json.loads(json.dumps(ten.as_dict(), allow_nan=False))
+    assert saved["irt"]["items"] == list(ten.irt.items) and len(saved["irt"]["ability"]) == 10
