@@ -25,7 +25,8 @@ Per item, :func:`analyse_items` computes
   difficulty correlates 0.6-0.8 with the truth, discrimination 0.3-0.5); they are reported beside
   the classical statistics, never used for a flag. girth bounds *a* to [0.2, 5], so a negative
   discrimination shows only in the classical statistic. Items everyone (or no one) got right have
-  no finite parameters and are left out of the fit.
+  no finite parameters and are left out of the fit. The fit is slow (girth optimises each item
+  in Python: 886 items x 15 systems took 461 s on two shared cores); ``irt=False`` skips it.
 
 Flags: ``solved_by_all``, ``solved_by_none`` (every scoring system right, none right; two systems
 at least) and ``suspect_gold``: a significantly negative discrimination (r < 0 and p <
