@@ -34,7 +34,7 @@ from tqaforge.evaluate.predictions import CONFIGURATIONS
 from tqaforge.evaluate.scoring import Scored
 from tqaforge.printable import escape_controls
 
-__all__ = ["UNPERTURBED", "FormatScore", "FormatUnderstanding", "format_understanding", "read_format_understanding"]
+__all__ = ["UNPERTURBED", "FormatScore", "FormatUnderstanding", "format_understanding", "read_count", "read_format_understanding", "read_fraction"]
 
 #: The perturbation of the configurations this view reads: the item's table as it is.
 UNPERTURBED = "none"
@@ -88,26 +88,28 @@ class FormatUnderstanding:
         """The summary :meth:`as_dict` gave (a saved ``scores.json``); ValueError when ``data``
         is not one (a damaged or foreign file)."""
         try:
-            formats = tuple(FormatScore(str(f["serialization"]), _count(f["items"]), _fraction(f["score"]))
+            formats = tuple(FormatScore(str(f["serialization"]), read_count(f["items"]), read_fraction(f["score"]))
                             for f in data["formats"])
             return cls(
-                str(data["system"]), _count(data["items"]), formats, tuple(str(x) for x in data["best"]),
-                tuple(str(x) for x in data["worst"]), _fraction(data["spread"]), _fraction(data["item_range"]),
-                _count(data["items_varying"]), str(data.get("perturbation", UNPERTURBED)),
+                str(data["system"]), read_count(data["items"]), formats, tuple(str(x) for x in data["best"]),
+                tuple(str(x) for x in data["worst"]), read_fraction(data["spread"]), read_fraction(data["item_range"]),
+                read_count(data["items_varying"]), str(data.get("perturbation", UNPERTURBED)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a format-understanding summary: {exc!r}") from None
 
 
-def _count(value: Any) -> int:
+def read_count(value: Any) -> int:
+    """A count read back from scores.json (ValueError unless a non-negative integer)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"not a count: {value!r}")
     return value
 
 
-def _fraction(value: Any) -> float:
+def read_fraction(value: Any) -> float:
+    """A score or accuracy read back from scores.json (ValueError unless a number from 0 to 1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"not a score from 0 to 1: {value!r}")
+        raise ValueError(f"not a fraction from 0 to 1: {value!r}")
     return float(value)
 
 

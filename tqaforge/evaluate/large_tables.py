@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
+from tqaforge.evaluate.formats import read_count, read_fraction
 from tqaforge.evaluate.predictions import BASE_CONFIG
 from tqaforge.evaluate.scoring import Scored
 from tqaforge.printable import escape_controls
@@ -63,9 +64,9 @@ class LargeTableUnderstanding:
         """The summary :meth:`as_dict` gave (a saved ``scores.json``); ValueError when ``data`` is
         not one (a damaged or foreign file)."""
         try:
-            buckets = tuple(BucketScore(_bucket(b["bucket"]), _count(b["items"]), _count(b["correct"]), _fraction(b["accuracy"]))
+            buckets = tuple(BucketScore(_bucket(b["bucket"]), read_count(b["items"]), read_count(b["correct"]), read_fraction(b["accuracy"]))
                             for b in data["buckets"])
-            return cls(str(data["system"]), _count(data["items"]), buckets)
+            return cls(str(data["system"]), read_count(data["items"]), buckets)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a large-table summary: {exc!r}") from None
 
@@ -74,18 +75,6 @@ def _bucket(value: Any) -> str:
     if value not in BUCKET_NAMES:
         raise ValueError(f"not a token bucket: {value!r}")
     return str(value)
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"not a count: {value!r}")
-    return value
-
-
-def _fraction(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"not an accuracy from 0 to 1: {value!r}")
-    return float(value)
 
 
 def large_table_understanding(scored: Iterable[Scored]) -> list[LargeTableUnderstanding]:
