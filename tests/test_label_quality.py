@@ -116,11 +116,11 @@ def test_dawid_skene_equals_crowdkit_on_its_example_data(rows, n_iter, tol):
     np.testing.assert_allclose(fit.priors, ds.priors_.loc[values].to_numpy(), atol=1e-6, rtol=0)
     for w, worker in enumerate(workers):
         table = ds.errors_.loc[worker]
-        for l, observed in enumerate(values):
+        for given, observed in enumerate(values):
             if observed in table.index:
-                np.testing.assert_allclose(fit.errors[w, l], table.loc[observed, values].to_numpy(), atol=1e-6, rtol=0)
+                np.testing.assert_allclose(fit.errors[w, given], table.loc[observed, values].to_numpy(), atol=1e-6, rtol=0)
             else:  # a value the worker never gave: no row in crowd-kit, probability 0 here
-                assert not fit.errors[w, l].any()
+                assert not fit.errors[w, given].any()
 
 
 def test_dawid_skene_finds_crowdkits_ground_truth_and_fraudster():

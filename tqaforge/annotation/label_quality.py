@@ -81,28 +81,41 @@ def dawid_skene(codes: np.ndarray, k: int | None = None, *, max_iter: int = 100,
     M-step (priors and confusion matrices from the posteriors) and E-step (posteriors from them)
     at most ``max_iter`` times, stopping when the expected log-likelihood per label (crowd-kit's
     ``loss_history_``) rises by less than ``tol``."""
-    codes = np.asarray(codes, dtype=np.int64)
-    if codes.ndim != 2:
-        raise AgreementError(f"Dawid-Skene takes items x annotators codes, got an array of shape {codes.shape}")
+    raw = np.asarray(codes)
+    if raw.size and raw.dtype.kind not in "iu":
+        raise AgreementError(
+            f"Dawid-Skene takes integer codes, got values of type {raw.dtype}",
+            hint="code the labels as integers 0..k-1 (-1: none), e.g. with RaterData.coded()",
+        )
+    codes = raw.astype(np.int64)
+    if codes.ndim != 2 or (codes.size and codes.min() < -1):
+        raise AgreementError(
+            f"Dawid-Skene takes items x annotators codes, got an array of shape {codes.shape}"
+            + (f" with code {int(codes.min())}" if codes.ndim == 2 and codes.size and codes.min() < -1 else ""),
+            hint="give a 2-D array of integer codes (-1 where an annotator gave no label)",
+        )
     n_items, n_raters = codes.shape
     k = int(codes.max(initial=-1)) + 1 if k is None else k
     ii, ww = np.nonzero(codes >= 0)
     ll = codes[ii, ww]
     if n_items and np.bincount(ii, minlength=n_items).min() == 0:
-        raise AgreementError("Dawid-Skene: an item has no label; leave such items out")
+        empty = int(np.flatnonzero(np.bincount(ii, minlength=n_items) == 0)[0])
+        raise AgreementError(f"Dawid-Skene: item {empty} (row) has no label", hint="leave items without labels out")
     if ll.size and ll.max() >= k:
-        raise AgreementError(f"Dawid-Skene: a label's code {int(ll.max())} is not below the number of values {k}")
+        raise AgreementError(
+            f"Dawid-Skene: a label's code {int(ll.max())} is not below the number of values {k}",
+            hint="number the values 0..k-1 and give k (or leave it out: the largest code + 1)",
+        )
     if not ll.size:
-        empty = np.zeros((n_items, k))
-        return DawidSkeneFit(empty, np.zeros(k), np.zeros((n_raters, k, k)), 0, True)
+        return DawidSkeneFit(np.zeros((n_items, k)), np.zeros(k), np.zeros((n_raters, k, k)), 0, True)
     pair = ww * k + ll  # (annotator, label given) as one index
     used = np.bincount(pair, minlength=n_raters * k).reshape(n_raters, k) > 0
 
     def m_step(post: np.ndarray) -> np.ndarray:
         sums = np.stack([np.bincount(pair, weights=post[ii, c], minlength=n_raters * k) for c in range(k)], axis=1)
-        errors = sums.reshape(n_raters, k, k)
-        errors = np.where(used[:, :, None], np.maximum(errors, EPS), 0.0)
-        return errors / errors.sum(axis=1, keepdims=True)
+        floored: np.ndarray = np.where(used[:, :, None], np.maximum(sums.reshape(n_raters, k, k), EPS), 0.0)
+        total = floored.sum(axis=1, keepdims=True)
+        return floored / np.where(total > 0, total, 1.0)  # an annotator with no label keeps zeros
 
     def log_of(errors: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
@@ -356,9 +369,16 @@ def label_quality(ws: Workspace, options: LabelQualityOptions | None = None) -> 
     gold, annotators whose estimated accuracy is poor. Reads only."""
     options = options or LabelQualityOptions()
     if options.poor_accuracy < 0 or options.poor_accuracy > 1:
-        raise AgreementError(f"label quality: poor_accuracy {options.poor_accuracy} is not between 0 and 1")
-    if options.min_labels < 1 or options.max_iter < 1:
-        raise AgreementError("label quality: min_labels and max_iter must be at least 1")
+        raise AgreementError(
+            f"label quality: poor_accuracy {options.poor_accuracy} is not between 0 and 1",
+            hint="an estimated accuracy is a probability: give e.g. 0.7",
+        )
+    if options.min_labels < 1 or options.max_iter < 1 or not options.tol >= 0:
+        raise AgreementError(
+            f"label quality: min_labels {options.min_labels} and max_iter {options.max_iter} must be at least 1, "
+            f"tol {options.tol} at least 0",
+            hint="leave them at their defaults (5, 100, 1e-5) unless you mean otherwise",
+        )
     names = options.kinds if options.kinds is not None else CATEGORY_KINDS
     out: dict[str, KindLabelQuality] = {}
     for kind in names:
@@ -366,7 +386,8 @@ def label_quality(ws: Workspace, options: LabelQualityOptions | None = None) -> 
         if spec.shape != "category":
             raise AgreementError(
                 f"label quality: kind {kind!r} has {spec.shape} labels; Dawid-Skene takes one category per label "
-                f"(category kinds: {', '.join(CATEGORY_KINDS)})"
+                f"(category kinds: {', '.join(CATEGORY_KINDS)})",
+                hint=f"give kinds among: {', '.join(CATEGORY_KINDS)}",
             )
         data = load_rater_data(ws, kind, exclude_sources=options.exclude_sources)
         if not data.items and options.kinds is None:
