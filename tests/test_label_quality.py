@@ -187,6 +187,9 @@ def test_simulated_crowd_finds_planted_bad_annotator_and_wrong_gold():
         assert it.agreement == pytest.approx(top / 7) and it.n_labels == 7
     text = "\n".join(report.lines())
     assert "10 where the estimate disagrees" in text and "random: estimated accuracy" in text
+    uncertain = [it for it in report.items if it.posterior < 0.9]
+    assert f"posterior below 0.9: {len(uncertain)}" in text
+    assert all(f"    {it.task_id}: {it.estimate} ({it.posterior:.3f})" in text for it in uncertain[:20])
 
 
 # --- the workspace path -------------------------------------------------------------------------

@@ -43,6 +43,10 @@ from tqaforge.store import Workspace
 #: The floor of a probability (crowd-kit's ``_EPS``): no log of zero.
 EPS = 1e-10
 
+#: In the text: items whose estimate's posterior is below this are listed (at most SHOWN of them).
+UNCERTAIN = 0.9
+SHOWN = 20
+
 #: The kinds whose labels are one category each: the ones Dawid-Skene applies to.
 CATEGORY_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spec.shape == "category")
 
@@ -249,6 +253,14 @@ class KindLabelQuality:
                 f"    {g.task_id}: gold {g.gold} ({how}; posterior {g.gold_posterior:.3f}) "
                 f"vs estimate {g.estimate} ({g.posterior:.3f}); votes {votes}"
             )
+        uncertain = sorted((i for i in self.items if i.posterior < UNCERTAIN), key=lambda i: (i.posterior, i.task_id))
+        out.append(f"  items whose estimate has posterior below {UNCERTAIN:g}: {len(uncertain)}")
+        for i in uncertain[:SHOWN]:
+            out.append(
+                f"    {i.task_id}: {i.estimate} ({i.posterior:.3f}); agreement {i.agreement:.2f} of {i.n_labels} labels"
+            )
+        if len(uncertain) > SHOWN:
+            out.append(f"    ... {len(uncertain) - SHOWN} more (every item is in as_dict())")
         poor = self.poor_annotators
         out.append(f"  annotators: {len(poor)} poor" + (":" if poor else ""))
         for a in poor:
