@@ -1,8 +1,9 @@
 """make run's demo workspace, built without a model (`tqaforge demo`, issue 27 item 6): every app
-page shows something (headless Chromium), every Label Studio kind whose inputs need no model gets
-tasks from the demo's push (the run's real Label Studio) and the other two as soon as their input
-exists (a model's voted answer, a person's value modification), the shipped probe predictions have
-the score the rule that wrote them says, and a second build adds nothing."""
+page shows something (headless Chromium), every Label Studio kind gets tasks from the demo's push
+(the run's real Label Studio) but answer verification, which needs a model's voted answer on a
+question without gold (and gets its task as soon as one exists), the shipped probe predictions have
+the score the rule that wrote them says, the example value modification's gold is what its edited
+table gives, and a second build adds nothing."""
 
 from __future__ import annotations
 
@@ -22,20 +23,17 @@ import httpx
 import pytest
 from conftest import free_port, start_chrome, wait_for
 from demo_predictions import PREDICTIONS, probe_predictions, render
-from labelstudio_helpers import annotate, new_email, signup, text
+from labelstudio_helpers import new_email, signup
 from sqlmodel import col, select
-from test_labelstudio_robustness import _copies, _edited, _task, _value_cells
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
-from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push, push_pending
-from tqaforge.annotation.robustness import settle_human_variants
+from tqaforge.annotation.labelstudio.sync import PushOptions, push, push_pending
 from tqaforge.release.verify import verify_release
 from tqaforge.schemas.enums import AnswerRoute, AnswerStatus, Origin
-from tqaforge.schemas.records import AnnotationTask, Answer, Question, Variant
+from tqaforge.schemas.records import Answer, Question
 from tqaforge.store import open_workspace
-from tqaforge.tables.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -44,7 +42,6 @@ PAGES_DIR = HOME.parent / "pages"
 #: Kinds whose items need a model's or a person's work first, with what (tqaforge/demo.py says so too).
 NEEDS_MORE = {
     "answer_verification": "the agents' voted answers (tqaforge generate answers, a model)",
-    "blind_reanswer": "a person's value modification (the value_modification task)",
 }
 
 
@@ -97,8 +94,19 @@ def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
         assert one("SELECT COUNT(*) FROM answers WHERE method = 'probe' AND status = 'gold'") == 60
         assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shuffle_rows'") > 0
         # FREB-TQA's published cells adopted by a person's decision: one more shortened table.
-        assert one("SELECT COUNT(*) FROM adjudications WHERE kind = 'relevant_cells' AND decided_by = 'demo-researcher'") == 1
-        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shorten_to_relevant'") == 7  # 6 imported + 1
+        assert one("SELECT COUNT(*) FROM adjudications WHERE kind = 'relevant_cells' AND decided_by = 'demo-researcher'") == 2
+        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shorten_to_relevant'") == 8  # 6 imported + 2
+        # demo-ana's example value modification of one of them: two variants waiting for blind re-answers.
+        assert db.execute("SELECT annotator, source FROM annotations WHERE kind = 'value_modification' AND source != 'imported'"
+                          ).fetchall() == [("demo-ana", "demo")]
+        assert db.execute("SELECT perturbation, created_by, status, answers FROM variants WHERE origin = 'human' AND "
+                          "perturbation LIKE 'value_change%' AND status = 'pending_review' ORDER BY perturbation").fetchall() == [
+            ("value_change_answer_changes", "demo-ana", "pending_review", '["-74"]'),
+            ("value_change_answer_same", "demo-ana", "pending_review", '["-94"]')]
+        # Their gold, worked out here from each edited table: the change from 2018 to 2019 (FREB-TQA's question).
+        for table, answers in db.execute("SELECT \"table\", answers FROM variants WHERE created_by = 'demo-ana'"):
+            appliances = next(row for row in json.loads(table)["rows"] if row[0] == "Appliances")
+            assert json.loads(answers) == [str(int(appliances[1]) - int(appliances[2]))]
     ws = open_workspace(demo_root)
     try:
         queue = adjudication_queue(ws)
@@ -136,6 +144,37 @@ def test_the_shipped_probe_predictions_are_the_rule(demo_root: Path) -> None:
         ws.close()
 
 
+def test_an_example_edit_that_no_longer_fits_its_table_is_refused(demo_root: Path, tmp_path: Path) -> None:
+    """The example value modification names each changed cell's old value: a shortened table that
+    holds something else there is refused with the cell and the fix, and nothing more is recorded."""
+    from tqaforge.demo import EXAMPLE_QUESTION, _example_value_modification
+    from tqaforge.errors import TqaforgeError
+    from tqaforge.schemas.records import Annotation
+    from tqaforge.variants.human import shortened_variant
+
+    root = tmp_path / "demo-workspace"
+    shutil.copytree(demo_root, root)
+    ws = open_workspace(root)
+    try:
+        with ws.session() as s:
+            question = s.exec(select(Question).where(Question.text == EXAMPLE_QUESTION)).one()
+            variant = shortened_variant(s, question.id)
+            assert variant is not None and variant.table is not None
+            rows = [list(r) for r in variant.table["rows"]]
+            assert rows[2][1] == "680"
+            rows[2][1] = "690"
+            variant.table = {**variant.table, "rows": rows}
+            s.add(variant)
+            labels = len(s.exec(select(Annotation).where(Annotation.kind == "value_modification")).all())
+        with pytest.raises(TqaforgeError, match=r"does not fit the shortened table .* r2c1 held '690', not '680'") as raised:
+            _example_value_modification(ws)
+        assert "EXAMPLE_EDITS" in (raised.value.hint or "")
+        with ws.session() as s:
+            assert len(s.exec(select(Annotation).where(Annotation.kind == "value_modification")).all()) == labels
+    finally:
+        ws.close()
+
+
 def test_a_second_build_adds_nothing(demo_root: Path) -> None:
     before, files = _counts(demo_root), _files(demo_root)
     result, seconds = _build(demo_root)
@@ -147,16 +186,16 @@ def test_a_second_build_adds_nothing(demo_root: Path) -> None:
 
 def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
     """The demo's push (serve --push-pending) on the run's Label Studio: every kind with a label
-    configuration gets its tasks but the two that wait for a model's or a person's work, and the
-    projects hold them; a second push sends nothing. Then those two get theirs once their input
-    exists: a voted answer routed to people (as `generate answers` stores it), and a person's value
-    modification made in Label Studio on the task the demo pushed."""
+    configuration gets its tasks but the one that waits for a model's work, and the projects hold
+    them; a second push sends nothing. Then that one gets its task once its input exists: a voted
+    answer routed to people (as `generate answers` stores it)."""
     root = tmp_path / "demo-workspace"
     shutil.copytree(demo_root, root)  # the other tests (the browser's) see the demo as built
     url, admin_token = label_studio.url, label_studio.token
     settings = client_settings(url, admin_token)
     people = [new_email("demo-ana"), new_email("demo-ben")]
-    tokens = {who: signup(url, admin_token, who)[1] for who in people}
+    for who in people:
+        signup(url, admin_token, who)
     ws = open_workspace(root)
     try:
         pushed = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
@@ -180,26 +219,12 @@ def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path
             assert question is not None
             s.add(Answer(id=Answer.make_id(question.id, "llm", ["10"]), question_id=question.id, value="10", values=["10"],
                          status=AnswerStatus.CONSISTENT, origin=Origin.LLM, method="vote", route=AnswerRoute.VERIFY))
-        # A person's value modification of the shortened table the demo pushed, made in Label Studio.
-        copy = _copies(ws, "value_modification")[0]
-        data = _task(url, admin_token, copy.ls_task_id)["data"]
-        with ws.session() as s:
-            variant = s.get(Variant, s.get(AnnotationTask, copy.task_id).target_id)  # type: ignore[union-attr]
-            assert variant is not None
-            editable = _value_cells(Table.from_dict(variant.table))  # type: ignore[arg-type]
-        annotate(url, tokens[copy.annotator], copy.ls_task_id, [
-            text("changed_table", "question", _edited(data["grid_change"], editable[:1], "7")),
-            text("changed_answer", "question", "12345"),
-            text("same_table", "question", _edited(data["grid_same"], editable[1:2], "0")),
-        ])
-        assert pull(ws, settings, kinds=["value_modification"]).recorded == 1
-        assert settle_human_variants(ws).variants_new == 2
         late = {kind: push(ws, kind, settings, people, PushOptions(overlap=1)) for kind in NEEDS_MORE}
     finally:
         ws.close()
     assert late["answer_verification"].copies_created == 1
-    # Blind: the two modifications go to the one who did not make them.
-    assert late["blind_reanswer"].copies_created == 2 and set(late["blind_reanswer"].projects) == set(people) - {copy.annotator}
+    # demo-ana's example value modification: its two variants, each re-answered blind by one person.
+    assert pushed["blind_reanswer"].pending == 2
 
 
 # --- every app page in Chromium -------------------------------------------------------------------

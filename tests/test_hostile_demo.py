@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,22 @@ def test_push_pending_without_label_studio_says_why_and_pushes_nothing(tmp_path:
     init_workspace(tmp_path / "ws", name="ws").close()
     lines = push_pending_lines(tmp_path / "ws")
     assert len(lines) == 1 and lines[0].startswith("nothing pushed to Label Studio: "), lines
+
+
+def test_data_without_the_example_edits_table_stops_the_build_and_records_nothing(tmp_path: Path) -> None:
+    """The example value modification is made on one FREB-TQA question's shortened table: data in
+    which that table changed (so its question is another one, without published cells) is refused,
+    naming the question, and no example edit is recorded half-right."""
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    sample = data / "sample" / "tat_nonfactoid_dev_sample.jsonl"
+    lines = sample.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert '"Appliances in 2019 from 2018' not in lines[1] and "Appliances in 2019 from 2018?" in lines[1]
+    lines[1] = lines[1].replace('["Appliances", "680"', '["Appliances", "690"')
+    sample.write_text("".join(lines), encoding="utf-8")
+    result = _demo(str(tmp_path / "demo"), "--data", str(data))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "example value modification needs the shortened table of 'What was the change in the amount for Appliances" \
+        in result.stderr and "check data/sample" in result.stderr
+    with sqlite3.connect(tmp_path / "demo" / "tqaforge.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM annotations WHERE kind = 'value_modification' AND source = 'demo'").fetchone()[0] == 0
