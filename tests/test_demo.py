@@ -1,12 +1,13 @@
 """make run's demo workspace, built without a model (`tqaforge demo`, issue 27 item 6): every app
 page shows something (headless Chromium), every Label Studio kind gets tasks from the demo's push
-(the run's real Label Studio) but answer verification, which needs a model's voted answer on a
-question without gold (and gets its task as soon as one exists), the shipped probe predictions have
-the score the rule that wrote them says, the example value modification's gold is what its edited
-table gives, and a second build adds nothing."""
+(the run's real Label Studio), the agents' replies (shipped offline batch files, made by rule by
+tests/demo_agents.py) are what the rule writes and vote as it says, the shipped probe predictions
+have the score the rule that wrote them says, the example value modification's gold is what its
+edited table gives, and a second build adds nothing."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -22,29 +23,27 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import free_port, start_chrome, wait_for
+from demo_agents import QUESTIONS, demo_replies
+from demo_agents import answers as answers_by_rule
+from demo_agents import render as render_replies
 from demo_predictions import PREDICTIONS, probe_predictions, render
 from labelstudio_helpers import new_email, signup
-from sqlmodel import col, select
+from sqlmodel import select
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
-from tqaforge.annotation.labelstudio.sync import PushOptions, push, push_pending
+from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+from tqaforge.demo import DEMO_BATCHES
 from tqaforge.release.verify import verify_release
-from tqaforge.schemas.enums import AnswerRoute, AnswerStatus, Origin
-from tqaforge.schemas.records import Answer, Question
+from tqaforge.schemas.records import Question
 from tqaforge.store import open_workspace
+from tqaforge.tables.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
 HOME = REPO / "tqaforge" / "app" / "Home.py"
 PAGES_DIR = HOME.parent / "pages"
-#: Kinds whose items need a model's or a person's work first, with what (tqaforge/demo.py says so too).
-NEEDS_MORE = {
-    "answer_verification": "the agents' voted answers (tqaforge generate answers, a model)",
-}
-
-
 def _env() -> dict[str, str]:
     """No endpoint, no database URL: the demo is a SQLite workspace built without a model."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}
@@ -82,7 +81,9 @@ def _files(root: Path) -> dict[str, str]:
 def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
     with sqlite3.connect(demo_root / "tqaforge.db") as db:
         one = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
-        assert one("SELECT COUNT(*) FROM llm_calls") == 0
+        # The agents' replies came from the shipped offline batch files (made by rule): nothing was sent.
+        assert db.execute("SELECT transport, model, status, SUM(cost), COUNT(*) FROM llm_calls GROUP BY 1, 2, 3").fetchall() == [
+            ("offline", "demo-rule-agents", "ok", 0.0, 5)]  # one question-writing request, 2 questions x 2 agents
         assert one("SELECT COUNT(*) FROM questions WHERE origin = 'rule' AND seed = 0") == 60  # 6 kinds x 10 tables
         assert one("SELECT COUNT(DISTINCT table_id) FROM questions WHERE origin = 'rule'") == 10
         # Three kinds of probe on two tables accepted by both example reviewers; one disputed.
@@ -115,7 +116,7 @@ def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
             pending = {kind: len(entry.pending(s)) for kind, entry in ls_kinds().items() if entry.supported and entry.pending}
     finally:
         ws.close()
-    assert {k for k, n in pending.items() if n == 0} == set(NEEDS_MORE), pending
+    assert all(pending.values()) and pending["answer_verification"] == 2 and pending["blind_reanswer"] == 2, pending
     release = demo_root / "releases" / "demo-0.1.0"
     assert verify_release(release).ok
 
@@ -186,9 +187,7 @@ def test_a_second_build_adds_nothing(demo_root: Path) -> None:
 
 def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
     """The demo's push (serve --push-pending) on the run's Label Studio: every kind with a label
-    configuration gets its tasks but the one that waits for a model's work, and the projects hold
-    them; a second push sends nothing. Then that one gets its task once its input exists: a voted
-    answer routed to people (as `generate answers` stores it)."""
+    configuration gets its tasks, and the projects hold them; a second push sends nothing."""
     root = tmp_path / "demo-workspace"
     shutil.copytree(demo_root, root)  # the other tests (the browser's) see the demo as built
     url, admin_token = label_studio.url, label_studio.token
@@ -203,43 +202,57 @@ def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path
         assert set(pushed) == {k for k, e in ls_kinds().items() if e.supported}
         with httpx.Client(base_url=url, headers={"Authorization": f"Token {admin_token}"}) as admin:
             for kind, summary in pushed.items():
-                if kind in NEEDS_MORE:
-                    assert summary.pending == 0 and not summary.projects, (kind, NEEDS_MORE[kind])
-                    continue
-                assert summary.pending > 0 and summary.copies_created == summary.pending, summary.lines()
+                assert summary.pending > 0 and summary.copies_created == summary.pending, (kind, summary.lines())
                 held = sum(admin.get(f"/api/projects/{pid}/").raise_for_status().json()["task_number"]
                            for pid in summary.projects.values())
                 assert held == summary.pending, (kind, held)
                 assert again[kind].copies_created == 0 and again[kind].copies_present == summary.pending
-
-        # A model's voted answer, routed to people (what `generate answers` stores for a consistent vote).
-        with ws.session() as s:
-            question = s.exec(select(Question).where(Question.origin == "rule", Question.status == "proposed")
-                              .order_by(col(Question.id))).first()
-            assert question is not None
-            s.add(Answer(id=Answer.make_id(question.id, "llm", ["10"]), question_id=question.id, value="10", values=["10"],
-                         status=AnswerStatus.CONSISTENT, origin=Origin.LLM, method="vote", route=AnswerRoute.VERIFY))
-        late = {kind: push(ws, kind, settings, people, PushOptions(overlap=1)) for kind in NEEDS_MORE}
     finally:
         ws.close()
-    assert late["answer_verification"].copies_created == 1
-    # demo-ana's example value modification: its two variants, each re-answered blind by one person.
-    assert pushed["blind_reanswer"].pending == 2
+    # The agents' two voted answers (one agreed, one not) and demo-ana's example modification's two variants.
+    assert pushed["answer_verification"].pending == 2 and pushed["blind_reanswer"].pending == 2
+
+
+def test_the_agents_vote_on_the_questions_the_writer_wrote(demo_root: Path) -> None:
+    """The shipped replies (by rule) are the agents': two questions written on the tropical cyclones
+    table, the answering agents agree on one (its answer goes to verification) and not on the other
+    (manual annotation). The answers are checked against the table file, summed here."""
+    with (DATA / "tables" / "tablebench_tropical_cyclones.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    severe = sum(int(r["severe tropical cyclones"]) for r in rows)
+    lows = sum(int(r["tropical lows"]) for r in rows if r["strongest storm"] in ("marian", "oliver", "chloe"))
+    with sqlite3.connect(demo_root / "tqaforge.db") as db:
+        written = db.execute("SELECT id, text, status FROM questions WHERE origin = 'llm' ORDER BY text DESC").fetchall()
+        assert [(text, status) for _, text, status in written] == [(q, "proposed") for q in QUESTIONS]
+        voted = {qid: db.execute("SELECT status, route, \"values\" FROM answers WHERE question_id = ? AND method = 'vote'",
+                                 (qid,)).fetchall() for qid, _, _ in written}
+    assert voted[written[0][0]] == [("consistent", "verify", json.dumps([str(severe)]))]
+    assert voted[written[1][0]] == [("inconsistent", "manual", "[]")]
+    assert answers_by_rule(Table.build(list(rows[0]), [list(r.values()) for r in rows]))[QUESTIONS[1]][0] == str(lows)
+
+
+def test_the_shipped_agent_replies_are_the_rule(demo_root: Path) -> None:
+    ws = open_workspace(demo_root)
+    try:
+        made = demo_replies(ws)
+    finally:
+        ws.close()
+    assert set(made) == set(DEMO_BATCHES)
+    for name, lines in made.items():
+        assert render_replies(lines) == (DATA / "batches" / DEMO_BATCHES[name]).read_text(encoding="utf-8"), name
 
 
 # --- every app page in Chromium -------------------------------------------------------------------
 
-#: (path, texts the page shows once rendered, its empty states, which must be absent). The demo has
-#: no model, so two texts stay as they are: Overview's "no LLM calls yet" and Taxonomy's lineage
-#: caption ("no generated question of this subtype yet") say what only a model makes.
+#: (path, texts the page shows once rendered, its empty states, which must be absent).
 PAGES = (
     ("", ("Pipeline funnel", "Annotation progress per kind", "Questions per subtype", "Releases"),
      ("no release yet", "no annotation tasks yet")),
     ("tables", ("of 54 tables", "rows and"), ("no tables",)),
     ("taxonomy", ("taxonomy tablebench", "Seed questions ("), ("Seed questions (0)",)),
     ("generate", ("Question rounds", "Probes (no model)"), ()),
-    ("review", ("of 54 proposed questions", "accept", "promote"), ("no proposed questions",)),
-    ("answers", ("status gold",), ("No answers yet",)),
+    ("review", ("of 56 proposed questions", "accept", "promote"), ("no proposed questions",)),
+    ("answers", ("answer 59 · vote · status consistent · route verify", "SCoT #0"), ("No answers yet",)),
     ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
     ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),

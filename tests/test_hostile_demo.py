@@ -4,6 +4,7 @@ message (what, where, what to do), nothing is half made, nothing is lost."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -80,3 +81,35 @@ def test_data_without_the_example_edits_table_stops_the_build_and_records_nothin
         in result.stderr and "check data/sample" in result.stderr
     with sqlite3.connect(tmp_path / "demo" / "tqaforge.db") as db:
         assert db.execute("SELECT COUNT(*) FROM annotations WHERE kind = 'value_modification' AND source = 'demo'").fetchone()[0] == 0
+
+
+def test_a_missing_replies_file_is_named_before_anything_is_made(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    (data / "batches" / "demo_answers_out.jsonl").unlink()
+    result = _demo(str(tmp_path / "demo"), "--data", str(data))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert str(data / "batches" / "demo_answers_out.jsonl") in result.stderr
+    assert not (tmp_path / "demo").exists()
+
+
+def test_replies_that_answer_other_requests_stop_the_build_and_nothing_is_sent(tmp_path: Path) -> None:
+    """Stale replies (the prompts changed, so the requests' ids did): the build stops and names the
+    file and the script that writes it again; the requests wait in their batch, nothing was sent and
+    no reply was taken for another request."""
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    replies = data / "batches" / "demo_answers_out.jsonl"
+    lines = [json.loads(line) for line in replies.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        line["custom_id"] = line["custom_id"][::-1]
+    replies.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _demo(str(tmp_path / "demo"), "--data", str(data))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{replies} does not answer 4 of the demo's answers requests" in result.stderr
+    assert "tests/demo_agents.py" in result.stderr  # the fix
+    with sqlite3.connect(tmp_path / "demo" / "tqaforge.db") as db:
+        # The question writer's reply (still right) was taken; none of the answering agents'.
+        assert db.execute("SELECT transport, status, COUNT(*) FROM llm_calls GROUP BY 1, 2").fetchall() == [("offline", "ok", 1)]
+        assert db.execute("SELECT COUNT(*) FROM answers WHERE method = 'vote'").fetchone()[0] == 0
+    assert len((tmp_path / "demo" / "batches" / "demo-answers-requests.jsonl").read_text().splitlines()) == 4
