@@ -1,11 +1,13 @@
 """make run's demo workspace, built without a model (`tqaforge demo`, issue 27 item 6): every app
-page shows something (headless Chromium), every Label Studio kind whose inputs need no model gets
-tasks from the demo's push (the run's real Label Studio) and the other two as soon as their input
-exists (a model's voted answer, a person's value modification), the shipped probe predictions have
-the score the rule that wrote them says, and a second build adds nothing."""
+page shows something (headless Chromium), every Label Studio kind gets tasks from the demo's push
+(the run's real Label Studio), the agents' replies (shipped offline batch files, made by rule by
+tests/demo_agents.py) are what the rule writes and vote as it says, the shipped probe predictions
+have the score the rule that wrote them says, the example value modification's gold is what its
+edited table gives, and a second build adds nothing."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -21,19 +23,20 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import free_port, start_chrome, wait_for
+from demo_agents import QUESTIONS, demo_replies
+from demo_agents import answers as answers_by_rule
+from demo_agents import render as render_replies
 from demo_predictions import PREDICTIONS, probe_predictions, render
-from labelstudio_helpers import annotate, new_email, signup, text
-from sqlmodel import col, select
-from test_labelstudio_robustness import _copies, _edited, _task, _value_cells
+from labelstudio_helpers import new_email, signup
+from sqlmodel import select
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
-from tqaforge.annotation.labelstudio.sync import PushOptions, pull, push, push_pending
-from tqaforge.annotation.robustness import settle_human_variants
+from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+from tqaforge.demo import DEMO_BATCHES
 from tqaforge.release.verify import verify_release
-from tqaforge.schemas.enums import AnswerRoute, AnswerStatus, Origin
-from tqaforge.schemas.records import AnnotationTask, Answer, Question, Variant
+from tqaforge.schemas.records import Question
 from tqaforge.store import open_workspace
 from tqaforge.tables.table import Table
 
@@ -41,13 +44,6 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
 HOME = REPO / "tqaforge" / "app" / "Home.py"
 PAGES_DIR = HOME.parent / "pages"
-#: Kinds whose items need a model's or a person's work first, with what (tqaforge/demo.py says so too).
-NEEDS_MORE = {
-    "answer_verification": "the agents' voted answers (tqaforge generate answers, a model)",
-    "blind_reanswer": "a person's value modification (the value_modification task)",
-}
-
-
 def _env() -> dict[str, str]:
     """No endpoint, no database URL: the demo is a SQLite workspace built without a model."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}
@@ -85,7 +81,9 @@ def _files(root: Path) -> dict[str, str]:
 def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
     with sqlite3.connect(demo_root / "tqaforge.db") as db:
         one = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
-        assert one("SELECT COUNT(*) FROM llm_calls") == 0
+        # The agents' replies came from the shipped offline batch files (made by rule): nothing was sent.
+        assert db.execute("SELECT transport, model, status, SUM(cost), COUNT(*) FROM llm_calls GROUP BY 1, 2, 3").fetchall() == [
+            ("offline", "demo-rule-agents", "ok", 0.0, 5)]  # one question-writing request, 2 questions x 2 agents
         assert one("SELECT COUNT(*) FROM questions WHERE origin = 'rule' AND seed = 0") == 60  # 6 kinds x 10 tables
         assert one("SELECT COUNT(DISTINCT table_id) FROM questions WHERE origin = 'rule'") == 10
         # Three kinds of probe on two tables accepted by both example reviewers; one disputed.
@@ -97,8 +95,19 @@ def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
         assert one("SELECT COUNT(*) FROM answers WHERE method = 'probe' AND status = 'gold'") == 60
         assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shuffle_rows'") > 0
         # FREB-TQA's published cells adopted by a person's decision: one more shortened table.
-        assert one("SELECT COUNT(*) FROM adjudications WHERE kind = 'relevant_cells' AND decided_by = 'demo-researcher'") == 1
-        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shorten_to_relevant'") == 7  # 6 imported + 1
+        assert one("SELECT COUNT(*) FROM adjudications WHERE kind = 'relevant_cells' AND decided_by = 'demo-researcher'") == 2
+        assert one("SELECT COUNT(*) FROM variants WHERE perturbation = 'shorten_to_relevant'") == 8  # 6 imported + 2
+        # demo-ana's example value modification of one of them: two variants waiting for blind re-answers.
+        assert db.execute("SELECT annotator, source FROM annotations WHERE kind = 'value_modification' AND source != 'imported'"
+                          ).fetchall() == [("demo-ana", "demo")]
+        assert db.execute("SELECT perturbation, created_by, status, answers FROM variants WHERE origin = 'human' AND "
+                          "perturbation LIKE 'value_change%' AND status = 'pending_review' ORDER BY perturbation").fetchall() == [
+            ("value_change_answer_changes", "demo-ana", "pending_review", '["-74"]'),
+            ("value_change_answer_same", "demo-ana", "pending_review", '["-94"]')]
+        # Their gold, worked out here from each edited table: the change from 2018 to 2019 (FREB-TQA's question).
+        for table, answers in db.execute("SELECT \"table\", answers FROM variants WHERE created_by = 'demo-ana'"):
+            appliances = next(row for row in json.loads(table)["rows"] if row[0] == "Appliances")
+            assert json.loads(answers) == [str(int(appliances[1]) - int(appliances[2]))]
     ws = open_workspace(demo_root)
     try:
         queue = adjudication_queue(ws)
@@ -107,7 +116,7 @@ def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
             pending = {kind: len(entry.pending(s)) for kind, entry in ls_kinds().items() if entry.supported and entry.pending}
     finally:
         ws.close()
-    assert {k for k, n in pending.items() if n == 0} == set(NEEDS_MORE), pending
+    assert all(pending.values()) and pending["answer_verification"] == 2 and pending["blind_reanswer"] == 2, pending
     release = demo_root / "releases" / "demo-0.1.0"
     assert verify_release(release).ok
 
@@ -136,6 +145,37 @@ def test_the_shipped_probe_predictions_are_the_rule(demo_root: Path) -> None:
         ws.close()
 
 
+def test_an_example_edit_that_no_longer_fits_its_table_is_refused(demo_root: Path, tmp_path: Path) -> None:
+    """The example value modification names each changed cell's old value: a shortened table that
+    holds something else there is refused with the cell and the fix, and nothing more is recorded."""
+    from tqaforge.demo import EXAMPLE_QUESTION, _example_value_modification
+    from tqaforge.errors import TqaforgeError
+    from tqaforge.schemas.records import Annotation
+    from tqaforge.variants.human import shortened_variant
+
+    root = tmp_path / "demo-workspace"
+    shutil.copytree(demo_root, root)
+    ws = open_workspace(root)
+    try:
+        with ws.session() as s:
+            question = s.exec(select(Question).where(Question.text == EXAMPLE_QUESTION)).one()
+            variant = shortened_variant(s, question.id)
+            assert variant is not None and variant.table is not None
+            rows = [list(r) for r in variant.table["rows"]]
+            assert rows[2][1] == "680"
+            rows[2][1] = "690"
+            variant.table = {**variant.table, "rows": rows}
+            s.add(variant)
+            labels = len(s.exec(select(Annotation).where(Annotation.kind == "value_modification")).all())
+        with pytest.raises(TqaforgeError, match=r"does not fit the shortened table .* r2c1 held '690', not '680'") as raised:
+            _example_value_modification(ws)
+        assert "EXAMPLE_EDITS" in (raised.value.hint or "")
+        with ws.session() as s:
+            assert len(s.exec(select(Annotation).where(Annotation.kind == "value_modification")).all()) == labels
+    finally:
+        ws.close()
+
+
 def test_a_second_build_adds_nothing(demo_root: Path) -> None:
     before, files = _counts(demo_root), _files(demo_root)
     result, seconds = _build(demo_root)
@@ -147,16 +187,14 @@ def test_a_second_build_adds_nothing(demo_root: Path) -> None:
 
 def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
     """The demo's push (serve --push-pending) on the run's Label Studio: every kind with a label
-    configuration gets its tasks but the two that wait for a model's or a person's work, and the
-    projects hold them; a second push sends nothing. Then those two get theirs once their input
-    exists: a voted answer routed to people (as `generate answers` stores it), and a person's value
-    modification made in Label Studio on the task the demo pushed."""
+    configuration gets its tasks, and the projects hold them; a second push sends nothing."""
     root = tmp_path / "demo-workspace"
     shutil.copytree(demo_root, root)  # the other tests (the browser's) see the demo as built
     url, admin_token = label_studio.url, label_studio.token
     settings = client_settings(url, admin_token)
     people = [new_email("demo-ana"), new_email("demo-ben")]
-    tokens = {who: signup(url, admin_token, who)[1] for who in people}
+    for who in people:
+        signup(url, admin_token, who)
     ws = open_workspace(root)
     try:
         pushed = {s.kind: s for s in push_pending(ws, settings, people, PushOptions(overlap=1))}
@@ -164,57 +202,57 @@ def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path
         assert set(pushed) == {k for k, e in ls_kinds().items() if e.supported}
         with httpx.Client(base_url=url, headers={"Authorization": f"Token {admin_token}"}) as admin:
             for kind, summary in pushed.items():
-                if kind in NEEDS_MORE:
-                    assert summary.pending == 0 and not summary.projects, (kind, NEEDS_MORE[kind])
-                    continue
-                assert summary.pending > 0 and summary.copies_created == summary.pending, summary.lines()
+                assert summary.pending > 0 and summary.copies_created == summary.pending, (kind, summary.lines())
                 held = sum(admin.get(f"/api/projects/{pid}/").raise_for_status().json()["task_number"]
                            for pid in summary.projects.values())
                 assert held == summary.pending, (kind, held)
                 assert again[kind].copies_created == 0 and again[kind].copies_present == summary.pending
-
-        # A model's voted answer, routed to people (what `generate answers` stores for a consistent vote).
-        with ws.session() as s:
-            question = s.exec(select(Question).where(Question.origin == "rule", Question.status == "proposed")
-                              .order_by(col(Question.id))).first()
-            assert question is not None
-            s.add(Answer(id=Answer.make_id(question.id, "llm", ["10"]), question_id=question.id, value="10", values=["10"],
-                         status=AnswerStatus.CONSISTENT, origin=Origin.LLM, method="vote", route=AnswerRoute.VERIFY))
-        # A person's value modification of the shortened table the demo pushed, made in Label Studio.
-        copy = _copies(ws, "value_modification")[0]
-        data = _task(url, admin_token, copy.ls_task_id)["data"]
-        with ws.session() as s:
-            variant = s.get(Variant, s.get(AnnotationTask, copy.task_id).target_id)  # type: ignore[union-attr]
-            assert variant is not None
-            editable = _value_cells(Table.from_dict(variant.table))  # type: ignore[arg-type]
-        annotate(url, tokens[copy.annotator], copy.ls_task_id, [
-            text("changed_table", "question", _edited(data["grid_change"], editable[:1], "7")),
-            text("changed_answer", "question", "12345"),
-            text("same_table", "question", _edited(data["grid_same"], editable[1:2], "0")),
-        ])
-        assert pull(ws, settings, kinds=["value_modification"]).recorded == 1
-        assert settle_human_variants(ws).variants_new == 2
-        late = {kind: push(ws, kind, settings, people, PushOptions(overlap=1)) for kind in NEEDS_MORE}
     finally:
         ws.close()
-    assert late["answer_verification"].copies_created == 1
-    # Blind: the two modifications go to the one who did not make them.
-    assert late["blind_reanswer"].copies_created == 2 and set(late["blind_reanswer"].projects) == set(people) - {copy.annotator}
+    # The agents' two voted answers (one agreed, one not) and demo-ana's example modification's two variants.
+    assert pushed["answer_verification"].pending == 2 and pushed["blind_reanswer"].pending == 2
+
+
+def test_the_agents_vote_on_the_questions_the_writer_wrote(demo_root: Path) -> None:
+    """The shipped replies (by rule) are the agents': two questions written on the tropical cyclones
+    table, the answering agents agree on one (its answer goes to verification) and not on the other
+    (manual annotation). The answers are checked against the table file, summed here."""
+    with (DATA / "tables" / "tablebench_tropical_cyclones.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    severe = sum(int(r["severe tropical cyclones"]) for r in rows)
+    lows = sum(int(r["tropical lows"]) for r in rows if r["strongest storm"] in ("marian", "oliver", "chloe"))
+    with sqlite3.connect(demo_root / "tqaforge.db") as db:
+        written = db.execute("SELECT id, text, status FROM questions WHERE origin = 'llm' ORDER BY text DESC").fetchall()
+        assert [(text, status) for _, text, status in written] == [(q, "proposed") for q in QUESTIONS]
+        voted = {qid: db.execute("SELECT status, route, \"values\" FROM answers WHERE question_id = ? AND method = 'vote'",
+                                 (qid,)).fetchall() for qid, _, _ in written}
+    assert voted[written[0][0]] == [("consistent", "verify", json.dumps([str(severe)]))]
+    assert voted[written[1][0]] == [("inconsistent", "manual", "[]")]
+    assert answers_by_rule(Table.build(list(rows[0]), [list(r.values()) for r in rows]))[QUESTIONS[1]][0] == str(lows)
+
+
+def test_the_shipped_agent_replies_are_the_rule(demo_root: Path) -> None:
+    ws = open_workspace(demo_root)
+    try:
+        made = demo_replies(ws)
+    finally:
+        ws.close()
+    assert set(made) == set(DEMO_BATCHES)
+    for name, lines in made.items():
+        assert render_replies(lines) == (DATA / "batches" / DEMO_BATCHES[name]).read_text(encoding="utf-8"), name
 
 
 # --- every app page in Chromium -------------------------------------------------------------------
 
-#: (path, texts the page shows once rendered, its empty states, which must be absent). The demo has
-#: no model, so two texts stay as they are: Overview's "no LLM calls yet" and Taxonomy's lineage
-#: caption ("no generated question of this subtype yet") say what only a model makes.
+#: (path, texts the page shows once rendered, its empty states, which must be absent).
 PAGES = (
     ("", ("Pipeline funnel", "Annotation progress per kind", "Questions per subtype", "Releases"),
      ("no release yet", "no annotation tasks yet")),
     ("tables", ("of 54 tables", "rows and"), ("no tables",)),
     ("taxonomy", ("taxonomy tablebench", "Seed questions ("), ("Seed questions (0)",)),
     ("generate", ("Question rounds", "Probes (no model)"), ()),
-    ("review", ("of 54 proposed questions", "accept", "promote"), ("no proposed questions",)),
-    ("answers", ("status gold",), ("No answers yet",)),
+    ("review", ("of 56 proposed questions", "accept", "promote"), ("no proposed questions",)),
+    ("answers", ("answer 59 · vote · status consistent · route verify", "SCoT #0"), ("No answers yet",)),
     ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
     ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
