@@ -286,11 +286,14 @@ def release_items(release: Release) -> list[Item]:
     for ref in release.references:
         if ref.subset != "base" or ref.config != BASE_CONFIG:
             continue
-        value: Mapping[str, Any] = release.table(ref) or {}
-        header, rows = value.get("header") or [], value.get("rows") or []
-        table = Table.build(header, rows) if header else None
-        out.append(Item(ref.id, RELEASE, ref.question, table))
+        out.append(Item(ref.id, RELEASE, ref.question, table_of(release.table(ref))))
     return out
+
+
+def table_of(value: Mapping[str, Any] | None) -> Table | None:
+    """A release row's table (``{"header": [...], "rows": [[...]]}``) as a :class:`Table`; None without one."""
+    header, rows = (value or {}).get("header") or [], (value or {}).get("rows") or []
+    return Table.build(header, rows) if header else None
 
 
 def reference_items(path: Path) -> list[Item]:
