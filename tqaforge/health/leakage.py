@@ -14,7 +14,10 @@ one table (the importer merges equal tables); it is listed, not flagged.
 **Questions.** *Exact*: equal normalised token sequences (:func:`tqaforge.generation.dedup.tokens`:
 NFKC, case folded, punctuation dropped). *Near*: ROUGE-L F (:func:`tqaforge.generation.dedup.rouge_l`,
 the one the question generator deduplicates with) reaches ``question_threshold``; the word
-``ngram``-gram Jaccard overlap is reported beside it.
+``ngram``-gram Jaccard overlap is reported beside it. A question longer than ``max_question_tokens``
+(1000) is compared on its first so many tokens (the LCS is quadratic). Scripts written without
+spaces (Chinese, Japanese) make one token of each run of word characters: their questions are
+found as exact duplicates, rarely as near ones.
 
 An **item is duplicated** when its question is an exact or near duplicate of another question
 *and* the two tables are exact or near duplicates: the same question on the same table. Question
@@ -71,6 +74,7 @@ class LeakageOptions:
     max_leaked_share: float = 0.05  # gate: share of release items duplicated in a reference set
     max_internal_share: float = 0.02  # gate: share of release items duplicated within the release
     listed: int = 20  # at most so many duplicates listed in lines()
+    max_question_tokens: int = 1000  # longer questions are compared on their first so many tokens
 
     def __post_init__(self) -> None:
         for name in ("table_threshold", "question_threshold", "max_leaked_share", "max_internal_share"):
@@ -79,6 +83,8 @@ class LeakageOptions:
                 raise ConfigError(f"leakage option {name} is {value}", hint="give a number in (0, 1]")
         if self.ngram < 1:
             raise ConfigError(f"leakage option ngram is {self.ngram}", hint="give a positive n-gram length")
+        if self.max_question_tokens < 1:
+            raise ConfigError(f"leakage option max_question_tokens is {self.max_question_tokens}", hint="give a positive number")
 
 
 @dataclass(frozen=True)
@@ -171,10 +177,11 @@ class LeakageSection:
         refs = ", ".join(f"{Path(r['path']).name} ({r['questions']} questions)" for r in self.references) or "none"
         out = [
             f"Leakage: {self.n_items} items on {self.n_tables} tables against {refs} ({self.seconds:.1f} s)",
-            f"  tables: {sum(d.kind == 'exact' for d in self.tables)} exact and {sum(d.kind == 'near' for d in self.tables)}"
-            f" near duplicates (cell-set Jaccard >= {o.table_threshold}); {self.shared_tables} tables shared by several items",
-            f"  questions: {sum(d.kind == 'exact' for d in self.questions)} exact and"
-            f" {sum(d.kind == 'near' for d in self.questions)} near duplicates (ROUGE-L >= {o.question_threshold})",
+            f"  tables: {len({d.table for d in self.tables if d.kind == 'exact'})} with an exact and"
+            f" {len({d.table for d in self.tables if d.kind == 'near'})} with a near duplicate (cell-set Jaccard >="
+            f" {o.table_threshold}); {self.shared_tables} tables shared by several items",
+            f"  questions: {len({d.item for d in self.questions if d.kind == 'exact'})} with an exact and"
+            f" {len({d.item for d in self.questions if d.kind == 'near'})} with a near duplicate (ROUGE-L >= {o.question_threshold})",
             f"  items duplicated (question and table): {len(self.leaked_items)} in references,"
             f" {len(self.internal_items)} within the release",
         ]
@@ -358,10 +365,11 @@ def find_leakage(items: Sequence[Item], references: Sequence[Sequence[Item]] = (
             continue
         kind = "exact" if table_keys[i][1] == table_keys[j][1] else "near"
         relation[(i, j)] = relation[(j, i)] = kind
-        table_dups.append(TableDuplicate(table_keys[i][1], tuple(table_items[i]), kind, table_keys[j][1],
-                                         table_keys[j][0], tuple(table_items[j]), jac))
+        for a, b in ((i, j), (j, i)) if table_keys[j][0] == RELEASE else ((i, j),):  # within: listed under each
+            table_dups.append(TableDuplicate(table_keys[a][1], tuple(table_items[a]), kind, table_keys[b][1],
+                                             table_keys[b][0], tuple(table_items[b]), jac))
     # Questions.
-    toks = [tokens(it.question) for it in everything]
+    toks = [tokens(it.question)[: o.max_question_tokens] for it in everything]
     question_sets = [_numbered(t) for t in toks]
     jthreshold = o.question_threshold / (2 - o.question_threshold)
     question_dups: list[QuestionDuplicate] = []
