@@ -383,10 +383,10 @@ def find_leakage(items: Sequence[Item], references: Sequence[Sequence[Item]] = (
             same = "exact" if table_keys[ti][1] == table_keys[tj][1] else relation.get((ti, tj), "")
         kind = "exact" if toks[i] == toks[j] else "near"
         overlap = ngram_overlap(toks[i], toks[j], o.ngram)
-        a, b = everything[i], everything[j]
-        question_dups.append(QuestionDuplicate(a.id, kind, b.id, b.source, score, overlap, same))
+        first, second = everything[i], everything[j]
+        question_dups.append(QuestionDuplicate(first.id, kind, second.id, second.source, score, overlap, same))
         if j < n_release:  # both in the release: listed under each
-            question_dups.append(QuestionDuplicate(b.id, kind, a.id, a.source, score, overlap, same))
+            question_dups.append(QuestionDuplicate(second.id, kind, first.id, first.source, score, overlap, same))
     question_dups.sort(key=lambda d: (d.item, d.other_source != RELEASE, d.other))
     refs_info = [{"path": ref[0].source if ref else "", "questions": sum(bool(it.question) for it in ref),
                   "tables": len({it.table.id for it in ref if it.table is not None})} for ref in references]
