@@ -174,7 +174,8 @@ class LeakageSection:
 
     def lines(self) -> list[str]:
         o = self.options
-        refs = ", ".join(f"{Path(r['path']).name} ({r['questions']} questions)" for r in self.references) or "none"
+        refs = (f"{len(self.references)} reference files ({sum(r['questions'] for r in self.references)} questions,"
+                f" {sum(r['tables'] for r in self.references)} tables)")
         out = [
             f"Leakage: {self.n_items} items on {self.n_tables} tables against {refs} ({self.seconds:.1f} s)",
             f"  tables: {len({d.table for d in self.tables if d.kind == 'exact'})} with an exact and"
