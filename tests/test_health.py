@@ -191,3 +191,32 @@ def test_configurations_compared_per_system(tmp_path_factory: pytest.TempPathFac
     (steady,) = per["steady/DP"]["pairs"]
     assert steady["difference"] == 0.0 and steady["mdd"] is None and not steady["significant"]
     assert "m/DP across configurations (each against csv/none)" in "\n".join(differences.body)
+
+
+def test_label_quality_section_from_a_workspace(simulation: tuple[Path, Path, list[Path]], sqlite_workspace: object) -> None:
+    """Question typing: three annotators agree, a person overrides two items against all of them;
+    the section is label_quality's report and its check counts those two of twelve gold items."""
+    from tests.test_agreement import TaskRecord, _ann, _seed_records, _table
+    from tqaforge.annotation.adjudication import adjudicate, resolve
+    from tqaforge.annotation.label_quality import label_quality
+    from tqaforge.schemas.records import Question
+    from tqaforge.store import Workspace
+
+    assert isinstance(sqlite_workspace, Workspace)
+    ws = sqlite_workspace
+    root, _, evaluations = simulation
+    cats = ("extraction", "reasoning")
+    qs = [Question(id=f"q{i}", table_id="t1", text=f"q {i}", subtype="S") for i in range(12)]
+    tasks = [TaskRecord(id=f"t{i:02d}", kind="question_typing", target_type="question", target_id=f"q{i}") for i in range(12)]
+    anns = [_ann(f"t{i:02d}", who, "question_typing", {"type": cats[i % 2]}) for i in range(12) for who in ("ana", "ben", "cy")]
+    _seed_records(ws, [[_table()], qs, tasks, anns])
+    adjudicate(ws, kinds=["question_typing"])
+    resolve(ws, "t03", "extraction", by="lead")
+    resolve(ws, "t04", "reasoning", by="lead")
+    report = run(_options(root, evaluations, workspace=ws.root,
+                          thresholds=Thresholds(max_suspect_gold=0.1, max_label_suspect_gold=0.1)))
+    labels = next(s for s in report.sections if s.name == "labels")
+    assert labels.data == label_quality(ws).as_dict()
+    (failed,) = report.failed
+    assert (failed.name, failed.section, failed.detail) == (
+        "label_suspect_gold", "labels", "2 of 12 adjudicated items whose Dawid-Skene estimate disagrees with the gold")

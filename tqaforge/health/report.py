@@ -314,7 +314,7 @@ def _read(options: HealthOptions) -> HealthContext:
                           hint="score two or more systems' predictions (`tqaforge evaluate --release DIR --predictions FILE`) "
                                "and pass each output directory with --evaluations")
     known = {r.id for r in release.references}
-    evaluations = []
+    evaluations: list[Evaluation] = []
     owner: dict[tuple[str, str], int] = {}
     for k, path in enumerate(options.evaluations):
         try:
