@@ -153,3 +153,41 @@ def test_thresholds_parse() -> None:
     t = Thresholds.parse("max-suspect-gold=0.1, max_below_mdd=0.3, max_solved_by_all=none,, min_systems=8")
     assert t == Thresholds(max_suspect_gold=0.1, max_below_mdd=0.3, max_solved_by_all=None, min_systems=8)
     assert Thresholds.parse("max_suspect_gold=none").max_suspect_gold is None
+
+
+def test_release_attach_refuses_a_bad_file_name(tmp_path: Path) -> None:
+    """What a release carries beside its files is a plain new file name: never a path out of it,
+    a hidden file or one of its own files; the build is refused and nothing is left."""
+    from tests.conftest import freeze_sample_release
+    from tqaforge.errors import ReleaseError
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.store import open_workspace
+
+    freeze_sample_release(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = open_workspace(tmp_path / "ws")
+        try:
+            for name in ("../escape.json", "data/x.json", ".hidden", "manifest.json", "README.md"):
+                with pytest.raises(ReleaseError, match="cannot attach"):
+                    build_release(ws, ReleaseOptions(version="2.0.0", out=tmp_path / "r2", subsets=("base",),
+                                                     attach=lambda root, name=name: {name: b"x"}))
+        finally:
+            ws.close()
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "escape.json").exists()
+    assert not list(tmp_path.glob(".r2.*"))
+
+
+def test_cli_health_options_only_with_the_gate(simulation: tuple[Path, list[Path]]) -> None:
+    from typer.testing import CliRunner
+
+    from tqaforge.cli import app
+
+    root, evaluations = simulation
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        result = CliRunner().invoke(app, ["--workspace", str(root / "ws"), "release", "build", "--version", "3.0.0",
+                                          "--out", str(root / "r3"), "--evaluations", str(evaluations[0])])
+    assert result.exit_code == 1 and "go with --require-health" in result.output
+    result = CliRunner().invoke(app, ["health", "--release", str(root / "candidate"), "--thresholds", "max_suspect_gold=2"])
+    assert result.exit_code == 1 and "a share from 0 to 1" in result.output
