@@ -191,3 +191,26 @@ def test_cli_health_options_only_with_the_gate(simulation: tuple[Path, list[Path
     assert result.exit_code == 1 and "go with --require-health" in result.output
     result = CliRunner().invoke(app, ["health", "--release", str(root / "candidate"), "--thresholds", "max_suspect_gold=2"])
     assert result.exit_code == 1 and "a share from 0 to 1" in result.output
+
+
+def test_a_large_items_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """30,000 rows: counting them holds one row at a time (the peak
+    of Python allocations stays far below the file's size)."""
+    import tracemalloc
+
+    n = 30_000
+    path = tmp_path / ITEMS_FILE
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"format": "tqaforge-item-scores", "version": 1, "release": "big 1.0.0", "rows": n}) + "\n")
+        for i in range(n):
+            fh.write(json.dumps({"system": f"s{i % 20}/DP", "id": f"r{i // 20}", "item_id": f"r{i // 20}", "subset": "base",
+                                 "config": "base", "qtype": "A", "qsubtype": "B", "dataset": "d", "score": (i % 3) / 2,
+                                 "correct": i % 3 == 2, "answered": True}) + "\n")
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in read_item_scores(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == n
+    assert peak < path.stat().st_size / 20
