@@ -172,6 +172,11 @@ class ComparisonError(EvaluateError):
     out-of-range scores, impossible settings): the message says which and what to do."""
 
 
+class HealthError(TqaforgeError):
+    """A benchmark's health cannot be reported (no or mismatched evaluations, a damaged file), or a
+    release's health fails a threshold its build requires: the message names the check."""
+
+
 class DiskError(TqaforgeError):
     """A file or the database could not be written: its file system is full, over quota or
     mounted read-only, or the path is not writable for this user. The message names the path

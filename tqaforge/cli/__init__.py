@@ -14,6 +14,7 @@ import typer
 
 from tqaforge.cli import annotators as _annotators  # noqa: F401  registers `annotators people|new|merge`
 from tqaforge.cli import evaluate as _evaluate
+from tqaforge.cli import health as _health
 from tqaforge.cli import serve as _serve
 from tqaforge.cli import workspace as _workspace
 from tqaforge.cli.agreement import agreement_app
@@ -61,6 +62,7 @@ app.add_typer(annotators_app, name="annotators")
 app.add_typer(release_app, name="release")
 app.add_typer(batches_app, name="batches")
 _evaluate.register(app)
+_health.register(app)
 _serve.register(app)
 
 __all__ = ["app"]

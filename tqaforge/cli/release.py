@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from tqaforge.cli._common import WORKSPACE_OPTION, friendly_errors, open_ws, print_summary
+from tqaforge.errors import ReleaseError
 
 release_app = typer.Typer(help="Freeze what is trusted into a release; verify and compare releases.",
                           no_args_is_help=True, rich_markup_mode=None)
@@ -23,6 +24,9 @@ def release_build(
     out: Optional[Path] = typer.Option(None, "--out", help="The release directory (default: WORKSPACE/releases/NAME-VERSION)."),
     min_agreement: Optional[float] = typer.Option(None, "--min-agreement", help="The agreement every feeding kind must reach (kappa, MASI alpha, accuracy); default: [release] in tqaforge.toml, else 0.6."),
     accept_low_agreement: Optional[str] = typer.Option(None, "--accept-low-agreement", help="Build anyway below the threshold; the REASON goes into the manifest and the card."),
+    require_health: bool = typer.Option(False, "--require-health", help="Refuse to freeze when a health threshold fails (`tqaforge health`); the release then carries health.json and health.md."),
+    evaluations: List[Path] = typer.Option([], "--evaluations", help="With --require-health: an evaluation (`tqaforge evaluate` output) of a candidate of this release; repeat for each."),
+    health_thresholds: Optional[str] = typer.Option(None, "--health-thresholds", help="With --require-health: NAME=VALUE,... (as `tqaforge health --thresholds`; default max_suspect_gold=0.05)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
@@ -39,6 +43,16 @@ def release_build(
         version=version, subsets=names(subsets, SUBSETS), serializations=names(serializations, TORR_SERIALIZATIONS),
         out=out, min_agreement=thresholds(ws, min_agreement), accept_low_agreement=accept_low_agreement,
     )
+    if require_health:
+        from dataclasses import replace
+
+        from tqaforge.cli.health import thresholds_from
+        from tqaforge.health import HealthOptions, release_gate
+
+        health = HealthOptions(release=Path("."), evaluations=tuple(evaluations), thresholds=thresholds_from(health_thresholds), plots=False)
+        options = replace(options, attach=release_gate(health))
+    elif evaluations or health_thresholds:
+        raise ReleaseError("--evaluations and --health-thresholds go with --require-health", hint="add --require-health")
     print_summary(build_release(ws, options), as_json)
 
 

@@ -33,7 +33,8 @@ as unanswered (wrong): leaving out hard items cannot raise a score. Across group
   value or the duplicates (:mod:`tqaforge.evaluate.model_run`).
 
 Outputs: :meth:`EvaluationReport.lines` (the terminal table), ``scores.json`` and PNG plots by
-subtype, by configuration and by format (:func:`write_outputs`).
+subtype, by configuration and by format (:func:`write_outputs`), and every row's score in
+``items.jsonl`` (:mod:`tqaforge.evaluate.item_file`: what ``tqaforge health`` reads).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numpy as np
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.batches import BATCH_SIZE
 from tqaforge.evaluate.formats import FormatUnderstanding, format_understanding, read_format_understanding
+from tqaforge.evaluate.item_file import ITEMS_FILE, write_item_scores
 from tqaforge.evaluate.large_tables import (
     LargeTableUnderstanding,
     large_table_understanding,
@@ -476,6 +478,10 @@ def _report(options: EvaluateOptions, release: Release, matched: Matched, scored
     report.large_tables = large_table_understanding(scored)
     out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
     report.outputs = write_outputs(report, out, plots=options.plots)
+    try:
+        report.outputs.insert(1, str(write_item_scores(scored, out / ITEMS_FILE, release=release.name, rows=len(scored))))
+    except OSError as exc:
+        raise EvaluateError(f"cannot write the item scores to {out}: {exc.strerror or exc}", hint="give --out a writable directory") from None
     return report
 
 

@@ -1,1 +1,25 @@
-"""Benchmark health."""
+"""Benchmark health (issue 28): a stage after ``evaluate`` (:mod:`tqaforge.health.report`)."""
+
+from tqaforge.health.report import (
+    HEALTH_JSON,
+    HEALTH_MD,
+    SECTION_BUILDERS,
+    Check,
+    HealthContext,
+    HealthOptions,
+    HealthReport,
+    HealthSection,
+    SectionBuilder,
+    Thresholds,
+    UnhealthyRelease,
+    check,
+    release_gate,
+    report_files,
+    run,
+    write_report,
+)
+
+__all__ = [
+    "HEALTH_JSON", "HEALTH_MD", "SECTION_BUILDERS", "Check", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
+    "SectionBuilder", "Thresholds", "UnhealthyRelease", "check", "release_gate", "report_files", "run", "write_report",
+]

@@ -35,7 +35,7 @@ import stat
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from sqlalchemy import func
 from sqlmodel import col, select
@@ -84,6 +84,11 @@ class ReleaseOptions:
     n_boot: int = 200
     #: The serializations of the configurations subset (ToRR's seven by default).
     serializations: tuple[str, ...] = TORR_SERIALIZATIONS
+    #: Files computed from the rendered release (complete and verifiable, in its temporary folder)
+    #: and carried by it: ``attach(root) -> {file name: bytes}``, listed and checksummed in the
+    #: manifest (its ``attached``); an exception refuses the build. The health gate
+    #: (``release build --require-health``) passes its report this way (release may not import health).
+    attach: Callable[[Path], Mapping[str, bytes]] | None = None
 
 
 @dataclass
@@ -354,10 +359,30 @@ def _render(ws: Workspace, options: ReleaseOptions, contents: Contents, agreemen
     manifest["files"] = dict(sorted(hashes.items()))
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     hashes["manifest.json"] = write_file(root, "manifest.json", manifest_bytes)
+    if options.attach is not None:
+        manifest_bytes = _attach(root, options.attach, manifest, hashes)
     for rel in hashes:
         os.chmod(root / rel, READ_ONLY)
     summary = ReleaseSummary("", options.version, counts, low_agreement=low, accepted_reason=options.accept_low_agreement if low else None)
     return hashes, manifest_bytes, summary
+
+
+def _attach(root: Path, attach: Callable[[Path], Mapping[str, bytes]], manifest: dict[str, Any], hashes: dict[str, str]) -> bytes:
+    """The files ``attach`` computes from the rendered release, written beside it and listed in a
+    rewritten manifest (``files`` and ``attached``); the new manifest's bytes."""
+    extra = attach(root)
+    for rel, data in sorted(extra.items()):
+        if not isinstance(rel, str) or "/" in rel or "\\" in rel or rel.startswith(".") or rel in hashes or not isinstance(data, bytes):
+            raise ReleaseError(f"cannot attach {rel!r} to the release: a plain new file name and bytes are needed",
+                               hint="attach files such as health.json beside the manifest")
+        hashes[rel] = write_file(root, rel, data)
+    del hashes["manifest.json"]
+    manifest["files"] = dict(sorted(hashes.items()))
+    manifest["attached"] = sorted(extra)
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    (root / "manifest.json").unlink()
+    hashes["manifest.json"] = write_file(root, "manifest.json", manifest_bytes)
+    return manifest_bytes
 
 
 def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: bytes) -> None:

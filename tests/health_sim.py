@@ -1,0 +1,112 @@
+"""A simulated benchmark with planted defects for the health tests (tests/test_health.py).
+
+A TableBench-format file of ``N_ITEMS`` made-up items (each its own two-row table; EM subtypes) is
+imported into a fresh SQLite workspace and frozen as a candidate release; simulated systems answer
+by rule: system s gets item i right with probability sigmoid(A * (ability_s - b_i)) (a 2PL model
+with known abilities and difficulties; a seeded draw), except the planted items:
+
+- ``WRONG_GOLD`` (ten): the release's gold is wrong: a system "passes" (gives the gold) with
+  probability sigmoid(A * (-ability_s)): the strong ones fail together, the weak ones pass;
+- ``SOLVED_BY_ALL`` / ``SOLVED_BY_NONE``: every system right / wrong;
+- the twins ``twin-a`` and ``twin-b`` have abilities 0.50 and 0.52: a true difference far below
+  what 150 items can detect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+N_ITEMS = 150
+A = 2.0
+WRONG_GOLD = tuple(range(10))
+SOLVED_BY_ALL = (10, 11, 12, 13)
+SOLVED_BY_NONE = (14, 15, 16, 17)
+PLANTED = set(WRONG_GOLD) | set(SOLVED_BY_ALL) | set(SOLVED_BY_NONE)
+ABILITIES = {**{f"sys{k:02d}": float(v) for k, v in enumerate(np.linspace(-2.0, 2.0, 12))}, "twin-a": 0.50, "twin-b": 0.52}
+TWINS = ("twin-a/DP", "twin-b/DP")
+
+
+def item_id(i: int) -> str:
+    return hashlib.md5(f"health-sim-{i}".encode()).hexdigest()
+
+
+def write_benchmark(path: Path) -> Path:
+    """The made-up TableBench file: half FactChecking_MatchBased, half NumericalReasoning_Counting."""
+    rows = []
+    for i in range(N_ITEMS):
+        qtype, sub = ("FactChecking", "MatchBased") if i % 2 else ("NumericalReasoning", "Counting")
+        rows.append({"id": item_id(i), "qtype": qtype, "qsubtype": sub,
+                     "table": {"columns": ["key", "value"], "data": [[f"k{i}", str(1000 + i)], [f"j{i}", str(2000 + i)]]},
+                     "question": f"What is the value of k{i}?", "answer": str(1000 + i)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def outcomes(seed: int = 7) -> dict[str, list[bool]]:
+    """Per system, right (True) or wrong on each item, by the rules of the module docs."""
+    rng = np.random.default_rng(seed)
+    b = rng.uniform(-1.2, 1.2, N_ITEMS)
+    out = {}
+    for name, theta in ABILITIES.items():
+        draws = rng.uniform(size=N_ITEMS)
+        right = []
+        for i in range(N_ITEMS):
+            if i in SOLVED_BY_ALL:
+                right.append(True)
+            elif i in SOLVED_BY_NONE:
+                right.append(False)
+            elif i in WRONG_GOLD:
+                right.append(bool(draws[i] < 1 / (1 + np.exp(A * theta))))
+            else:
+                right.append(bool(draws[i] < 1 / (1 + np.exp(-A * (theta - b[i])))))
+        out[name] = right
+    return out
+
+
+def write_predictions(release: Path, out: Path, systems: list[str], right: dict[str, list[bool]]) -> Path:
+    """One predictions file for ``systems``: the release's gold when right, a wrong number else."""
+    from tqaforge.evaluate.predictions import load_release
+
+    refs = {r.id: r for r in load_release(release).references if r.subset == "base"}
+    by_source = {r.source_id or r.id: r for r in refs.values()}
+    lines = []
+    for name in systems:
+        for i in range(N_ITEMS):
+            ref = by_source.get(item_id(i)) or refs[item_id(i)]
+            text = ref.answer_text if right[name][i] else "-1"
+            lines.append(json.dumps({"id": ref.id, "model": name, "method": "DP", "prediction": f"Final Answer: {text}"}))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def build_simulation(root: Path) -> tuple[Path, list[Path]]:
+    """The workspace (``root/ws``), a candidate release ``0.9.0`` at ``root/candidate`` and three
+    evaluations of it (``root/evals/e0..e2``, the fourteen systems split among them)."""
+    from tqaforge.evaluate.harness import EvaluateOptions, evaluate
+    from tqaforge.ingest import import_paths
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.store import init_workspace
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = init_workspace(root / "ws", name="sim")
+        try:
+            assert not import_paths(ws, [write_benchmark(root / "sim.jsonl")]).failed
+            build_release(ws, ReleaseOptions(version="0.9.0", out=root / "candidate", subsets=("base",)))
+        finally:
+            ws.close()
+    right = outcomes()
+    names = sorted(ABILITIES)
+    evaluations = []
+    for k, chunk in enumerate((names[0::3], names[1::3], names[2::3])):
+        preds = write_predictions(root / "candidate", root / f"p{k}.jsonl", chunk, right)
+        out = root / "evals" / f"e{k}"
+        evaluate(EvaluateOptions(release=root / "candidate", predictions=preds, out=out, plots=False))
+        evaluations.append(out)
+    return root / "ws", evaluations
