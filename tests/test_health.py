@@ -91,7 +91,7 @@ def test_report_files_are_written_and_deterministic(simulation: tuple[Path, Path
     assert all((tmp_path / "a" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("difficulty.png", "discrimination.png"))
     data = json.loads((tmp_path / "a" / HEALTH_JSON).read_text())
     assert data["passed"] is False and [c["name"] for c in data["checks"]] == ["suspect_gold"]
-    assert [s["name"] for s in data["sections"]] == ["items", "differences"]
+    assert [s["name"] for s in data["sections"]] == ["items", "differences", "leakage", "bias"]
     md = (tmp_path / "a" / HEALTH_MD).read_text()
     assert md.startswith("# Health of release sim 0.9.0") and "| suspect_gold | items | 6.67% | 5.00% | FAIL |" in md
     write_report(run(_options(root, evaluations)), tmp_path / "b", plots=False)

@@ -4,7 +4,7 @@ table back for every format that can hold it, and replies amid prose and fences 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tqaforge.tables.parse_table import TableParseError, parse_table, read_concatenation
@@ -36,7 +36,11 @@ _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Heal
 @_SETTINGS
 @given(table=tables(cell=_WORD))
 def test_exact_formats_give_back_any_table(fmt: str, table: Table) -> None:
-    assert parse_table(serialize(table, fmt), fmt).table() == table
+    text = serialize(table, fmt)
+    # A table that serializes to blanks only (one blank header, no rows, in csv) is no reply at
+    # all: parse_table says so (test_hostile_teds), it cannot give it back.
+    assume(text.strip())
+    assert parse_table(text, fmt).table() == table
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "grid", "latex", "html"])

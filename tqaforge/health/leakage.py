@@ -144,7 +144,7 @@ class LeakageSection:
     tables: list[TableDuplicate] = field(default_factory=list)
     questions: list[QuestionDuplicate] = field(default_factory=list)
     shared_tables: int = 0  # release tables several items share (listed, not flagged)
-    seconds: float = 0.0
+    seconds: float = 0.0  # how long it took (not in lines() or as_dict(): a report is the same bytes on every run)
 
     def _items_duplicated(self, within: bool) -> list[str]:
         hits = {d.item for d in self.questions if d.table and (d.other_source == RELEASE) == within}
@@ -177,7 +177,7 @@ class LeakageSection:
         refs = (f"{len(self.references)} reference files ({sum(r['questions'] for r in self.references)} questions,"
                 f" {sum(r['tables'] for r in self.references)} tables)")
         out = [
-            f"Leakage: {self.n_items} items on {self.n_tables} tables against {refs} ({self.seconds:.1f} s)",
+            f"Leakage: {self.n_items} items on {self.n_tables} tables against {refs}",
             f"  tables: {len({d.table for d in self.tables if d.kind == 'exact'})} with an exact and"
             f" {len({d.table for d in self.tables if d.kind == 'near'})} with a near duplicate (cell-set Jaccard >="
             f" {o.table_threshold}); {self.shared_tables} tables shared by several items",
@@ -206,7 +206,7 @@ class LeakageSection:
         return {
             "options": {"table_threshold": o.table_threshold, "question_threshold": o.question_threshold, "ngram": o.ngram},
             "items": self.n_items, "tables": self.n_tables, "shared_tables": self.shared_tables,
-            "references": self.references, "seconds": round(self.seconds, 3),
+            "references": self.references,
             "table_duplicates": [d.as_dict() for d in self.tables],
             "question_duplicates": [d.as_dict() for d in self.questions],
             "leaked_items": self.leaked_items, "internal_items": self.internal_items,

@@ -17,10 +17,13 @@ A stage after ``evaluate``: it reads a release and the per-item scores (``items.
   perturbation) against a baseline configuration when the configurations subset was scored: the
   pairs too close to tell apart (below the minimum detectable difference) are named;
 - ``labels``: Dawid-Skene label quality (:mod:`tqaforge.annotation.label_quality`) over the
-  workspace's annotations, when a workspace is given.
+  workspace's annotations, when a workspace is given;
+- ``leakage``: exact and near duplicates of tables and questions, within the release and against
+  reference sets (:mod:`tqaforge.health.leakage`);
+- ``bias``: per subtype, the best constant answer and the gold's table position
+  (:mod:`tqaforge.health.bias`).
 
-Memorisation and leakage (duplicates, overlap) and answer bias plug in as further builders (see
-:data:`SECTION_BUILDERS`). Each section carries its threshold **checks** (:class:`Check`):
+A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each section carries its threshold **checks** (:class:`Check`):
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
 every check does; ``tqaforge release build --require-health`` refuses to freeze otherwise.
 
@@ -88,6 +91,13 @@ class Thresholds:
     max_solved_by_none: float | None = None
     max_below_mdd: float | None = None
     max_label_suspect_gold: float | None = None
+    #: Of the release's items, the share whose question and table both recur in a reference set
+    #: (``leaked``) or in another item (``duplicated``); of its subtypes, the share that a constant
+    #: answer or the gold's table position gives away (``biased_subtypes``). Reported only by
+    #: default: a release made from a reference set's own items (the shipped sample) leaks by design.
+    max_leaked: float | None = None
+    max_duplicated: float | None = None
+    max_biased_subtypes: float | None = None
     min_systems: int = 5
 
     def __post_init__(self) -> None:
@@ -146,6 +156,9 @@ class HealthOptions:
     seed: int = 0
     config_baseline: str | None = None
     plots: bool = True
+    #: Reference sets of the leakage section (files of questions and tables); None: the shipped ones
+    #: (:func:`tqaforge.health.leakage.default_references`).
+    references: tuple[Path, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -435,10 +448,36 @@ def labels_section(ctx: HealthContext) -> HealthSection | None:
     return HealthSection("labels", "Label quality", tuple(quality.lines()), quality.as_dict(), tuple(checks))
 
 
-#: The builders run in order. The lead adds memorisation/leakage (``tqaforge.health.leakage``) and
-#: answer-bias (``tqaforge.health.bias``) builders here: each a ``SectionBuilder`` returning a
-#: :class:`HealthSection` (its ``checks`` from :func:`check` with a :class:`Thresholds` field).
-SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section]
+def leakage_section(ctx: HealthContext) -> HealthSection:
+    """Exact and near duplicates of the release's tables and questions, within it and against the
+    reference sets (:mod:`tqaforge.health.leakage`; no model)."""
+    from tqaforge.health.leakage import LeakageOptions, release_leakage
+
+    found = release_leakage(ctx.options.release, LeakageOptions(references=ctx.options.references), release=ctx.release)
+    t = ctx.options.thresholds
+    checks = [*check("leaked", "leakage", len(found.leaked_items), found.n_items, t.max_leaked,
+                     "items whose question and table recur in a reference set"),
+              *check("duplicated", "leakage", len(found.internal_items), found.n_items, t.max_duplicated,
+                     "items whose question and table recur in another item")]
+    return HealthSection("leakage", "Memorisation and leakage (duplicates)", tuple(found.lines()), found.as_dict(),
+                         tuple(checks), source=found)
+
+
+def bias_section(ctx: HealthContext) -> HealthSection:
+    """Per subtype, the best constant answer's score and the gold's table position
+    (:mod:`tqaforge.health.bias`; no model)."""
+    from tqaforge.health.bias import release_bias
+
+    found = release_bias(ctx.options.release, release=ctx.release)
+    flagged = set(found.constant_flagged) | set(found.position_flagged)
+    checks = check("biased_subtypes", "bias", len(flagged), len(found.subtypes), ctx.options.thresholds.max_biased_subtypes,
+                   "subtypes a constant answer or the gold's table position gives away")
+    return HealthSection("bias", "Answer bias", tuple(found.lines()), found.as_dict(), tuple(checks), source=found)
+
+
+#: The builders, run in order: each a ``SectionBuilder`` returning a :class:`HealthSection` (its
+#: ``checks`` from :func:`check` with a :class:`Thresholds` field).
+SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section]
 
 
 def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = None) -> HealthReport:
