@@ -110,3 +110,16 @@ def build_simulation(root: Path) -> tuple[Path, list[Path]]:
         evaluate(EvaluateOptions(release=root / "candidate", predictions=preds, out=out, plots=False))
         evaluations.append(out)
     return root / "ws", evaluations
+
+
+def build_app_workspace(root: Path) -> tuple[Path, Path]:
+    """:func:`build_simulation` laid out as the app finds it: the three evaluations moved to the
+    workspace's ``evaluations/candidate/e0..e2`` (``tqaforge evaluate``'s default layout, run in
+    the workspace). The workspace and the release directory."""
+    import shutil
+
+    ws, evaluations = build_simulation(root)
+    (ws / "evaluations" / "candidate").mkdir(parents=True)
+    for e in evaluations:
+        shutil.move(str(e), str(ws / "evaluations" / "candidate" / e.name))
+    return ws, root / "candidate"

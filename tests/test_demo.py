@@ -258,6 +258,9 @@ PAGES = (
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
      ("No annotations yet", "no open items")),
     ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
+    # The demo's two evaluations, picked by default (no report written yet: the page offers to run it).
+    ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report"),
+     ("No release yet", "no evaluation of any release yet")),
 )
 
 

@@ -23,6 +23,7 @@ PAGE_LIST = (
     ("annotation.py", "Annotation", ":material/groups:"),
     ("agreement.py", "Agreement", ":material/handshake:"),
     ("releases.py", "Releases", ":material/inventory_2:"),
+    ("health.py", "Health", ":material/health_and_safety:"),
 )
 
 st.set_page_config(page_title="tqaforge", layout="wide")
