@@ -51,3 +51,15 @@ def test_the_good_file_reads_back(built: tuple[Path, Path], tmp_path: Path) -> N
     saved = read_saved_health(tmp_path / "health.json")
     assert saved.passed and saved.sections == ("Item analysis",) and saved.markdown is None and saved.plots == ()
     assert saved.lines()[1] == "  [pass] suspect_gold: 1.00% (limit 5.00%); 1 of 100"
+
+
+def test_a_damaged_evaluation_picked_is_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, _ = sim.build_app_workspace(tmp_path)
+    bad = ws / "evaluations" / "candidate" / "e1" / "items.jsonl"
+    bad.write_text(bad.read_text(encoding="utf-8").splitlines()[0] + "\n{not json\n", encoding="utf-8")
+    at = page_runner(ws, monkeypatch)("health.py")
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    errors = [str(e.value).replace("\\", "") for e in at.error]
+    assert len(errors) == 1 and f"{bad}:2: not JSON" in errors[0] and "score the predictions again" in errors[0]
+    assert not (ws / "health" / "candidate").exists()  # nothing written from a report that could not be made
