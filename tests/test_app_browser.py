@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Mapping
 
 from app_demo import stage_everything
 from conftest import free_port, start_chrome, wait_for
@@ -29,6 +31,25 @@ def _answers(url: str) -> bool:
         return True
     except OSError:
         return False
+
+
+@contextmanager
+def running_app(env: Mapping[str, str]) -> Iterator[str]:
+    """The app (Home.py) served on a free loopback port with ``env``: yields its URL once it
+    answers, and stops it after."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
 
 
 def _wait_for(driver, *texts: str, timeout: float = 60) -> str:
@@ -55,16 +76,8 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
     ws = init_workspace(tmp_path / "ws", name="demo")
     ids = stage_everything(ws)
     register(ws, "researcher")  # the review page's default name: a known person (one person, one annotator)
-    port = free_port()
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+    with running_app(env) as url:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1800")
         try:
             driver.get(url)
@@ -95,6 +108,3 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             assert adjudication_queue(ws).total == before - 1
         finally:
             driver.quit()
-    finally:
-        server.terminate()
-        server.wait(timeout=20)

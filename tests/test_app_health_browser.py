@@ -5,12 +5,10 @@ and the checks, and writes the report where the page says."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import free_port, start_chrome, wait_for
-from test_app_browser import HOME, _answers, _click, _wait_for
+from conftest import start_chrome
+from test_app_browser import _click, _wait_for, running_app
 
 from tests import health_sim as sim
 from tqaforge.health import HEALTH_JSON
@@ -18,16 +16,8 @@ from tqaforge.health import HEALTH_JSON
 
 def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> None:
     ws, _ = sim.build_app_workspace(tmp_path / "sim")
-    port = free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}, "TQAFORGE_WORKSPACE": str(ws)}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+    with running_app(env) as url:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,2000")
         try:
             driver.get(url + "health")
@@ -39,6 +29,3 @@ def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> No
             assert (ws / "health" / "candidate" / HEALTH_JSON).is_file()
         finally:
             driver.quit()
-    finally:
-        server.terminate()
-        server.wait(timeout=20)

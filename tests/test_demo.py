@@ -16,19 +16,19 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, start_chrome, wait_for
+from conftest import start_chrome
 from demo_agents import QUESTIONS, demo_replies
 from demo_agents import answers as answers_by_rule
 from demo_agents import render as render_replies
 from demo_predictions import PREDICTIONS, probe_predictions, render
 from labelstudio_helpers import new_email, signup
 from sqlmodel import select
+from test_app_browser import running_app
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
@@ -264,14 +264,6 @@ PAGES = (
 )
 
 
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 def _body(driver) -> str:
     from selenium.webdriver.common.by import By
 
@@ -290,15 +282,7 @@ def test_every_app_page_of_the_demo_shows_something(demo_root: Path, chromium, t
 
     # Every page of the app is visited (the overview is the default page, at /).
     assert sorted(p for p, _, _ in PAGES if p) == sorted(f.stem for f in PAGES_DIR.glob("*.py") if f.stem != "overview")
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        env={**_env(), "TQAFORGE_WORKSPACE": str(demo_root)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+    with running_app({**_env(), "TQAFORGE_WORKSPACE": str(demo_root)}) as url:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,2400")
         try:
             for path, shown, empty in PAGES:
@@ -314,6 +298,3 @@ def test_every_app_page_of_the_demo_shows_something(demo_root: Path, chromium, t
                     f"/{path}:\n{text[:3000]}"
         finally:
             driver.quit()
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
