@@ -103,3 +103,22 @@ def test_a_stored_table_comes_back_with_its_metadata(workspace):
     assert (table.caption, table.source, table.licence) == ("Norwegian cities", "wiki", "CC0")
     _question(workspace, "Q?", [])
     assert load_items(workspace)[0].table.caption == "Norwegian cities"
+
+
+def test_answered_questions_list_the_agents_answers_first_then_gold_only_within_the_limit(workspace):
+    """The Answers page's list: questions an agent answered come first (it has something to show
+    side by side), then questions whose only answer is gold (a probe's, an import's); never a
+    question without an answer; at most ``limit``."""
+    from tqaforge.queries import answered_question_ids
+    from tqaforge.schemas.records import AnswerCandidate
+
+    _store_table(workspace)
+    gold_only = sorted(_question(workspace, f"gold {i}?", [("gold", str(i))]) for i in range(3))
+    by_agent = _question(workspace, "zz agents?", [("consistent", "7")])
+    unanswered = Question.make_id(TABLE.id, "nothing?", "Counting")
+    with workspace.session() as s:
+        s.add(Question(id=unanswered, table_id=TABLE.id, text="nothing?", subtype="Counting", status="accepted"))
+        s.add(AnswerCandidate(id="c" * 64, question_id=by_agent, method="DP", raw="Final Answer: 7", value="7", values=["7"]))
+    assert answered_question_ids(workspace) == [by_agent, *gold_only]
+    assert answered_question_ids(workspace, limit=2) == [by_agent, gold_only[0]]
+    assert unanswered not in answered_question_ids(workspace)

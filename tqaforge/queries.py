@@ -28,6 +28,7 @@ from tqaforge.schemas.records import (
     Annotation,
     AnnotationTask,
     Answer,
+    AnswerCandidate,
     LabelStudioTaskCopy,
     LLMCall,
     Question,
@@ -450,6 +451,18 @@ def pick_large_tables(
     counts = table_token_counts(ws, serialization=serialization, encoding=encoding, table_ids=table_ids)
     picked = pick_per_bucket(counts, per_bucket, seed, buckets)
     return [LargeTablePick(i, name, counts[i]) for name, ids in picked.items() for i in ids]
+
+
+def answered_question_ids(ws: Workspace, limit: int = 500) -> list[str]:
+    """Ids of questions with an answer, at most ``limit``: those the agents answered first (sorted),
+    then those whose only answer is a gold one (imported, or a probe's by rule: no model needed)."""
+    with ws.session() as s:
+        by_agents = list(s.exec(select(AnswerCandidate.question_id).distinct()
+                                .order_by(col(AnswerCandidate.question_id)).limit(limit)).all())
+        any_answer = s.exec(select(Answer.question_id).distinct().order_by(col(Answer.question_id))
+                            .limit(limit + len(by_agents))).all()
+    seen = set(by_agents)
+    return by_agents + [q for q in any_answer if q not in seen][: max(limit - len(by_agents), 0)]
 
 
 def count_questions_by_table(ws: Workspace, table_ids: Sequence[str]) -> dict[str, int]:

@@ -175,12 +175,13 @@ def tables_commanding(
 ) -> None:
     """Write commanding (table editing) items made by known edits of the tables in PATHS; import
     them with `tqaforge tables import FILE`."""
+    from tqaforge.files import atomic_write_text
     from tqaforge.tables.commanding import commanding_jsonl
     from tqaforge.tables.readers import read_path
 
     tables = [record.table for path in paths for record in read_path(path).records]
     text, n = commanding_jsonl(tables, seed=seed, operations=names(operations) if operations else None)
-    out_path.write_text(text, encoding="utf-8")
+    atomic_write_text(out_path, text)  # a killed run leaves the old file or the new one, never half of one
     out.print(f"{n} commanding items from {len(tables)} tables written to {out_path}")
 
 

@@ -5,21 +5,15 @@ the agents answered come first, then those whose only answer is gold (imported, 
 from __future__ import annotations
 
 import streamlit as st
-from sqlmodel import col, select
 
+from tqaforge import queries
 from tqaforge.answers.show import question_answers
 from tqaforge.app.common import attempt, md, workspace_or_stop
 from tqaforge.printable import escape_controls
-from tqaforge.schemas.records import Answer, AnswerCandidate
 
 st.title("Answers")
 ws = workspace_or_stop()
-with ws.session() as s:
-    by_agents = list(s.exec(select(AnswerCandidate.question_id).distinct().order_by(col(AnswerCandidate.question_id)).limit(500)).all())
-    # Then the questions whose only answer is a gold one (imported, or by rule for a probe): no model needed.
-    gold_only = s.exec(select(Answer.question_id).distinct().order_by(col(Answer.question_id)).limit(500 + len(by_agents))).all()
-seen = set(by_agents)
-answered = by_agents + [q for q in gold_only if q not in seen][: max(500 - len(by_agents), 0)]
+answered = queries.answered_question_ids(ws, limit=500)
 if not answered:
     st.info("No answers yet: run answer annotation on the Generate page (or `tqaforge generate answers`).")
     st.stop()
