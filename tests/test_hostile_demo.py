@@ -36,13 +36,15 @@ def test_no_data_directory_is_named_with_the_fix_and_nothing_is_made(tmp_path: P
     assert not (tmp_path / "demo").exists()
 
 
-def test_a_missing_predictions_file_is_named_before_anything_is_made(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shipped", ["predictions/probes_dp.jsonl", "batches/demo_answers_out.jsonl"])
+def test_a_missing_shipped_file_is_named_before_anything_is_made(tmp_path: Path, shipped: str) -> None:
+    """A predictions file or a file of offline replies missing from the data: named, nothing made."""
     data = tmp_path / "data"
     shutil.copytree(DATA, data)
-    (data / "predictions" / "probes_dp.jsonl").unlink()
+    (data / shipped).unlink()
     result = _demo(str(tmp_path / "demo"), "--data", str(data))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert str(data / "predictions" / "probes_dp.jsonl") in result.stderr
+    assert str(data / shipped) in result.stderr
     assert not (tmp_path / "demo").exists()
 
 
@@ -81,16 +83,6 @@ def test_data_without_the_example_edits_table_stops_the_build_and_records_nothin
         in result.stderr and "check data/sample" in result.stderr
     with sqlite3.connect(tmp_path / "demo" / "tqaforge.db") as db:
         assert db.execute("SELECT COUNT(*) FROM annotations WHERE kind = 'value_modification' AND source = 'demo'").fetchone()[0] == 0
-
-
-def test_a_missing_replies_file_is_named_before_anything_is_made(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    shutil.copytree(DATA, data)
-    (data / "batches" / "demo_answers_out.jsonl").unlink()
-    result = _demo(str(tmp_path / "demo"), "--data", str(data))
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert str(data / "batches" / "demo_answers_out.jsonl") in result.stderr
-    assert not (tmp_path / "demo").exists()
 
 
 def test_replies_that_answer_other_requests_stop_the_build_and_nothing_is_sent(tmp_path: Path) -> None:
