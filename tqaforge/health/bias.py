@@ -18,12 +18,22 @@ Per subtype of a release's base items:
   rows / rows). The subtype is flagged when the one-sided exact Poisson-binomial p-value of the
   first-row (or last-row) count is below ``alpha``.
 
+- **First listed option.** A question that lists its options in its text ("Did Spain or France
+  win more?", "Which of Spain, France and Italy ...?", "... between A and B?") invites the guess
+  "the first one". Among the items whose gold is exactly one of the options listed
+  (:func:`listed_options`), the share whose gold is the first, against chance (1 / number of
+  options, per item). The subtype is flagged when the one-sided p-value is below ``alpha``:
+  scipy's exact binomial test when every item lists as many options, else the exact
+  Poisson-binomial tail (chance differs from item to item). Reading the options is a heuristic,
+  stated in :func:`listed_options`; an item whose gold matches no option, or several, is not counted.
+
 Items answerable from the question alone can only be found with a model (the table withheld):
-that is out of this module's scope.
+:mod:`tqaforge.health.question_only`.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -82,6 +92,11 @@ class SubtypeBias:
     p_last: float
     constant_flag: bool = False
     position_flag: bool = False
+    listed: int = 0  # items whose gold is exactly one of the options their question lists
+    first_option: int = 0  # of those, golds that are the first option listed
+    expected_first_option: float = 0.0  # by chance: the sum of 1 / options
+    p_first_option: float = 1.0
+    first_option_flag: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         r = round
@@ -94,7 +109,9 @@ class SubtypeBias:
             "position": {"located": self.located, "first_row": self.first_row, "last_row": self.last_row,
                          "expected_first": r(self.expected_first, 3), "expected_last": r(self.expected_last, 3),
                          "p_first": self.p_first, "p_last": self.p_last},
-            "constant_flag": self.constant_flag, "position_flag": self.position_flag,
+            "first_option": {"listed": self.listed, "first": self.first_option,
+                             "expected": r(self.expected_first_option, 3), "p": self.p_first_option},
+            "constant_flag": self.constant_flag, "position_flag": self.position_flag, "first_option_flag": self.first_option_flag,
         }
 
 
@@ -114,23 +131,31 @@ class BiasSection:
     def position_flagged(self) -> list[str]:
         return [s.subtype for s in self.subtypes if s.position_flag]
 
+    @property
+    def first_option_flagged(self) -> list[str]:
+        return [s.subtype for s in self.subtypes if s.first_option_flag]
+
     def checks(self) -> list[tuple[str, float, float, bool]]:
         """(name, value, threshold, passed) for a release gate: no subtype flagged."""
-        c, p = len(self.constant_flagged), len(self.position_flagged)
+        c, p, f = len(self.constant_flagged), len(self.position_flagged), len(self.first_option_flagged)
         return [("bias.constant_answer_subtypes", float(c), 0.0, c == 0),
-                ("bias.position_subtypes", float(p), 0.0, p == 0)]
+                ("bias.position_subtypes", float(p), 0.0, p == 0),
+                ("bias.first_option_subtypes", float(f), 0.0, f == 0)]
 
     def lines(self) -> list[str]:
         o = self.options
         out = [f"Answer bias: {sum(s.n for s in self.subtypes)} items in {len(self.subtypes)} subtypes"
-               f" ({self.skipped} charts or table answers left out); question-only answering needs a model (not run)"]
+               f" ({self.skipped} charts or table answers left out); question-only answering needs a model (--model: its own section)"]
         for s in self.subtypes:
-            flags = ", ".join(f for f, on in (("CONSTANT", s.constant_flag), ("POSITION", s.position_flag)) if on)
+            flags = ", ".join(f for f, on in (("CONSTANT", s.constant_flag), ("POSITION", s.position_flag),
+                                              ("FIRST OPTION", s.first_option_flag)) if on)
+            listed = (f"; first listed option {s.first_option}/{s.listed} (expected {s.expected_first_option:.1f})"
+                      if s.listed else "")
             out.append(
                 f"  {s.subtype} ({s.n}): best constant {_short(s.best_constant)!r} scores {s.best_score:.2f};"
                 f" majority {s.majority_share:.0%}; length {s.mean_length:.1f} words ({s.modal_length_share:.0%} of"
                 f" length {s.modal_length}); first row {s.first_row}/{s.located} (expected {s.expected_first:.1f}),"
-                f" last row {s.last_row}/{s.located} (expected {s.expected_last:.1f})" + (f"  [{flags}]" if flags else "")
+                f" last row {s.last_row}/{s.located} (expected {s.expected_last:.1f}){listed}" + (f"  [{flags}]" if flags else "")
             )
         for name, value, threshold, passed in self.checks():
             out.append(f"  check {name}: {value:g} (at most {threshold:g}) {'ok' if passed else 'FAILED'}"
@@ -143,7 +168,8 @@ class BiasSection:
             "options": {"constant_threshold": o.constant_threshold, "min_items": o.min_items, "top_k": o.top_k, "alpha": o.alpha},
             "skipped": self.skipped, "subtypes": [s.as_dict() for s in self.subtypes],
             "constant_flagged": self.constant_flagged, "position_flagged": self.position_flagged,
-            "question_only": "not run: needs a model",
+            "first_option_flagged": self.first_option_flagged,
+            "question_only": "its own section: needs a model (--model)",
             "checks": [{"name": n, "value": v, "threshold": t, "passed": p} for n, v, t, p in self.checks()],
         }
 
@@ -204,12 +230,129 @@ def _subtype_bias(name: str, refs: Sequence[Reference], tables: Sequence[Table |
         last += (t.n_rows - 1) in rows
     pf, pl = poisson_binomial_sf(first, p_first), poisson_binomial_sf(last, p_last)
     enough = len(refs) >= o.min_items
+    chances: list[float] = []
+    first_option = 0
+    for r in refs:
+        listed = listed_options(r.question)
+        at = listed.index_of(r.answer_text) if listed is not None else None
+        if listed is None or at is None:
+            continue
+        chances.append(1.0 / listed.count)
+        first_option += at == 0
     return SubtypeBias(
         name, len(refs), first_text[majority_key], majority_n / len(refs), best, scores[best], scores,
         statistics.fmean(lengths), modal, modal_n / len(refs), len(p_first), first, last, sum(p_first), sum(p_last), pf, pl,
         constant_flag=enough and scores[best] > o.constant_threshold,
         position_flag=len(p_first) >= o.min_items and min(pf, pl) < o.alpha,
+        listed=len(chances), first_option=first_option, expected_first_option=sum(chances),
+        p_first_option=(pfo := first_option_p(first_option, chances)),
+        first_option_flag=len(chances) >= o.min_items and pfo < o.alpha,
     )
+
+
+def first_option_p(first: int, chances: Sequence[float]) -> float:
+    """One-sided p-value of ``first`` golds being the first listed option, item i having chance
+    ``chances[i]``: scipy's exact binomial test when every chance is the same, else the exact
+    Poisson-binomial tail (the same test with chances that differ)."""
+    if not chances:
+        return 1.0
+    if len(set(chances)) == 1:
+        from scipy.stats import binomtest
+
+        return float(binomtest(first, len(chances), chances[0], alternative="greater").pvalue)
+    return poisson_binomial_sf(first, chances)
+
+
+#: Words that open a question's lead-in rather than an option ("did Spain", "in 2010").
+_LEAD = frozenset(
+    "what which who whom whose how when where why did does do is are was were has have had can could will would "
+    "should in on at for from of to by among between than compared".split())
+#: Phrases after which a question lists its options: "which of", "which one among", "between", a colon.
+_TRIGGER = re.compile(r"\b(?:which|who|what)(?:\s+one)?\s+(?:of|among)(?:\s+the\s+following)?\b:?|\bamong\b|\bbetween\b|:",
+                      re.IGNORECASE)
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
+_OR_AND = re.compile(r"\b(?:or|and)\b", re.IGNORECASE)
+_MOST_OPTION_WORDS = 6
+
+
+@dataclass(frozen=True)
+class ListedOptions:
+    """The options a question lists, as word tokens: the text that ends with the first option
+    (``first``; the option itself when ``first_exact``), the options between (``middle``), and the
+    text that starts with the last option (``last``)."""
+
+    first: tuple[str, ...]
+    first_exact: bool
+    middle: tuple[tuple[str, ...], ...]
+    last: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        return 2 + len(self.middle)
+
+    def index_of(self, answer: str) -> int | None:
+        """Which option ``answer`` is (0 = the first listed); None when it matches none or several."""
+        g = tokens(answer)
+        if not g:
+            return None
+        n = len(g)
+        hits = [0] if (self.first == g if self.first_exact else self.first[-n:] == g) else []
+        hits += [1 + i for i, m in enumerate(self.middle) if m == g]
+        hits += [self.count - 1] if self.last[:n] == g else []
+        return hits[0] if len(hits) == 1 else None
+
+
+def listed_options(question: str) -> ListedOptions | None:
+    """The options ``question`` lists, or None (a heuristic):
+
+    - after a trigger ("which of", "which one among", "between", a colon) the options run to the
+      last "or" / "and": comma-separated, each of at most six words ("Which of Spain, France and
+      Italy won most?");
+    - without one, the question has exactly one "or"; the comma-separated short parts before it
+      (at most four words, not opening with a question word or a preposition) are options ("Who won
+      most, Spain, France or Italy?"); with none, the option before "or" is the end of the text
+      before it ("Did Spain or France win more?").
+
+    The first and last options are matched by their ends (:meth:`ListedOptions.index_of`): the text
+    around them is the question's, not the option's."""
+    text = " ".join(question.split())
+    trigger = _TRIGGER.search(text)
+    if trigger is not None:
+        conj = list(_OR_AND.finditer(text, trigger.end()))
+        if not conj:
+            return None
+        found = conj[-1]
+        parts = [p.strip() for p in text[trigger.end():found.start()].split(",")]
+        parts = [p for p in parts if p]
+        items = [tokens(p) for p in parts]
+        if not items or any(not t or len(t) > _MOST_OPTION_WORDS for t in items):
+            return None
+        first, first_exact, middle = items[0], True, tuple(items[1:])
+    else:
+        ors = list(_OR.finditer(text))
+        if len(ors) != 1:
+            return None
+        found = ors[0]
+        parts = [p.strip() for p in text[:found.start()].split(",")]
+        while parts and not parts[-1]:
+            parts.pop()  # an Oxford comma: "A, B, or C"
+        collected: list[tuple[str, ...]] = []
+        for part in reversed(parts):
+            t = tokens(part)
+            if not t or len(t) > 4 or t[0] in _LEAD:
+                break
+            collected.append(t)
+        if not parts:
+            return None
+        if collected:
+            items = collected[::-1]
+            first, first_exact, middle = items[0], True, tuple(items[1:])
+        else:
+            first, first_exact, middle = tokens(parts[-1]), False, ()
+    last = tokens(text[found.end():])
+    if not first or not last:
+        return None
+    return ListedOptions(first, first_exact, middle, last)
 
 
 def answer_bias(references: Sequence[Reference], tables: Sequence[Table | None] | None = None,

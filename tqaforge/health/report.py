@@ -20,8 +20,11 @@ A stage after ``evaluate``: it reads a release and the per-item scores (``items.
   workspace's annotations, when a workspace is given;
 - ``leakage``: exact and near duplicates of tables and questions, within the release and against
   reference sets (:mod:`tqaforge.health.leakage`);
-- ``bias``: per subtype, the best constant answer and the gold's table position
-  (:mod:`tqaforge.health.bias`).
+- ``bias``: per subtype, the best constant answer, the gold's table position and the share of
+  golds that are the first option a question lists (:mod:`tqaforge.health.bias`);
+- ``question_only``: with a ``model`` (and a ``workspace``, whose ledger caches its calls), per
+  subtype the share of base items the model answers right from the question alone, the table
+  withheld (:mod:`tqaforge.health.question_only`).
 
 A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each section carries its threshold **checks** (:class:`Check`):
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
@@ -98,6 +101,10 @@ class Thresholds:
     max_leaked: float | None = None
     max_duplicated: float | None = None
     max_biased_subtypes: float | None = None
+    #: Of the subtypes a model was asked with the table withheld (``--model``; those with enough
+    #: items asked), the share it answers right above ``HealthOptions.question_only_threshold``
+    #: (:mod:`tqaforge.health.question_only`). Reported only by default.
+    max_question_only: float | None = None
     min_systems: int = 5
 
     def __post_init__(self) -> None:
@@ -159,6 +166,15 @@ class HealthOptions:
     #: Reference sets of the leakage section (files of questions and tables); None: the shipped ones
     #: (:func:`tqaforge.health.leakage.default_references`).
     references: tuple[Path, ...] | None = None
+    #: A model for the sections that ask one (question-only answering, with ``workspace``: the
+    #: ledger caches its calls) and the budget of their calls in USD (None: the workspace's).
+    model: str | None = None
+    max_cost: float | None = None
+    #: Question only: a subtype whose share answered right without the table is above this is
+    #: flagged (with ``question_only_min_items`` items asked or more); items right listed per subtype.
+    question_only_threshold: float = 0.5
+    question_only_min_items: int = 5
+    question_only_list: int = 10
 
 
 @dataclass(frozen=True)
@@ -464,20 +480,51 @@ def leakage_section(ctx: HealthContext) -> HealthSection:
 
 
 def bias_section(ctx: HealthContext) -> HealthSection:
-    """Per subtype, the best constant answer's score and the gold's table position
-    (:mod:`tqaforge.health.bias`; no model)."""
+    """Per subtype, the best constant answer's score, the gold's table position and the first
+    listed option (:mod:`tqaforge.health.bias`; no model)."""
     from tqaforge.health.bias import release_bias
 
     found = release_bias(ctx.options.release, release=ctx.release)
-    flagged = set(found.constant_flagged) | set(found.position_flagged)
+    flagged = set(found.constant_flagged) | set(found.position_flagged) | set(found.first_option_flagged)
     checks = check("biased_subtypes", "bias", len(flagged), len(found.subtypes), ctx.options.thresholds.max_biased_subtypes,
-                   "subtypes a constant answer or the gold's table position gives away")
+                   "subtypes a constant answer, the gold's table position or the first listed option gives away")
     return HealthSection("bias", "Answer bias", tuple(found.lines()), found.as_dict(), tuple(checks), source=found)
+
+
+def question_only_section(ctx: HealthContext) -> HealthSection | None:
+    """With a model: per subtype, the share of base items it answers right from the question alone,
+    the table withheld (:mod:`tqaforge.health.question_only`; cached in the workspace's ledger,
+    budgeted). Without one: nothing, or a failing unchecked check when ``max_question_only`` is set."""
+    o, limit = ctx.options, ctx.options.thresholds.max_question_only
+    what = "subtypes answered right from the question alone"
+    if o.model is None:
+        if limit is None:
+            return None
+        return HealthSection("question_only", "Answerable from the question alone", ("not run: no model given (--model)",),
+                             {"model": None}, tuple(check("question_only", "question_only", 0, 0, limit, what + " (no model asked)")))
+    if o.workspace is None:
+        raise HealthError("question-only answering asks a model, and its calls are kept in a workspace's ledger: no workspace given",
+                          hint="give --workspace DIR (the workspace whose [llm] endpoint to use), or leave out --model")
+    from tqaforge.health.question_only import QuestionOnlyOptions, question_only
+    from tqaforge.store import open_workspace
+
+    options = QuestionOnlyOptions(model=o.model, max_cost=o.max_cost, threshold=o.question_only_threshold,
+                                  min_items=o.question_only_min_items, list_most=o.question_only_list)
+    ws = open_workspace(o.workspace)
+    try:
+        found = question_only(ws, ctx.release, options)
+    finally:
+        ws.close()
+    checks = check("question_only", "question_only", len(found.flagged), len(found.checkable), limit,
+                   f"{what} (more than {o.question_only_threshold:.0%}, {o.question_only_min_items} items asked or more)")
+    return HealthSection("question_only", "Answerable from the question alone", tuple(found.lines()), found.as_dict(),
+                         tuple(checks), source=found)
 
 
 #: The builders, run in order: each a ``SectionBuilder`` returning a :class:`HealthSection` (its
 #: ``checks`` from :func:`check` with a :class:`Thresholds` field).
-SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section]
+SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section,
+                                          question_only_section]
 
 
 def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = None) -> HealthReport:
