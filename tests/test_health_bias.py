@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from conftest import freeze_sample_release
 from scipy import stats
 
 from tqaforge.evaluate.predictions import Reference
-from tqaforge.health.bias import BiasOptions, answer_bias, poisson_binomial_sf, release_bias
+from tqaforge.health.bias import BiasOptions, answer_bias, listed_options, poisson_binomial_sf, release_bias
 from tqaforge.tables.table import Table
 
 
@@ -112,3 +113,60 @@ def test_release_bias_on_the_sample_release(tmp_path: Path) -> None:
     assert all(0.0 <= s.best_score <= 1.0 for s in section.subtypes)
     assert section.constant_flagged == []  # 2 items a subtype: never flagged (min_items 5)
     json.dumps(section.as_dict())
+
+
+@pytest.mark.parametrize("question, gold, index, count", [
+    ("Did Spain or France win more medals?", "Spain", 0, 2),
+    ("Did Spain or France win more medals?", "france", 1, 2),
+    ("Who won most, Spain, France or Italy?", "Spain", 0, 3),
+    ("Who won most, Spain, France, or Italy?", "Italy", 2, 3),
+    ("Which of Spain, France and Italy won most?", "France", 1, 3),
+    ("Which team scored more between Real Madrid and Barcelona?", "Real Madrid", 0, 2),
+    ("In 2010, did Spain or France win more?", "France", 1, 2),
+    ("Which is larger: A, B, or C?", "C", 2, 3),
+    ("Did Spain or France win more medals?", "Italy", None, 2),  # the gold is no option listed
+])
+def test_listed_options_on_handmade_questions(question: str, gold: str, index: int | None, count: int) -> None:
+    listed = listed_options(question)
+    assert listed is not None and listed.count == count and listed.index_of(gold) == index
+
+
+@pytest.mark.parametrize("question", ["How many medals did Spain win?", "Is the total above 5?",
+                                      "Did Spain or France or Italy win?", "Which of the rows has the highest value?"])
+def test_questions_that_list_no_options(question: str) -> None:
+    assert listed_options(question) is None
+
+
+def test_first_listed_option_bias_flagged_against_chance() -> None:
+    """Handmade: 20 two-option questions whose gold is the first option 17 times (flagged; the
+    p-value is scipy's binomial test), 20 whose gold alternates (not flagged), and 12 with two or
+    three options (chance differs per item: the Poisson-binomial tail, checked by enumeration)."""
+    refs: list[Reference] = []
+    for k in range(20):
+        a, b = f"Alpha{k}", f"Beta{k}"
+        gold = a if k < 17 else b
+        refs.append(Reference(f"c{k}", "base", f"c{k}", "base", "FactChecking", "Choice", (gold,), gold, k,
+                              f"Which scored more, {a} or {b}?"))
+    for k in range(20):
+        a, b = f"Gamma{k}", f"Delta{k}"
+        gold = a if k % 2 else b
+        refs.append(Reference(f"f{k}", "base", f"f{k}", "base", "FactChecking", "Fair", (gold,), gold, k,
+                              f"Did {a} or {b} win the match?"))
+    for k in range(12):
+        options = [f"Eps{k}", f"Zeta{k}"] + ([f"Eta{k}"] if k % 2 else [])
+        question = f"Which of {', '.join(options[:-1])} and {options[-1]} is oldest?"
+        refs.append(Reference(f"m{k}", "base", f"m{k}", "base", "FactChecking", "Mixed", (options[0],), options[0], k, question))
+    section = answer_bias(refs)
+    by = {s.subtype: s for s in section.subtypes}
+    choice, fair, mixed = by["Choice"], by["Fair"], by["Mixed"]
+    assert (choice.listed, choice.first_option, choice.expected_first_option) == (20, 17, pytest.approx(10.0))
+    assert choice.p_first_option == pytest.approx(stats.binomtest(17, 20, 0.5, alternative="greater").pvalue)
+    assert (fair.listed, fair.first_option) == (20, 10) and not fair.first_option_flag
+    assert section.first_option_flagged == ["Choice", "Mixed"]
+    chances = [1 / 3 if k % 2 else 1 / 2 for k in range(12)]
+    assert mixed.expected_first_option == pytest.approx(sum(chances))
+    assert mixed.p_first_option == pytest.approx(math.prod(chances))  # all 12 first: the tail is P(all)
+    # The existing position bias is untouched: no table, nothing located.
+    assert all(s.located == 0 and not s.position_flag for s in section.subtypes)
+    assert dict((n, p) for n, _, _, p in section.checks())["bias.first_option_subtypes"] is False
+    assert "[FIRST OPTION]" in "\n".join(section.lines()) and section.as_dict()["first_option_flagged"] == ["Choice", "Mixed"]

@@ -105,3 +105,21 @@ def test_bias_tables_that_do_not_line_up() -> None:
     refs = [Reference("r", "base", "r", "base", "FactChecking", "MatchBased", ("x",), "x", 0)]
     with pytest.raises(ConfigError, match="1 references but 2 tables"):
         answer_bias(refs, [None, None])
+
+
+@pytest.mark.parametrize("question", ["", " or ", "or", ", , or ,", "Which of : and ?", "between and",
+                                      "Did \x00 or \u200b win?", "A or B" + " or" * 5, "which of " + "x, " * 50_000 + "y and z?",
+                                      ("Did " + "word " * 100_000 + "or that win?")])
+def test_first_listed_option_reads_any_question_quickly(question: str) -> None:
+    """Questions with no options, empty options, control characters or 100,000 words: the option
+    reader returns options or None within a moment, and the bias section never fails on them."""
+    from tqaforge.health.bias import listed_options
+
+    started = time.monotonic()
+    listed = listed_options(question)
+    assert time.monotonic() - started < 2.0
+    if listed is not None:
+        assert listed.count >= 2 and listed.index_of("") is None
+    refs = [Reference(f"q{k}", "base", f"q{k}", "base", "FactChecking", "Odd", ("B",), "B", k, question) for k in range(6)]
+    section = answer_bias(refs)
+    assert not section.subtypes[0].first_option_flag and json.dumps(section.as_dict())
