@@ -177,12 +177,10 @@ def test_without_a_model_the_section_is_absent_or_its_check_fails_blind(release:
 
 
 def test_the_prompt_carries_the_subtype_format_rules_and_the_question() -> None:
-    ref = next(r for r in load_release_refs() if r.qsubtype == "Counting")
-    prompt = question_only_prompt(ref)
-    assert prompt.rstrip().endswith(f"Question: {ref.question}") and "{" not in prompt
-
-
-def load_release_refs() -> list:
     from tqaforge.evaluate.predictions import Reference
+    from tqaforge.prompts import format_rules
 
-    return [Reference("c0", "base", "c0", "base", "NumericalReasoning", "Counting", ("3",), "3", 0, "How many rows?")]
+    ref = Reference("r0", "base", "r0", "base", "NumericalReasoning", "Ranking", ("a, b",), "a, b", 0, "Rank them {0}?")
+    prompt = question_only_prompt(ref)
+    assert prompt.rstrip().endswith("Question: Rank them {0}?")  # a brace in a question is text, not a field
+    assert format_rules("Ranking").strip() in prompt
