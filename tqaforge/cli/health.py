@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tqaforge.cli._common import friendly_errors, print_summary
+from tqaforge.cli._common import echo_json, friendly_errors, print_summary
 
 if TYPE_CHECKING:
     from tqaforge.health import Thresholds
@@ -39,16 +39,30 @@ def health_cmd(
     thresholds: Optional[str] = typer.Option(None, "--thresholds", help="NAME=VALUE,... (max_suspect_gold, max_solved_by_all, max_solved_by_none, max_below_mdd, max_label_suspect_gold, max_leaked, max_duplicated, max_biased_subtypes, min_systems; none turns one off)."),
     reference: List[Path] = typer.Option([], "--reference", help="A file of questions and tables to look for duplicates in (TableBench, FREB-TQA, ... JSONL); repeat for each (default: the shipped ones)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write no PNG plots."),
+    send_suspects: bool = typer.Option(False, "--send-suspects", help="Put the suspect gold in the --workspace's adjudication queue with its evidence (a person's decision is never reopened)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Item analysis, differences that count, label quality, duplicates and answer bias of a release; exit 1 when a threshold fails."""
+    from tqaforge.errors import HealthError
     from tqaforge.health import HealthOptions, run, write_report
 
+    if send_suspects and workspace is None:
+        raise HealthError("--send-suspects needs the workspace whose adjudication queue takes them", hint="add --workspace DIR")
     options = HealthOptions(release=release, evaluations=tuple(evaluations), workspace=workspace, irt=irt, plots=not no_plots,
                             references=tuple(reference) if reference else None,
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
     write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)
-    print_summary(report, as_json)
+    if send_suspects and workspace is not None:
+        from tqaforge.health.suspects import send_suspects as send
+
+        sent = send(report, workspace)
+        if as_json:
+            echo_json({**report.as_dict(), "sent_to_adjudication": sent.as_dict()})
+        else:
+            print_summary(report)
+            print_summary(sent)
+    else:
+        print_summary(report, as_json)
     if not report.passed:
         raise typer.Exit(1)
