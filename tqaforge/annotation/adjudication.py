@@ -41,7 +41,7 @@ from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against_target, check_kinds, kind_spec
 from tqaforge.annotation.rater_data import latest_annotations
-from tqaforge.annotation.reopen import FlagView, task_flags, settle_flags
+from tqaforge.annotation.reopen import FlagView, settle_flags, task_flags
 from tqaforge.annotation.report import RECORD_SOME
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id

@@ -60,7 +60,7 @@ from tqaforge.store import Workspace, insert_new
 
 __all__ = [
     "ITEM_ANALYSIS", "LABEL_QUALITY", "MAX_EVIDENCE_CHARS", "FlagView", "SentFlag", "SentSuspects", "SuspectRequest",
-    "adjudication_flags", "send_to_adjudication",
+    "adjudication_flags", "clean_evidence", "flag_view", "send_to_adjudication", "settle_flags", "task_flags",
 ]
 
 #: ``AdjudicationFlag.source`` of a negative discrimination (:mod:`tqaforge.evaluate.items`).
