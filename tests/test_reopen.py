@@ -172,3 +172,31 @@ def test_cli_health_send_suspects(simulation: tuple[Path, Path, list[Path]], ws:
     assert "negative discrimination" in words
     refused = CliRunner().invoke(app, [a for a in args if a not in ("--workspace", str(ws.root))] + ["--send-suspects"])
     assert refused.exit_code != 0 and "--send-suspects needs the workspace" in refused.output
+
+
+def test_the_app_s_queue_shows_the_evidence_and_a_person_answers_it(ws: Workspace, requests: list[SuspectRequest],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Agreement page shows each flag's evidence in the queue, offers a label no annotator gave
+    ("incorrect" for a never-verified gold), and a person's decision there settles the flag; a
+    flag settled by a person before it was sent is listed as evidence only."""
+    import json
+
+    from app_demo import page_runner
+
+    answer, settled_task = _gold_task(ws, requests[0].reference)
+    _label(ws, answer, {"ann": "correct", "bob": "incorrect"})
+    resolve(ws, settled_task, {"decision": "correct"}, by="ada")
+    send_to_adjudication(ws, requests)
+    at = page_runner(ws.root, monkeypatch)("agreement.py")
+    warnings = [str(w.value).replace("\\", "") for w in at.warning]
+    assert len(warnings) == len(requests) - 1 and all("negative discrimination" in w for w in warnings)
+    assert any("flagged, settled by ada on" in m.value.replace("\\", "") for m in at.markdown)
+    task = _gold_task(ws, requests[1].reference)[1]
+    incorrect = json.dumps({"decision": "incorrect"})
+    at.selectbox(key=f"pick-{task}").select(incorrect).run()
+    at.button(key=f"decide-{task}").click().run()
+    assert not at.exception, at.exception
+    with ws.connection() as conn:
+        flag = conn.execute(text("SELECT status, settled_by FROM adjudication_flags WHERE task_id = :t"), {"t": task}).one()
+        decided = conn.execute(text("SELECT method, label FROM adjudications WHERE task_id = :t"), {"t": task}).one()
+    assert tuple(flag) == ("settled", "researcher") and decided[0] == "person" and "incorrect" in str(decided[1])

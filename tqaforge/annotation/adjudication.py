@@ -398,6 +398,16 @@ def adjudication_queue(
     return Page(items, int(total), offset, limit)
 
 
+def label_choices(item: QueueItem) -> list[Any]:
+    """The final labels a person may pick for a queue item: the annotators' (most votes first), then
+    the kind's other categories. Suspect gold sent back after a unanimous "correct" must be
+    answerable with "incorrect", which no annotator gave."""
+    given = [v.get("label") for v in item.votes]
+    spec = KINDS.get(item.kind)
+    more = [spec.final_label(c) for c in spec.categories] if spec is not None and spec.categories else []
+    return given + [label for label in more if label not in given]
+
+
 def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | None = None) -> Adjudication:
     """A person's final label for a task (id or unique prefix), in the label shape of its kind.
 
