@@ -52,7 +52,7 @@ from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.verification import CORRECTED_METHOD, VERIFICATION_KIND
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_flag_id, annotation_task_id
-from tqaforge.printable import escape_controls
+from tqaforge.printable import escape_controls, has_controls
 from tqaforge.queries import CHECKED_BY_PEOPLE, Page, check_window, trusted_answers
 from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, FlagStatus
 from tqaforge.schemas.records import Adjudication, AdjudicationFlag, AnnotationTask, Answer, Question, utcnow
@@ -212,7 +212,8 @@ def _when(moment: datetime | None) -> str:
 def _send_one(s: Session, r: SuspectRequest) -> SentFlag:
     reference = r.reference if isinstance(r.reference, str) else repr(r.reference)
     source = escape_controls(str(r.source), lines=False)[:64] or ITEM_ANALYSIS
-    if not reference or len(reference) > _MAX_ID:
+    if not reference or len(reference) > _MAX_ID or has_controls(reference, lines=False):
+        # Ids are short printable hashes; a NUL would not even reach PostgreSQL as a parameter.
         return SentFlag(reference, source, UNKNOWN, detail="not an id of this workspace")
     if r.target == "item":
         task_id, why, person = _item_task(s, reference)
