@@ -200,3 +200,17 @@ def test_the_app_s_queue_shows_the_evidence_and_a_person_answers_it(ws: Workspac
         flag = conn.execute(text("SELECT status, settled_by FROM adjudication_flags WHERE task_id = :t"), {"t": task}).one()
         decided = conn.execute(text("SELECT method, label FROM adjudications WHERE task_id = :t"), {"t": task}).one()
     assert tuple(flag) == ("settled", "researcher") and decided[0] == "person" and "incorrect" in str(decided[1])
+
+
+def test_the_label_quality_finding_becomes_a_task_request() -> None:
+    """The labels section's Dawid-Skene suspect gold names tasks; its evidence says estimate, gold and votes."""
+    from tqaforge.health.report import HealthReport, HealthSection
+
+    labels = HealthSection("labels", "Label quality", (), {"kinds": {"question_typing": {"suspect_gold": [
+        {"task_id": "t1", "gold": "reasoning", "gold_posterior": 0.02, "estimate": "extraction", "posterior": 0.98,
+         "method": "rule", "decided_by": "majority 2 of 3", "votes": {"ann": "extraction", "bob": "reasoning"}},
+        "not a finding"]}}})
+    (request,) = suspect_requests(HealthReport("b 1.0.0", [], [labels]))
+    assert (request.reference, request.target, request.source, request.release) == ("t1", "task", "label_quality", "b 1.0.0")
+    assert request.evidence == ("Dawid-Skene (question_typing): estimate extraction (posterior 0.98) against the gold reasoning "
+                                "(rule by majority 2 of 3; posterior 0.02); votes ann=extraction, bob=reasoning")
