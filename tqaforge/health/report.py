@@ -27,6 +27,9 @@ A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each sect
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
 every check does; ``tqaforge release build --require-health`` refuses to freeze otherwise.
 
+:func:`tqaforge.health.suspects.send_suspects` files the suspect gold of both sections in a
+workspace's adjudication queue with its evidence (a person's decision is never reopened).
+
 :func:`write_report` writes ``health.json``, ``health.md`` and two plots (difficulty histogram,
 discrimination against difficulty), each atomically. Nothing in ``health.json`` or ``health.md``
 depends on the clock or the machine (seeded resampling, sorted keys): the same release and
@@ -526,7 +529,8 @@ def release_gate(options: HealthOptions) -> Callable[[Path], AttachedReport]:
         if not report.passed:
             raise UnhealthyRelease(
                 f"release {report.release} fails its health checks, not frozen:\n  " + "\n  ".join(c.line() for c in report.failed),
-                hint="fix the items (suspect gold goes back to adjudication: `tqaforge health` lists them), "
+                hint="fix the items (`tqaforge health ... --workspace WS --send-suspects` puts the suspect gold in the "
+                     "adjudication queue with its evidence), "
                      "or relax the threshold (--health-thresholds NAME=VALUE)")
         return AttachedReport(report_files(report), HEALTH_JSON, "Health report", report.passed, report.verdict(),
                               tuple(c.line() for c in report.checks))
