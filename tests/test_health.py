@@ -5,6 +5,7 @@ release gate."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -220,3 +221,42 @@ def test_label_quality_section_from_a_workspace(simulation: tuple[Path, Path, li
     (failed,) = report.failed
     assert (failed.name, failed.section, failed.detail) == (
         "label_suspect_gold", "labels", "2 of 12 adjudicated items whose Dawid-Skene estimate disagrees with the gold")
+
+
+def test_the_card_and_croissant_describe_the_attached_report(simulation: tuple[Path, Path, list[Path]], tmp_path: Path) -> None:
+    """A release built with the health gate names health.json and health.md, the verdict and each
+    check in its dataset card, and lists them (with their sha256) in a Croissant file that still
+    validates; a release of the same items built without the gate has neither (the control)."""
+    from tqaforge.release.build import ReleaseOptions, build_release
+    from tqaforge.release.verify import verify_release
+    from tqaforge.store import open_workspace
+
+    root, ws_dir, evaluations = simulation
+    health = HealthOptions(release=Path("."), evaluations=tuple(evaluations), n_resamples=500, plots=False,
+                           thresholds=Thresholds.parse("max_suspect_gold=0.1"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = open_workspace(ws_dir)
+        try:
+            build_release(ws, ReleaseOptions(version="2.0.0", out=tmp_path / "with", subsets=("base",), attach=release_gate(health)))
+            build_release(ws, ReleaseOptions(version="2.0.0", out=tmp_path / "without", subsets=("base",)))
+        finally:
+            ws.close()
+    card = (tmp_path / "with" / "README.md").read_text()
+    assert "## Health report" in card and "(`health.json`, `health.md`)" in card
+    assert "**passed** (healthy: all 1 checks pass)" in card
+    assert "- [pass] suspect_gold: 6.67% (limit 10.00%); 10 of 150 base items" in card
+    croissant = json.loads((tmp_path / "with" / "croissant.json").read_text())
+    attached = {f["contentUrl"]: f for f in croissant["distribution"] if f["contentUrl"] in (HEALTH_JSON, HEALTH_MD)}
+    assert attached[HEALTH_JSON]["encodingFormat"] == "application/json"
+    assert attached[HEALTH_JSON]["sha256"] == hashlib.sha256((tmp_path / "with" / HEALTH_JSON).read_bytes()).hexdigest()
+    assert "Health report (health.json): passed, healthy: all 1 checks pass." in croissant["description"]
+    assert verify_release(tmp_path / "with").ok  # the rewritten card and Croissant are in the manifest
+    plain_card = (tmp_path / "without" / "README.md").read_text()
+    assert "Health report" not in plain_card and "health.json" not in (tmp_path / "without" / "croissant.json").read_text()
+    try:
+        import mlcroissant as mlc
+    except ImportError:
+        pytest.skip("mlcroissant is not installed (pip install -e '.[dev]')")
+    dataset = mlc.Dataset(jsonld=str(tmp_path / "with" / "croissant.json"))
+    assert len(list(dataset.records(record_set="base"))) == sim.N_ITEMS

@@ -178,6 +178,36 @@ def test_release_attach_refuses_a_bad_file_name(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".r2.*"))
 
 
+def test_an_attached_report_with_odd_text_or_no_main_file(tmp_path: Path) -> None:
+    """The card and Croissant show an attached report's verdict and checks as text (Markdown and
+    control characters escaped); a report that names a file it does not attach refuses the build."""
+    from tests.conftest import freeze_sample_release
+    from tqaforge.errors import ReleaseError
+    from tqaforge.release.build import AttachedReport, ReleaseOptions, build_release
+    from tqaforge.release.verify import verify_release
+    from tqaforge.store import open_workspace
+
+    freeze_sample_release(tmp_path)
+    odd = AttachedReport({"health.json": b"{}"}, "health.json", "Health report", False, "![x](http://evil/x.png)\x1b[2J",
+                         ("[FAIL] <script>alert(1)</script>\n## not a heading",))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TQAFORGE_DATABASE_URL", raising=False)
+        ws = open_workspace(tmp_path / "ws")
+        try:
+            with pytest.raises(ReleaseError, match="names 'health.md', which it does not attach"):
+                build_release(ws, ReleaseOptions(version="2.0.0", out=tmp_path / "r2", subsets=("base",),
+                                                 attach=lambda root: AttachedReport({"health.json": b"{}"}, "health.md", "Health report", True, "ok")))
+            assert not (tmp_path / "r2").exists()
+            build_release(ws, ReleaseOptions(version="2.0.1", out=tmp_path / "r3", subsets=("base",), attach=lambda root: odd))
+        finally:
+            ws.close()
+    card = (tmp_path / "r3" / "README.md").read_text()
+    assert "**not passed**" in card and "\x1b" not in card and "<script>" not in card and "\n## not a heading" not in card
+    assert "](http://evil" not in card
+    assert "\x1b" not in (tmp_path / "r3" / "croissant.json").read_text(encoding="utf-8").encode().decode("unicode_escape")
+    assert verify_release(tmp_path / "r3").ok
+
+
 def test_cli_health_options_only_with_the_gate(simulation: tuple[Path, list[Path]]) -> None:
     from typer.testing import CliRunner
 

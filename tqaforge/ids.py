@@ -136,6 +136,11 @@ def adjudication_id(task_id: str) -> str:
     return content_hash({"adjudication": task_id})
 
 
+def adjudication_flag_id(task_id: str, source: str) -> str:
+    """The id of a finding's flag on a task (one per task and source: sending it again adds nothing)."""
+    return content_hash({"adjudication_flag": task_id, "source": source})
+
+
 def request_id(
     model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], seed: int | None, sample: int
 ) -> str:

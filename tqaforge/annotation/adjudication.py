@@ -36,19 +36,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlalchemy import func, or_
+from sqlmodel import Session, col, select
 
 from tqaforge.annotation.kinds import KINDS, KindSpec, LabelError, check_against_target, check_kinds, kind_spec
 from tqaforge.annotation.rater_data import latest_annotations
+from tqaforge.annotation.reopen import FlagView, settle_flags, task_flags
 from tqaforge.annotation.report import RECORD_SOME
 from tqaforge.errors import AdjudicationError
 from tqaforge.ids import adjudication_id
 from tqaforge.labels import NOT_OURS, rater
 from tqaforge.people import people_names
 from tqaforge.queries import Page, check_window, get_by_prefix
-from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, TaskStatus
-from tqaforge.schemas.records import Adjudication, AnnotationTask, utcnow
+from tqaforge.schemas.enums import AdjudicationMethod, AdjudicationStatus, FlagStatus, TaskStatus
+from tqaforge.schemas.records import Adjudication, AdjudicationFlag, AnnotationTask, utcnow
 from tqaforge.store import Workspace
 
 ADJUDICATED_KINDS: tuple[str, ...] = tuple(k for k, spec in KINDS.items() if spec.adjudicated)
@@ -159,6 +160,9 @@ class QueueItem:
     target_id: str
     votes: list[dict[str, Any]]
     created_at: Any
+    #: Findings that sent the task back to a person (suspect gold), with their evidence
+    #: (:mod:`tqaforge.annotation.reopen`): open ones put it here, settled ones are shown as evidence.
+    flags: tuple[FlagView, ...] = ()
 
 
 def _votes(spec: KindSpec, labels: dict[str, Any]) -> list[dict[str, Any]]:
@@ -354,7 +358,9 @@ def _settle_target(s: Session, spec: KindSpec, task: AnnotationTask, row: Adjudi
 def adjudication_queue(
     ws: Workspace, *, kind: str | None = None, limit: int = 50, offset: int = 0
 ) -> Page[QueueItem]:
-    """Open adjudications (annotators disagree, no rule decided), oldest first.
+    """Open adjudications (annotators disagree, no rule decided) and tasks with an open flag
+    (suspect gold sent back with its evidence: :mod:`tqaforge.annotation.reopen`; a rule's label
+    on them stays until a person decides), oldest first.
 
     A :class:`~tqaforge.queries.Page`: it iterates like a list, and ``total`` says how many are
     open in all (``page.describe("open items")`` gives "showing 1-50 of 811 open items ...").
@@ -364,26 +370,42 @@ def adjudication_queue(
         _adjudicated_spec(kind)
     check_window(limit, offset)
     with ws.session() as s:
-        where = [Adjudication.status == AdjudicationStatus.OPEN.value]
+        flagged = select(AdjudicationFlag.task_id).where(AdjudicationFlag.status == FlagStatus.OPEN.value)
+        where: list[Any] = [or_(col(Adjudication.status) == AdjudicationStatus.OPEN.value, col(AnnotationTask.id).in_(flagged))]
         if kind is not None:
-            where.append(Adjudication.kind == kind)
-        total = s.exec(select(func.count()).select_from(Adjudication).where(*where)).one()
+            where.append(AnnotationTask.kind == kind)
+        joined = (select(func.count()).select_from(AnnotationTask)
+                  .outerjoin(Adjudication, Adjudication.task_id == AnnotationTask.id))  # type: ignore[arg-type]
+        total = s.exec(joined.where(*where)).one()
+        since = func.coalesce(Adjudication.created_at, AnnotationTask.created_at)
         q = (
-            select(Adjudication, AnnotationTask)
-            .join(AnnotationTask, Adjudication.task_id == AnnotationTask.id)  # type: ignore[arg-type]
+            select(AnnotationTask, Adjudication)
+            .outerjoin(Adjudication, Adjudication.task_id == AnnotationTask.id)  # type: ignore[arg-type]
             .where(*where)
-            .order_by(Adjudication.created_at, Adjudication.id)  # type: ignore[arg-type]
+            .order_by(since, AnnotationTask.id)  # type: ignore[arg-type]
             .offset(offset)
             .limit(limit)
         )
+        rows = s.exec(q).all()
         names = people_names(s)  # votes name raters by person id: shown by name
+        flags = task_flags(s, [t.id for t, _ in rows])
         items = [
-            QueueItem(a.task_id, a.kind, t.target_type, t.target_id,
-                      [{**v, "annotators": [names.get(w, w) for w in v.get("annotators", [])]} for v in a.votes or []],
-                      a.created_at)
-            for a, t in s.exec(q).all()
+            QueueItem(t.id, t.kind, t.target_type, t.target_id,
+                      [{**v, "annotators": [names.get(w, w) for w in v.get("annotators", [])]} for v in (a.votes if a else None) or []],
+                      a.created_at if a else t.created_at, tuple(flags.get(t.id, ())))
+            for t, a in rows
         ]
     return Page(items, int(total), offset, limit)
+
+
+def label_choices(item: QueueItem) -> list[Any]:
+    """The final labels a person may pick for a queue item: the annotators' (most votes first), then
+    the kind's other categories. Suspect gold sent back after a unanimous "correct" must be
+    answerable with "incorrect", which no annotator gave."""
+    given = [v.get("label") for v in item.votes]
+    spec = KINDS.get(item.kind)
+    more = [spec.final_label(c) for c in spec.categories] if spec is not None and spec.categories else []
+    return given + [label for label in more if label not in given]
 
 
 def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | None = None) -> Adjudication:
@@ -432,6 +454,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
         s.add(row)
         _mark_task(s, task, row.status)
         _settle_target(s, spec, task, row)
+        settle_flags(s, task.id, by=by)  # a person decided: the findings that sent it here are answered
         s.flush()
         return row
 

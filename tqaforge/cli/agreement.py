@@ -118,14 +118,15 @@ def agreement_queue(
     offset: int = OFFSET_OPTION,
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Items whose annotators disagree and no rule decided: they wait for a person."""
+    """Items whose annotators disagree and no rule decided, and suspect gold sent back with its evidence: they wait for a person."""
     from tqaforge.annotation.adjudication import adjudication_queue
 
     t = plain_table("task", "kind", "target", "votes")
     page = adjudication_queue(open_ws(ctx, workspace), kind=kind, limit=limit, offset=offset)
     for item in page.items:
         votes = " | ".join(f"{json.dumps(v['label'], ensure_ascii=False)}: {', '.join(v['annotators'])}" for v in item.votes)
-        t.add_row(item.task_id[:12], item.kind, f"{item.target_type} {item.target_id[:10]}", votes)
+        evidence = "".join("\n" + flag.line() for flag in item.flags)  # suspect gold sent back, with why
+        t.add_row(item.task_id[:12], item.kind, f"{item.target_type} {item.target_id[:10]}", (votes or "(no label yet)") + evidence)
     if page.items:
         out.print(t)
     print_count("items waiting for a person", Shown(len(page.items), offset, page.total))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tqaforge.cli._common import friendly_errors, print_summary
+from tqaforge.cli._common import echo_json, friendly_errors, print_summary
 
 if TYPE_CHECKING:
     from tqaforge.health import Thresholds
@@ -42,18 +42,32 @@ def health_cmd(
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="The budget in USD of the model calls (items left unasked are reported as such)."),
     question_only_threshold: float = typer.Option(0.5, "--question-only-threshold", help="With --model: flag a subtype whose share answered right without the table is above this."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write no PNG plots."),
+    send_suspects: bool = typer.Option(False, "--send-suspects", help="Put the suspect gold in the --workspace's adjudication queue with its evidence (a person's decision is never reopened)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Item analysis, differences that count, label quality, duplicates, answer bias (and, with --model, question-only answering) of a release; exit 1 when a threshold fails."""
+    from tqaforge.errors import HealthError
     from tqaforge.health import HealthOptions, run, write_report
 
+    if send_suspects and workspace is None:
+        raise HealthError("--send-suspects needs the workspace whose adjudication queue takes them", hint="add --workspace DIR")
     options = HealthOptions(release=release, evaluations=tuple(evaluations), workspace=workspace, irt=irt, plots=not no_plots,
                             references=tuple(reference) if reference else None, model=model, max_cost=max_cost,
                             question_only_threshold=question_only_threshold,
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
     write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)
-    print_summary(report, as_json)
+    if send_suspects and workspace is not None:
+        from tqaforge.health.suspects import send_suspects as send
+
+        sent = send(report, workspace)
+        if as_json:
+            echo_json({**report.as_dict(), "sent_to_adjudication": sent.as_dict()})
+        else:
+            print_summary(report)
+            print_summary(sent)
+    else:
+        print_summary(report, as_json)
     if not as_json:  # what the model calls cost: not in the report, whose bytes must not depend on the cache
         for section in report.sections:
             calls = getattr(section.source, "calls", None)

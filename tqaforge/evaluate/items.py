@@ -438,7 +438,8 @@ def adjudication_requests(analysis: ItemAnalysis) -> list[AdjudicationRequest]:
 
     The adjudication queue (:mod:`tqaforge.annotation.adjudication`) holds annotation tasks of
     the workspace, and an item a person settled is never reopened by a rule; so this list is
-    what a person (or the command that files it) acts on, not a write to the store."""
+    plain data, not a write to the store: ``tqaforge health --send-suspects`` files it
+    (:mod:`tqaforge.health.suspects`, :mod:`tqaforge.annotation.reopen`)."""
     suspects = sorted(analysis.flagged(SUSPECT_GOLD), key=lambda s: (s.discrimination or 0.0, s.item_id))
     return [AdjudicationRequest(s.item_id, s.subtype, s.evidence(analysis.options.evidence_systems), s.right, s.wrong,
                                 float(s.discrimination or 0.0), float(s.p_negative or 0.0)) for s in suspects]

@@ -30,6 +30,9 @@ A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each sect
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
 every check does; ``tqaforge release build --require-health`` refuses to freeze otherwise.
 
+:func:`tqaforge.health.suspects.send_suspects` files the suspect gold of both sections in a
+workspace's adjudication queue with its evidence (a person's decision is never reopened).
+
 :func:`write_report` writes ``health.json``, ``health.md`` and two plots (difficulty histogram,
 discrimination against difficulty), each atomically. Nothing in ``health.json`` or ``health.md``
 depends on the clock or the machine (seeded resampling, sorted keys): the same release and
@@ -44,7 +47,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tqaforge.errors import EvaluateError, HealthError, TqaforgeError
 from tqaforge.evaluate.item_file import (
@@ -68,6 +71,9 @@ from tqaforge.evaluate.predictions import BASE_CONFIG, Release, load_release
 from tqaforge.evaluate.significance import CompareOptions, compare
 from tqaforge.files import atomic_write_text
 from tqaforge.printable import escape_controls
+
+if TYPE_CHECKING:  # the release build (Parquet and all) is loaded only by the gate that feeds it
+    from tqaforge.release.build import AttachedReport
 
 __all__ = [
     "HEALTH_JSON", "HEALTH_MD", "Check", "Evaluation", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
@@ -556,20 +562,25 @@ class UnhealthyRelease(HealthError):
     """A release's health fails a threshold its build requires (the message names the checks)."""
 
 
-def release_gate(options: HealthOptions) -> Callable[[Path], dict[str, bytes]]:
+def release_gate(options: HealthOptions) -> Callable[[Path], AttachedReport]:
     """What ``release build --require-health`` passes as ``ReleaseOptions.attach``: run the report
     on the rendered release (``options.release`` is replaced by its folder) and refuse the build
     (:class:`UnhealthyRelease`, naming each failing check) when a threshold fails; else the
-    release carries ``health.json`` and ``health.md``."""
+    release carries ``health.json`` and ``health.md``, and its dataset card and Croissant
+    metadata name them with the verdict and the checks (:class:`~tqaforge.release.build.AttachedReport`)."""
 
-    def attach(root: Path) -> dict[str, bytes]:
+    def attach(root: Path) -> AttachedReport:
+        from tqaforge.release.build import AttachedReport
+
         report = run(replace(options, release=root))
         if not report.passed:
             raise UnhealthyRelease(
                 f"release {report.release} fails its health checks, not frozen:\n  " + "\n  ".join(c.line() for c in report.failed),
-                hint="fix the items (suspect gold goes back to adjudication: `tqaforge health` lists them), "
+                hint="fix the items (`tqaforge health ... --workspace WS --send-suspects` puts the suspect gold in the "
+                     "adjudication queue with its evidence), "
                      "or relax the threshold (--health-thresholds NAME=VALUE)")
-        return report_files(report)
+        return AttachedReport(report_files(report), HEALTH_JSON, "Health report", report.passed, report.verdict(),
+                              tuple(c.line() for c in report.checks))
 
     return attach
 

@@ -87,8 +87,28 @@ class ReleaseOptions:
     #: Files computed from the rendered release (complete and verifiable, in its temporary folder)
     #: and carried by it: ``attach(root) -> {file name: bytes}``, listed and checksummed in the
     #: manifest (its ``attached``); an exception refuses the build. The health gate
-    #: (``release build --require-health``) passes its report this way (release may not import health).
-    attach: Callable[[Path], Mapping[str, bytes]] | None = None
+    #: (``release build --require-health``) passes its report this way (release may not import health),
+    #: as an :class:`AttachedReport`, which the dataset card and the Croissant metadata then describe.
+    attach: Callable[[Path], "Mapping[str, bytes] | AttachedReport"] | None = None
+
+
+@dataclass(frozen=True)
+class AttachedReport:
+    """A report ``ReleaseOptions.attach`` computed, with what the card and the Croissant metadata
+    say of it: its ``files`` (``main`` first among them, e.g. ``health.json``), a ``title``,
+    whether it ``passed``, its ``verdict`` and one line per check (``checks``). Plain data: the
+    release does not know what a health report is, only how to describe one."""
+
+    files: Mapping[str, bytes]
+    main: str
+    title: str
+    passed: bool
+    verdict: str
+    checks: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line: "Health report (health.json): passed, healthy: all 7 checks pass"."""
+        return f"{self.title} ({self.main}): {'passed' if self.passed else 'not passed'}, {self.verdict}"
 
 
 @dataclass
@@ -197,7 +217,24 @@ def _models(ws: Workspace) -> tuple[list[str], float]:
     return [m for m, _ in rows], round(float(sum(c or 0.0 for _, c in rows)), 6)
 
 
-def _card(name: str, version: str, manifest: dict[str, Any], subsets: Sequence[str], licence: str) -> str:
+def _report_section(report: AttachedReport | None, md: Callable[[object], str]) -> str:
+    """The card's section on an attached report (nothing without one: those cards stay byte for byte)."""
+    if report is None:
+        return ""
+    files = ", ".join(f"`{md(f)}`" for f in sorted(report.files))
+    checks = "\n".join(f"- {md(line)}" for line in report.checks) or "- (no threshold checked)"
+    return f"""
+## {md(report.title)}
+
+This release carries its {md(report.title.lower())} ({files}), computed on these very files:
+**{"passed" if report.passed else "not passed"}** ({md(report.verdict)}). Its checks:
+
+{checks}
+"""
+
+
+def _card(name: str, version: str, manifest: dict[str, Any], subsets: Sequence[str], licence: str,
+          report: AttachedReport | None = None) -> str:
     # The card is Markdown read on a hub and in editors: the workspace's name, the model names, the
     # reason for a low agreement and the kinds are data, shown as written (an image link in a
     # model name would be fetched by every viewer); the YAML header takes them as quoted strings.
@@ -251,7 +288,7 @@ row: `id`, `prediction`; TableBench's inference format is read as it is).
 {agreement}
 
 {"Accepted below the threshold: " + md(accepted) if accepted else "Every kind met its threshold."}
-
+{_report_section(report, md)}
 ## Provenance
 
 Models: {models or "none"}; LLM cost {manifest["llm_cost_usd"]} USD. Annotators appear
@@ -260,12 +297,25 @@ WikiTableQuestions: CC-BY-SA-4.0).
 """
 
 
-def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[str, str], licence_url: str) -> dict[str, Any]:
+_FORMATS = {".json": "application/json", ".md": "text/markdown", ".png": "image/png", ".jsonl": "application/jsonlines"}
+
+
+def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[str, str], licence_url: str,
+               report: AttachedReport | None = None) -> dict[str, Any]:
     files = [
         {"@type": "cr:FileObject", "@id": f"{sub}-jsonl", "name": f"{sub}-jsonl", "contentUrl": f"data/{sub}.jsonl",
          "encodingFormat": "application/jsonlines", "sha256": hashes[f"data/{sub}.jsonl"]}
         for sub in subsets
     ]
+    description = f"{name} {version}: table question answering items and robustness variants (tqaforge)."
+    if report is not None:
+        # The report's files are part of the distribution (checksummed like the data); what it found is
+        # in the description, which every Croissant reader shows.
+        description += f" {escape_controls(report.summary(), lines=False)}."
+        files += [{"@type": "cr:FileObject", "@id": f"attached-{rel}", "name": f"attached-{rel}", "contentUrl": rel,
+                   "encodingFormat": _FORMATS.get(Path(rel).suffix, "application/octet-stream"), "sha256": hashes[rel],
+                   "description": escape_controls(f"{report.title}: {'passed' if report.passed else 'not passed'}", lines=False)}
+                  for rel in sorted(report.files)]
     records = [
         {"@type": "cr:RecordSet", "@id": sub, "name": sub, "field": [
             {"@type": "cr:Field", "@id": f"{sub}/{key}", "name": key, "dataType": "sc:Text",
@@ -288,7 +338,7 @@ def _croissant(name: str, version: str, subsets: Sequence[str], hashes: Mapping[
         "@context": context, "@type": "sc:Dataset", "name": name, "version": version,
         "conformsTo": "http://mlcommons.org/croissant/1.0", "license": licence_url,
         "url": "https://github.com/tqaforge", "citeAs": f"{name} {version}, built with tqaforge",
-        "description": f"{name} {version}: table question answering items and robustness variants (tqaforge).",
+        "description": description,
         "distribution": files, "recordSet": records,
     }
 
@@ -353,29 +403,46 @@ def _render(ws: Workspace, options: ReleaseOptions, contents: Contents, agreemen
         "models": models, "llm_cost_usd": cost, "agreement": agreement,
         "accepted_low_agreement": options.accept_low_agreement if low else None, "below_threshold": low,
     }
-    hashes["README.md"] = write_file(root, "README.md", _card(name, options.version, manifest, options.subsets, options.licence).encode("utf-8"))
-    croissant = _croissant(name, options.version, options.subsets, hashes, LICENCE_URLS.get(options.licence, options.licence))
-    hashes["croissant.json"] = write_file(root, "croissant.json", (json.dumps(croissant, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    def describe(report: AttachedReport | None) -> None:
+        """The card and the Croissant metadata (again, with an attached report: they describe it)."""
+        for rel in ("README.md", "croissant.json"):
+            (root / rel).unlink(missing_ok=True)
+        hashes["README.md"] = write_file(root, "README.md", _card(name, options.version, manifest, options.subsets, options.licence,
+                                                                  report).encode("utf-8"))
+        croissant = _croissant(name, options.version, options.subsets, hashes, LICENCE_URLS.get(options.licence, options.licence), report)
+        hashes["croissant.json"] = write_file(root, "croissant.json", (json.dumps(croissant, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    describe(None)
     manifest["files"] = dict(sorted(hashes.items()))
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     hashes["manifest.json"] = write_file(root, "manifest.json", manifest_bytes)
     if options.attach is not None:
-        manifest_bytes = _attach(root, options.attach, manifest, hashes)
+        manifest_bytes = _attach(root, options.attach, manifest, hashes, describe)
     for rel in hashes:
         os.chmod(root / rel, READ_ONLY)
     summary = ReleaseSummary("", options.version, counts, low_agreement=low, accepted_reason=options.accept_low_agreement if low else None)
     return hashes, manifest_bytes, summary
 
 
-def _attach(root: Path, attach: Callable[[Path], Mapping[str, bytes]], manifest: dict[str, Any], hashes: dict[str, str]) -> bytes:
+def _attach(root: Path, attach: Callable[[Path], Mapping[str, bytes] | AttachedReport], manifest: dict[str, Any],
+            hashes: dict[str, str], describe: Callable[[AttachedReport | None], None]) -> bytes:
     """The files ``attach`` computes from the rendered release, written beside it and listed in a
-    rewritten manifest (``files`` and ``attached``); the new manifest's bytes."""
-    extra = attach(root)
+    rewritten manifest (``files`` and ``attached``); an :class:`AttachedReport` is also described
+    in a rewritten card and Croissant metadata (``describe``); the new manifest's bytes."""
+    made = attach(root)
+    report = made if isinstance(made, AttachedReport) else None
+    extra = made.files if isinstance(made, AttachedReport) else made
+    if report is not None and report.main not in extra:
+        raise ReleaseError(f"the attached {report.title!r} names {report.main!r}, which it does not attach",
+                           hint="attach the report's main file with it")
     for rel, data in sorted(extra.items()):
         if not isinstance(rel, str) or "/" in rel or "\\" in rel or rel.startswith(".") or rel in hashes or not isinstance(data, bytes):
             raise ReleaseError(f"cannot attach {rel!r} to the release: a plain new file name and bytes are needed",
                                hint="attach files such as health.json beside the manifest")
         hashes[rel] = write_file(root, rel, data)
+    if report is not None:
+        describe(report)  # after the report's files: the Croissant metadata carries their sha256
     del hashes["manifest.json"]
     manifest["files"] = dict(sorted(hashes.items()))
     manifest["attached"] = sorted(extra)

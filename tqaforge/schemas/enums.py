@@ -89,6 +89,13 @@ class AdjudicationStatus(StrEnum):
     RESOLVED = "resolved"
 
 
+class FlagStatus(StrEnum):
+    """An adjudication flag (a finding such as suspect gold sent to a person)."""
+
+    OPEN = "open"  # in the adjudication queue until a person decides the task
+    SETTLED = "settled"  # a person decided the task (before the flag: evidence only; or after it)
+
+
 class AdjudicationMethod(StrEnum):
     """How a final label was decided."""
 

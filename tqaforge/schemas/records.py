@@ -35,6 +35,7 @@ from tqaforge.schemas.enums import (
     AnswerStatus,
     CallStatus,
     CandidateStatus,
+    FlagStatus,
     Origin,
     QuestionStatus,
     QuestionType,
@@ -330,6 +331,33 @@ class Adjudication(SQLModel, table=True):
     history: Optional[list[dict[str, Any]]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     created_at: datetime = Field(default_factory=utcnow)
     decided_at: Optional[datetime] = None
+
+
+class AdjudicationFlag(SQLModel, table=True):
+    """A finding that sends one annotation task back to a person, with its evidence (suspect gold
+    from the health report: :mod:`tqaforge.annotation.reopen`).
+
+    A flag only adds an entry to the adjudication queue; it never changes a label or a decision.
+    ``status`` is ``open`` until a person decides the task (:func:`~tqaforge.annotation.adjudication.resolve`),
+    then ``settled`` with ``settled_by`` and ``settled_at``; a flag raised on a task a person had
+    already decided is stored ``settled`` at once (evidence only: a person's decision stays final).
+    ``source`` names the finding (``item_analysis``, ``label_quality``); ``reference`` is the id the
+    finding named (a release item, a task); one flag per task and source.
+    """
+
+    __tablename__ = "adjudication_flags"
+
+    id: str = Field(primary_key=True, max_length=64)
+    task_id: str = Field(foreign_key="annotation_tasks.id", index=True, max_length=64)
+    source: str
+    reference: str = Field(sa_column=Column(Text, nullable=False))
+    release: Optional[str] = Field(default=None, sa_column=Column(Text))
+    evidence: str = Field(sa_column=Column(Text, nullable=False))
+    details: Optional[dict[str, Any]] = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    status: FlagStatus = Field(default=FlagStatus.OPEN, index=True, sa_type=StoredEnum(FlagStatus))
+    settled_by: Optional[str] = None
+    settled_at: Optional[datetime] = None
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class LLMCall(SQLModel, table=True):

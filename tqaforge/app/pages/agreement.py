@@ -7,8 +7,9 @@ import json
 
 import streamlit as st
 
-from tqaforge.annotation.adjudication import adjudication_queue, resolve
+from tqaforge.annotation.adjudication import adjudication_queue, label_choices, resolve
 from tqaforge.annotation.agreement import PairwiseResult
+from tqaforge.annotation.reopen import adjudication_flags
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
@@ -89,17 +90,29 @@ def decide(task_id: str, label_json: str, by: str, note: str) -> None:
 
 st.subheader("Adjudication queue")
 queue = adjudication_queue(ws, limit=20)
-st.caption(queue.describe("open items"))
+st.caption(queue.describe("open items") + "; suspect gold sent back by the health report shows its evidence")
 who = st.text_input("your name (recorded with each decision)", value="researcher")
 for item in queue:
     with st.container(border=True):
         st.markdown(f"**{md(item.kind)}** · {md(item.target_type)} {md(item.target_id[:12], code=True)} · "
                     f"task {md(item.task_id[:12], code=True)}")
+        for flag in item.flags:  # why a finding sent it back (a rule's label stays until you decide)
+            st.warning(md(flag.line()))
         for vote in item.votes:
             label = json.dumps(vote.get("label"), ensure_ascii=False)
             st.markdown(f"- {md(label, code=True)} by {md(', '.join(vote.get('annotators', [])))}")
-        options = [json.dumps(v.get("label"), ensure_ascii=False) for v in item.votes]
+        if not item.votes:
+            st.markdown("- no label yet")
+        options = [json.dumps(choice, ensure_ascii=False) for choice in label_choices(item)]
         picked = st.selectbox("final label", options, key=f"pick-{item.task_id}")
         note = st.text_input("note", key=f"note-{item.task_id}")
         if st.button("decide", key=f"decide-{item.task_id}"):
             decide(item.task_id, picked, who, note)
+
+settled = adjudication_flags(ws, status="settled", limit=20)
+if settled.total:
+    st.subheader("Suspect gold settled by a person (evidence only)")
+    st.caption(settled.describe("flags") + ": a person's decision stays final; override it in the queue's task with "
+               "`tqaforge agreement resolve TASK LABEL --by NAME` if the evidence convinces you")
+    for flag in settled:
+        st.markdown(f"- task {md(flag.task_id[:12], code=True)}: {md(flag.line())}")
