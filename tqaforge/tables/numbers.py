@@ -1,0 +1,114 @@
+"""Locale-aware numbers: which one way of writing numbers a column uses, and the cells' values.
+
+Real tables write "3,5" (decimal comma), "1.234,5", "1 234,5" (space, no-break or narrow
+no-break space between thousands), "1'234.5", "12 %", "€ 12,50", "12,50 EUR" and "(1 234)"
+(accounting negatives). A column is read under ONE convention (:data:`CONVENTIONS`): the one
+that parses the most of its non-empty cells, the plain "1,234.5" first on a tie; the column is
+numeric when that convention parses at least :data:`NUMERIC_SHARE` of them. One convention per
+column means that "1.234" is never a thousand in one row and a decimal in the next.
+
+Ambiguous cells follow the rest of their column; a column of nothing but ambiguous cells
+("1.234", "2.500", or "1,234") is read the plain way: "1.234" is one point two three four and
+"1,234" is one thousand two hundred thirty-four, as :func:`tqaforge.tables.cells.parse_number`
+has always read them.
+
+>>> detect_convention(["1.234,5", "12,5", "7"])
+'1.234,5'
+>>> parse_with("(1 234,5)", "1 234,5")
+Decimal('-1234.5')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Iterable, Sequence
+
+from tqaforge.tables.cells import parse_decimal
+
+#: A column is numeric when its convention parses at least this share of its non-empty cells
+#: ("nearly all": a footnote marker or a "n/a" does not make a column of numbers text).
+NUMERIC_SHARE = 0.9
+
+_SPACES = " \u00a0\u202f\u2009"  # space, no-break, narrow no-break, thin space
+_CURRENCY = r"(?:[$€£¥]|EUR|USD|GBP|JPY|CHF)"
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """One way of writing numbers: the decimal mark and the thousands separators."""
+
+    name: str  # how the convention writes one thousand two hundred thirty-four and a half
+    decimal: str
+    groups: str  # the characters allowed between groups of three digits
+
+    def pattern(self) -> re.Pattern[str]:
+        g = "[" + re.escape(self.groups) + "]"
+        d = re.escape(self.decimal)
+        number = rf"(?:\d{{1,3}}(?:{g}\d{{3}})+|\d+)(?:{d}\d+)?|{d}\d+"
+        sign = r"[-+\u2212]"
+        s = r"\s*"
+        return re.compile(
+            rf"^(?:(?P<open>\(){s})?"
+            rf"(?:(?P<sign1>{sign}){s})?(?:{_CURRENCY}{s})?(?:(?P<sign2>{sign}){s})?"
+            rf"(?P<number>{number})"
+            rf"(?:{s}(?:{_CURRENCY}|%))?{s}(?P<close>\))?$",
+            re.IGNORECASE,
+        )
+
+
+#: The conventions tried on each column, in order of preference on a tie.
+CONVENTIONS: tuple[Convention, ...] = (
+    Convention("1,234.5", ".", ","),
+    Convention("1.234,5", ",", "."),
+    Convention("1 234,5", ",", _SPACES),
+    Convention("1 234.5", ".", _SPACES),
+    Convention("1'234.5", ".", "'\u2019"),
+)
+PLAIN = CONVENTIONS[0].name
+_BY_NAME = {c.name: c for c in CONVENTIONS}
+_PATTERNS = {c.name: c.pattern() for c in CONVENTIONS}
+
+
+def parse_with(text: str, convention: str) -> Decimal | None:
+    """The value of ``text`` under the named convention, or None if it is not a number so
+    written. Parentheses make it negative; currency, percent sign and spaces are dropped
+    (``"12 %"`` is 12). The plain convention also reads what
+    :func:`~tqaforge.tables.cells.parse_decimal` reads ("3k", "5 million")."""
+    conv = _BY_NAME[convention]
+    t = text.strip()
+    match = _PATTERNS[convention].match(t) if t else None
+    if match is None or (match.group("open") is None) != (match.group("close") is None):
+        return parse_decimal(text) if convention == PLAIN else None
+    digits = match.group("number")
+    for ch in conv.groups:
+        digits = digits.replace(ch, "")
+    digits = digits.replace(conv.decimal, ".")
+    try:
+        value = Decimal(digits)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only digits and one mark
+        return None
+    # "(1 234)" and "-1 234" are negative; "(-1 234)" is not a second negation but a writer's
+    # belt and braces.
+    negative = bool(match.group("open")) or any((match.group(g) or "+") in "-\u2212" for g in ("sign1", "sign2"))
+    return -value if negative else value
+
+
+def detect_convention(cells: Iterable[str]) -> str | None:
+    """The convention of a column's cells, or None when it is not a column of numbers
+    (empty cells are left out; see the module's rules)."""
+    filled = [c for c in cells if c.strip()]
+    if not filled:
+        return None
+    best, best_count = None, 0
+    for conv in CONVENTIONS:
+        count = sum(1 for c in filled if parse_with(c, conv.name) is not None)
+        if count > best_count:  # strictly more: the earlier convention wins a tie
+            best, best_count = conv.name, count
+    return best if best_count >= NUMERIC_SHARE * len(filled) else None
+
+
+def detect_columns(width: int, rows: Sequence[Sequence[str]]) -> tuple[str | None, ...]:
+    """The convention of every column of ``rows`` (None for text columns)."""
+    return tuple(detect_convention(row[col] for row in rows) for col in range(width))
