@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
-from tqaforge.errors import DiskError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.errors import DiskError, HeaderNameError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
@@ -127,6 +127,8 @@ class FileOutcome:
     new_table_ids: list[str] = field(default_factory=list)
     #: What the reader did to the tables as written (dropped empty columns, merged header rows...).
     notes: list[str] = field(default_factory=list)
+    #: The file failed on a blank or repeated header name: lenient headers would read it.
+    header_names_failed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -369,6 +371,7 @@ def _import_file(ws: Workspace, path: Path | str, options: ImportOptions, taxono
         raise  # a full or read-only disk is not this file's fault, and no other file would fit either
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
         outcome.error = _describe_failure(str(path), exc)
+        outcome.header_names_failed = isinstance(exc, HeaderNameError)
         outcome.tables_new = outcome.tables_present = 0
         outcome.questions_new = outcome.questions_present = outcome.answers_new = 0
         outcome.subtypes_dropped = 0

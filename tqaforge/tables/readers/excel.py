@@ -153,7 +153,7 @@ def _read_sheet(path: Path, sheet: "ReadOnlyWorksheet", strict_headers: bool, cl
     except ReaderError as exc:
         # Table rows count from the header; the sheet's row numbers are what a user sees.
         if exc.row is not None:
-            raise ReaderError(str(path), exc.problem, row=exc.row - 1 + header_n, hint=exc.hint) from None
+            raise type(exc)(str(path), exc.problem, row=exc.row - 1 + header_n, hint=exc.hint) from None
         raise
 
 
@@ -254,7 +254,7 @@ def _read_sheet_tidy(
         table = finish_table(path, header[:width], rows, strict_headers=False, where=where, cleaner=cleaner)
     except ReaderError as exc:
         if exc.row is not None:
-            raise ReaderError(str(path), exc.problem, row=exc.row - 1 + header_n, hint=exc.hint) from None
+            raise type(exc)(str(path), exc.problem, row=exc.row - 1 + header_n, hint=exc.hint) from None
         raise
     table = finish_tidy(table, options, notes)
     if strict_headers:
