@@ -51,7 +51,7 @@ class Convention:
         s = r"\s*"
         return re.compile(
             rf"^(?:(?P<open>\(){s})?"
-            rf"(?:(?P<sign1>{sign}){s})?(?:{_CURRENCY}{s})?(?:(?P<sign2>{sign}){s})?"
+            rf"(?:(?P<sign1>{sign}){s})?(?:{_CURRENCY}{s}(?:(?P<sign2>{sign}){s})?)?"
             rf"(?P<number>{number})"
             rf"(?:{s}(?:{_CURRENCY}|%))?{s}(?P<close>\))?$",
             re.IGNORECASE,

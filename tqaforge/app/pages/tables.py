@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import md, run_step, workspace_or_stop
+from tqaforge.app.common import column_labels, md, run_step, workspace_or_stop
 
 LENIENT = "accept blank or duplicate header names"
 
@@ -62,7 +62,7 @@ st.dataframe(
 if listing.items:
     chosen = st.selectbox("look at a table", [t.id for t in listing], format_func=lambda i: i[:12])
     detail = queries.show_table(ws, chosen)
-    st.dataframe(pd.DataFrame(detail.view.rows, columns=[h or f"({i})" for i, h in enumerate(detail.view.header)]), width="stretch")
+    st.dataframe(pd.DataFrame(detail.view.rows, columns=column_labels(detail.view.header)), width="stretch")
     st.caption(detail.view.describe())
     for q in detail.questions:
         answers = "; ".join(a.value for a in detail.answers.get(q.id, []))
