@@ -14,7 +14,7 @@ from tqaforge.errors import ReaderError
 from tqaforge.ingest import import_paths
 from tqaforge.queries import list_tables
 from tqaforge.store import Workspace, init_workspace
-from tqaforge.tables.numbers import detect_convention, parse_with
+from tqaforge.tables.locale_numbers import detect_convention, parse_with
 from tqaforge.tables.readers import TidyOptions, read_path
 
 TIDY = TidyOptions()

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence, overload
 from tqaforge.errors import TableError
 from tqaforge.ids import table_id, table_id_of_joined
 from tqaforge.tables.cells import parse_decimal
-from tqaforge.tables.numbers import parse_with
+from tqaforge.tables.locale_numbers import parse_with
 
 # Separator of the cells of a packed row: a control character, which the readers remove from
 # every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
@@ -201,7 +201,7 @@ class Table:
     source: str | None = field(default=None, compare=False)
     licence: str | None = field(default=None, compare=False)
     #: Per column, the convention its numbers are written in (a name of
-    #: :data:`tqaforge.tables.numbers.CONVENTIONS`, None for a text column), as a reader found
+    #: :data:`tqaforge.tables.locale_numbers.CONVENTIONS`, None for a text column), as a reader found
     #: it; None when nobody looked. The cells keep their text; :meth:`number` reads them.
     #: Metadata like the caption: it does not change the id, and ``to_dict`` writes it only when set.
     numbers: tuple[str | None, ...] | None = field(default=None, compare=False)

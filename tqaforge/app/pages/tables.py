@@ -32,7 +32,7 @@ with st.expander("Import files (CSV, TSV, JSON, HTML, Markdown, Excel, TableBenc
 
         options = ImportOptions(
             strict_headers=False if lenient else None,
-            tidy=TidyOptions(header_rows=None if header_rows == "detect" else int(header_rows),
+            tidy=TidyOptions(header_rows=None if header_rows == "detect" else int(str(header_rows)),
                              numbers="plain" if numbers == "plain" else "auto"),
         )
         done = run_step("importing", lambda on_progress: import_uploads(

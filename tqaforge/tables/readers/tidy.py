@@ -15,7 +15,7 @@ written, which is what a round trip through the writers needs):
   cell is blank, and columns whose every cell, header included, is blank (a trailing delimiter
   on every line makes one).
 * **Numbers per column** (``numbers="auto"``): the convention each column writes its numbers in
-  (:mod:`tqaforge.tables.numbers`) is stored on the table (:attr:`Table.numbers`), the cells'
+  (:mod:`tqaforge.tables.locale_numbers`) is stored on the table (:attr:`Table.numbers`), the cells'
   text unchanged; ``numbers="plain"`` leaves it out (every cell read the plain way, as before).
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal, Sequence
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.numbers import CONVENTIONS, PLAIN, detect_columns, detect_convention, parse_with
+from tqaforge.tables.locale_numbers import CONVENTIONS, PLAIN, detect_columns, detect_convention, parse_with
 from tqaforge.tables.table import PackedRows, Table
 
 NumbersMode = Literal["auto", "plain"]
@@ -193,7 +193,7 @@ def finish_tidy(table: Table, options: TidyOptions, notes: list[str]) -> Table:
         table = Table(tuple(table.header[i] for i in keep), rows, caption=table.caption)
         notes.append(_describe([i + 1 for i in drop], f"dropped {len(drop)} empty columns (column") + ")")
     if options.numbers == "auto":
-        conventions = detect_columns(table.n_cols, table.row_tuples())
+        conventions = detect_columns(table.n_cols, table.rows)
         table = table.with_metadata(numbers=conventions)
         other = [f"{table.header[i]!r} ({c})" for i, c in enumerate(conventions) if c is not None and c != PLAIN]
         if other:

@@ -68,6 +68,7 @@ CONVENTIONS: tuple[Convention, ...] = (
 )
 PLAIN = CONVENTIONS[0].name
 _BY_NAME = {c.name: c for c in CONVENTIONS}
+_DIGIT = re.compile(r"\d")
 _PATTERNS = {c.name: c.pattern() for c in CONVENTIONS}
 
 
@@ -95,20 +96,48 @@ def parse_with(text: str, convention: str) -> Decimal | None:
     return -value if negative else value
 
 
+def _counts(cells: Iterable[str], counts: list[int]) -> int:
+    """Add to ``counts`` (one per convention) the cells each convention parses; the number of
+    non-empty cells. Digits alone parse under every convention and text without a digit
+    under none: both are told without a regular expression (most cells are one or the other)."""
+    filled = 0
+    n = len(CONVENTIONS)
+    for cell in cells:
+        if cell.isascii() and cell.isdigit():
+            filled += 1
+            for i in range(n):
+                counts[i] += 1
+            continue
+        if not cell.strip():
+            continue
+        filled += 1
+        if _DIGIT.search(cell) is None:
+            continue
+        for i, conv in enumerate(CONVENTIONS):
+            counts[i] += parse_with(cell, conv.name) is not None
+    return filled
+
+
+def _choose(counts: Sequence[int], filled: int) -> str | None:
+    if not filled:
+        return None
+    best = max(range(len(counts)), key=lambda i: (counts[i], -i))  # the earlier one on a tie
+    return CONVENTIONS[best].name if counts[best] and counts[best] >= NUMERIC_SHARE * filled else None
+
+
 def detect_convention(cells: Iterable[str]) -> str | None:
     """The convention of a column's cells, or None when it is not a column of numbers
     (empty cells are left out; see the module's rules)."""
-    filled = [c for c in cells if c.strip()]
-    if not filled:
-        return None
-    best, best_count = None, 0
-    for conv in CONVENTIONS:
-        count = sum(1 for c in filled if parse_with(c, conv.name) is not None)
-        if count > best_count:  # strictly more: the earlier convention wins a tie
-            best, best_count = conv.name, count
-    return best if best_count >= NUMERIC_SHARE * len(filled) else None
+    counts = [0] * len(CONVENTIONS)
+    return _choose(counts, _counts(cells, counts))
 
 
-def detect_columns(width: int, rows: Sequence[Sequence[str]]) -> tuple[str | None, ...]:
-    """The convention of every column of ``rows`` (None for text columns)."""
-    return tuple(detect_convention(row[col] for row in rows) for col in range(width))
+def detect_columns(width: int, rows: Iterable[Sequence[str]]) -> tuple[str | None, ...]:
+    """The convention of every column of ``rows`` (None for text columns), in one pass over
+    the rows (packed rows are unpacked one at a time)."""
+    counts = [[0] * len(CONVENTIONS) for _ in range(width)]
+    filled = [0] * width
+    for row in rows:
+        for col in range(width):
+            filled[col] += _counts((row[col],), counts[col])
+    return tuple(_choose(counts[col], filled[col]) for col in range(width))
