@@ -172,3 +172,25 @@ def test_options_in_the_import_options_object(ws: Workspace) -> None:
     summary = import_paths(ws, [DATA / "two_row_header.csv"], ImportOptions(tidy=None, strict_headers=False))
     table = list_tables(ws, limit=1).items[0]
     assert summary.total("tables_new") == 1 and table.n_rows == 4  # the Q1 row kept as data
+
+
+def test_tsv_and_an_unmerged_excel_sheet_are_tidied_alike(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("Land\tAnteil\t\nDE\t3,5 %\t\nFR\t12,25 %\t\n\t\t\n", encoding="utf-8")
+    record = read_path(tsv, tidy=TIDY).records[0]
+    assert record.table.header == ("Land", "Anteil") and _numbers(record.table, 1) == [Decimal("3.5"), Decimal("12.25")]
+    assert record.notes[:2] == ("dropped 1 empty rows (lines 4)", "dropped 1 empty columns (column 3)")
+
+    wb = Workbook()
+    sheet = wb.active
+    sheet.title = "q"
+    for row in (["Region", "2019", None, "2020", None], [None, "Q1", "Q2", "Q1", "Q2"], ["North", 1, 2, 3, 4],
+                [None, None, None, None, None], ["South", 5, 6, 7, "8"]):
+        sheet.append(row)
+    wb.save(tmp_path / "spans.xlsx")
+    record = read_path(tmp_path / "spans.xlsx", tidy=TIDY).records[0]
+    assert record.table.header == ("Region", "2019 / Q1", "2019 / Q2", "2020 / Q1", "2020 / Q2")
+    assert record.table.rows == (("North", "1", "2", "3", "4"), ("South", "5", "6", "7", "8"))
+    assert "sheet 'q': dropped 1 empty rows (sheet rows 4)" in record.notes
