@@ -162,3 +162,13 @@ def test_the_one_pass_column_detection_agrees_with_the_column_by_column_rule() -
         weights = [[rng.random() for _ in pool] for _ in range(width)]
         rows = [[rng.choices(pool, weights[c])[0] for c in range(width)] for _ in range(n)]
         assert detect_columns(width, rows) == tuple(detect_convention(r[c] for r in rows) for c in range(width)), rows
+
+
+def test_a_ragged_row_read_ahead_by_header_detection_is_placed_on_its_own_line(tmp_path: Path) -> None:
+    rows = "".join(f"r{i},{i}\n" for i in range(10))
+    path = _csv(tmp_path, "name,value\n\n" + rows + "short\n" + rows)
+    with pytest.raises(ReaderError, match=r"line 13, row 12: the row has 1 cells but the header has 2"):
+        read_path(path, tidy=TIDY)
+    # Control: read as written, the same line.
+    with pytest.raises(ReaderError, match=r"line 13, row 12: the row has 1 cells"):
+        read_path(path)

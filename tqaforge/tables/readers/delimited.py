@@ -171,10 +171,11 @@ def _read_tidy(
     # The lines of the first rows, which header detection reads ahead; later rows are placed
     # by the reader's current line, as without tidying.
     first_lines: list[int] = []
+    ahead = (options.header_rows or MAX_HEADER_ROWS) + SAMPLE_ROWS + 1
 
     def remember(stream: Iterator[list[str]]) -> Iterator[list[str]]:
         for row in stream:
-            if len(first_lines) <= MAX_HEADER_ROWS + SAMPLE_ROWS:
+            if len(first_lines) <= ahead:
                 first_lines.append(line[0])
             yield row
 
