@@ -152,8 +152,9 @@ def split_header(
 
 
 class EmptyRows:
-    """Leaves rows whose every cell is blank out of a stream of rows, and remembers where
-    they were (``numbers``: the row numbers, the header being row 1, or the lines a caller gives)."""
+    """Leaves rows whose every cell is blank out of a stream of rows, and remembers where they
+    were in ``dropped``: the row numbers (the header being row 1), or what ``where`` yields
+    for each row as it is read (a reader's line numbers)."""
 
     def __init__(self) -> None:
         self.dropped: list[int] = []
@@ -195,9 +196,9 @@ def finish_tidy(table: Table, options: TidyOptions, notes: list[str]) -> Table:
     if options.numbers == "auto":
         conventions = detect_columns(table.n_cols, table.rows)
         table = table.with_metadata(numbers=conventions)
-        other = [f"{table.header[i]!r} ({c})" for i, c in enumerate(conventions) if c is not None and c != PLAIN]
+        other = [f"{table.header[i]!r} as {c}" for i, c in enumerate(conventions) if c is not None and c != PLAIN]
         if other:
-            notes.append(_describe(other, "numbers read as written in columns"))
+            notes.append(_describe(other, "numbers written other than 1,234.5 read in columns"))
     return table
 
 
