@@ -125,7 +125,8 @@ def test_a_failed_upload_is_removed_and_its_reason_kept_whole(ws: Workspace) -> 
 
 
 def test_a_workbook_whose_merged_ranges_lie(tmp_path: Path) -> None:
-    """A mergeCell range far outside the sheet, or over an empty cell, changes nothing."""
+    """A mergeCell range far outside the sheet, or over an empty cell, changes nothing; one
+    reaching the sheet's last column and row copies its value only over the sheet's cells."""
     import zipfile
 
     from openpyxl import Workbook
@@ -141,11 +142,11 @@ def test_a_workbook_whose_merged_ranges_lie(tmp_path: Path) -> None:
         for item in zin.infolist():
             data = zin.read(item.filename)
             if item.filename == "xl/worksheets/sheet1.xml":
-                data = data.replace(b"</sheetData>", b'</sheetData><mergeCells count="2"><mergeCell ref="A100:Z200"/>'
-                                    b'<mergeCell ref="C1:D2"/></mergeCells>')
+                data = data.replace(b"</sheetData>", b'</sheetData><mergeCells count="3"><mergeCell ref="A100:Z200"/>'
+                                    b'<mergeCell ref="C1:D2"/><mergeCell ref="A2:XFD1048576"/></mergeCells>')
             zout.writestr(item, data)
     table = read_path(bad, tidy=TIDY).records[0].table
-    assert table.header == ("city", "pop") and table.rows == (("Oslo", "709000"),)
+    assert table.header == ("city", "pop") and table.rows == (("Oslo", "Oslo"),)
 
 
 def test_the_one_pass_column_detection_agrees_with_the_column_by_column_rule() -> None:

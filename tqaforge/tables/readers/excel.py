@@ -190,7 +190,11 @@ def _expand_merged(grid: list[list[str]], merges: list[tuple[int, int, int, int]
     """Copy each merged range's value (its top-left cell) into every cell of the range;
     how many ranges had a value to copy."""
     expanded = 0
+    # A range reaches no further right than the sheet's cells: "A1:XFD1048576" must not make
+    # sixteen thousand columns of copies.
+    width = max((len(row) for row in grid), default=0)
     for min_col, min_row, max_col, max_row in merges:
+        max_col = min(max_col, width)
         if min_row > len(grid):
             continue
         top = grid[min_row - 1]
