@@ -66,6 +66,9 @@ def test_a_one_row_file_is_a_clear_error_and_nothing_is_imported(ws: Workspace, 
     summary = import_paths(ws, [path])
     assert summary.failures() and "header but no data rows" in summary.failures()[0]
     assert list_tables(ws, limit=1).total == 0
+    # One data row is a table: nothing below it to take it for a header row.
+    one = read_path(_csv(tmp_path, "city,2019,\nOslo,5,\n", "one_row.csv"), tidy=TIDY).records[0]
+    assert one.table.header == ("city", "2019") and one.table.rows == (("Oslo", "5"),)
 
 
 def test_a_header_only_file_with_two_header_rows_is_refused(ws: Workspace, tmp_path: Path) -> None:
