@@ -77,6 +77,11 @@ class ReaderError(TableError):
         super().__init__(f"{where}: {problem}", hint=hint)
 
 
+class HeaderNameError(ReaderError):
+    """A blank or repeated header name in a file read with strict headers: reading it with
+    lenient headers (``--lenient-headers``, the app's checkbox) keeps the header as it is."""
+
+
 class TaxonomyError(TqaforgeError):
     """A category or subtype is not part of the workspace's taxonomy."""
 

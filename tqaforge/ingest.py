@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
-from tqaforge.errors import DiskError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.errors import DiskError, HeaderNameError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
@@ -42,7 +42,7 @@ from tqaforge.schemas.taxonomy import BUILTIN, FREB_TQA, Taxonomy
 from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.cells import clean_text
 from tqaforge.tables.grow import GrowOptions, grow_table
-from tqaforge.tables.readers import read_path
+from tqaforge.tables.readers import TidyOptions, read_path
 from tqaforge.tables.source import ReadRecord, ReadResult, SourceItem
 from tqaforge.tables.stats import SelectionFilter, TableStats, table_stats
 from tqaforge.tables.table import Table
@@ -100,6 +100,9 @@ class ImportOptions:
     created_by: str = "tqaforge"
     encoding: str | None = None  # None: detect (UTF-8 first); a name forces it, decoded strictly
     max_file_bytes: int | None = None  # None: the readers' DEFAULT_MAX_BYTES (1 GiB)
+    #: Real-world tidying of CSV, TSV and Excel files (header rows merged, empty rows and columns
+    #: dropped, number conventions detected); None reads them exactly as written.
+    tidy: TidyOptions | None = field(default_factory=TidyOptions)
 
 
 @dataclass(slots=True)
@@ -120,6 +123,12 @@ class FileOutcome:
     subtypes_dropped: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (location, reason)
     error: str | None = None
+    #: The ids of the tables this import stored (new ones), in file order.
+    new_table_ids: list[str] = field(default_factory=list)
+    #: What the reader did to the tables as written (dropped empty columns, merged header rows...).
+    notes: list[str] = field(default_factory=list)
+    #: The file failed on a blank or repeated header name: lenient headers would read it.
+    header_names_failed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -128,6 +137,8 @@ class FileOutcome:
 
 #: Rejected tables :meth:`ImportSummary.lines` names one by one; the rest are counted.
 SHOW_REJECTED = 20
+#: New tables whose ids :meth:`ImportSummary.lines` prints; the rest are counted.
+SHOW_NEW_TABLES = 50
 
 _TOTALS = (
     "records", "tables_new", "tables_present", "questions_new", "questions_present", "answers_new",
@@ -166,8 +177,14 @@ class ImportSummary:
         """Why each failed file or path failed (what ``tables import`` prints after "failed ")."""
         return [f.error for f in self.files if f.error]
 
-    def lines(self, *, max_rejected: int = SHOW_REJECTED) -> list[str]:
-        """The report ``tqaforge tables import`` prints: the counts, the control characters
+    @property
+    def new_table_ids(self) -> list[str]:
+        """The ids of the tables this import stored, file after file."""
+        return [i for f in self.files for i in f.new_table_ids]
+
+    def lines(self, *, max_rejected: int = SHOW_REJECTED, max_tables: int = SHOW_NEW_TABLES) -> list[str]:
+        """The report ``tqaforge tables import`` prints: the counts, the first ``max_tables``
+        new tables' ids with their file, what tidying did to each file, the control characters
         removed, the questions stored without a subtype, and the first ``max_rejected``
         rejected tables (the rest counted)."""
         lines = [
@@ -176,6 +193,11 @@ class ImportSummary:
             f"{self.total('questions_present')} questions; rejected: {len(self.rejected)} tables; "
             f"failed paths: {len(self.failed)} of {len(self.files)}"
         ]
+        new = [(i, f.path) for f in self.files for i in f.new_table_ids]
+        lines += [f"  new table {table_id} from {Path(path).name}" for table_id, path in new[:max_tables]]
+        if len(new) > max_tables:
+            lines.append(f"  ... and {len(new) - max_tables} more new tables (tqaforge tables list)")
+        lines += [f"  {Path(f.path).name}: {note}" for f in self.files for note in f.notes]
         if self.control_chars_removed:
             lines.append(f"removed {self.control_chars_removed} control characters (NUL and the like) from cells and text")
         if self.subtypes_dropped:
@@ -349,9 +371,12 @@ def _import_file(ws: Workspace, path: Path | str, options: ImportOptions, taxono
         raise  # a full or read-only disk is not this file's fault, and no other file would fit either
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
         outcome.error = _describe_failure(str(path), exc)
+        outcome.header_names_failed = isinstance(exc, HeaderNameError)
         outcome.tables_new = outcome.tables_present = 0
         outcome.questions_new = outcome.questions_present = outcome.answers_new = 0
         outcome.subtypes_dropped = 0
+        outcome.new_table_ids = []
+        outcome.notes = []
     return outcome
 
 
@@ -367,9 +392,10 @@ def _import_one(
         raise ReaderError(str(path), "no such file")
     result = read_path(
         path, options.format, strict_headers=options.strict_headers, encoding=options.encoding,
-        max_bytes=options.max_file_bytes,
+        max_bytes=options.max_file_bytes, tidy=options.tidy,
     )
     outcome.format = result.format
+    outcome.notes = [note for record in result.records for note in record.notes]
     outcome.records = len(result.records)
     outcome.control_chars_removed = result.control_chars_removed
     tally.file_read(str(path), len(result.records))
@@ -516,7 +542,9 @@ def _store(
     cleaner = _Cleaner()
     now = utcnow()
     present_tables = _existing_ids(session, TableRecord, (r.table.id for r, _ in kept))
-    outcome.tables_new = _store_tables(session, kept, present_tables, options, cleaner, now)
+    new_ids = _store_tables(session, kept, present_tables, options, cleaner, now)
+    outcome.new_table_ids = [i for i in dict.fromkeys(r.table.id for r, _ in kept) if i in new_ids]
+    outcome.tables_new = len(new_ids)
     outcome.tables_present = len({r.table.id for r, _ in kept}) - outcome.tables_new
 
     questions: dict[str, dict[str, Any]] = {}
@@ -575,9 +603,9 @@ def _store_tables(
     cleaner: _Cleaner,
     now: datetime,
     origin: Origin = Origin.IMPORT,
-) -> int:
-    """Insert the tables not yet stored, in bounded batches; how many this call inserted."""
-    inserted = 0
+) -> set[str]:
+    """Insert the tables not yet stored, in bounded batches; the ids this call inserted."""
+    inserted: set[str] = set()
     batch: list[dict[str, Any]] = []
     size = 0
     seen: set[str] = set(present)
@@ -589,9 +617,9 @@ def _store_tables(
         batch.append(row)
         size += len(row["rows"])
         if len(batch) >= _TABLE_BATCH_ROWS or size >= _TABLE_BATCH_CHARS:
-            inserted += len(insert_new(session, TableRecord, batch, json_text=("rows",)))
+            inserted |= insert_new(session, TableRecord, batch, json_text=("rows",))
             batch, size = [], 0
-    inserted += len(insert_new(session, TableRecord, batch, json_text=("rows",)))
+    inserted |= insert_new(session, TableRecord, batch, json_text=("rows",))
     return inserted
 
 

@@ -249,9 +249,14 @@ def _import_group(ws: Workspace, group: dict[str, Path], base: Path | None) -> l
 
 
 
-def import_uploads(ws: Workspace, files: Sequence[tuple[str, bytes]], *, on_progress: Progress | None = None) -> HumanWorkSummary:
+def import_uploads(
+    ws: Workspace, files: Sequence[tuple[str, bytes]], options: ImportOptions | None = None, *,
+    on_progress: Progress | None = None,
+) -> HumanWorkSummary:
     """Import files given as (name, content), as from a browser upload: each is kept under
-    ``WORKSPACE/uploads/`` (the record of where the tables came from), then imported like any path."""
+    ``WORKSPACE/uploads/`` (the record of where the tables came from), then imported like any
+    path. A file that fails to import is removed from there again (nothing of it was stored);
+    the summary says why it failed."""
     folder = ws.root / "uploads"
     folder.mkdir(exist_ok=True)
     paths = []
@@ -259,4 +264,9 @@ def import_uploads(ws: Workspace, files: Sequence[tuple[str, bytes]], *, on_prog
         target = folder / Path(name).name  # never a path the sender chose
         target.write_bytes(content)
         paths.append(target)
-    return import_human_work(ws, paths, on_progress=on_progress)
+    summary = import_human_work(ws, paths, options, on_progress=on_progress)
+    uploaded = {str(p) for p in paths}
+    for failed in summary.questions.failed:
+        if failed.path in uploaded:
+            Path(failed.path).unlink(missing_ok=True)
+    return summary

@@ -16,7 +16,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import streamlit as st
 
@@ -83,6 +83,21 @@ def attempt(step: Callable[[], T]) -> T | None:
             raise
         st.error(md(problem))
         return None
+
+
+def column_labels(header: Sequence[str]) -> list[str]:
+    """Column labels a dataframe accepts for ``header``: a blank name shown as its position,
+    a repeated one with its position added (pandas and Streamlit refuse repeated labels, and a
+    table imported with lenient headers may have them).
+
+    >>> column_labels(["a", "", "a"])
+    ['a', '(1)', 'a (2)']
+    """
+    labels: list[str] = []
+    for i, name in enumerate(header):
+        label = name or f"({i})"
+        labels.append(f"{label} ({i})" if label in labels else label)
+    return labels
 
 
 def show_summary(summary: Any) -> None:

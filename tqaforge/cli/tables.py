@@ -46,11 +46,24 @@ def tables_import(
     ),
     encoding: Optional[str] = typer.Option(None, "--encoding", help="Text encoding of the files (default: detect, UTF-8 first)."),
     max_file_size: str = typer.Option("1GiB", "--max-file-size", help="Refuse larger files (e.g. 200MB, 2GiB)."),
+    header_rows: Optional[int] = typer.Option(
+        None, "--header-rows", min=1,
+        help="CSV, TSV, Excel: rows that form the header, merged as '2019 / Q1' (default: detect; 1: the first row only).",
+    ),
+    numbers: str = typer.Option(
+        "auto", "--numbers",
+        help="CSV, TSV, Excel: auto detects each column's way of writing numbers (3,5  1.234,5  1 234  12 %  (1 234)); plain: 1,234.5 only.",
+    ),
+    keep_empty: bool = typer.Option(False, "--keep-empty", help="CSV, TSV, Excel: keep empty rows and empty unnamed columns."),
+    exact: bool = typer.Option(False, "--exact", help="CSV, TSV, Excel: read the files exactly as written (no tidying at all)."),
     workspace: Optional[Path] = WORKSPACE_OPTION,
 ) -> None:
-    """Import tables (and the questions and answers of benchmark files) into the workspace."""
+    """Import tables (and the questions and answers of benchmark files) into the workspace.
+    CSV, TSV and Excel files are tidied (header rows merged, empty rows and columns dropped,
+    numbers detected per column); the summary says what was done to which file."""
     from tqaforge.annotation.human_import import import_human_work
     from tqaforge.ingest import ImportOptions
+    from tqaforge.tables.readers import TidyOptions
     from tqaforge.tables.readers._common import parse_size
     from tqaforge.tables.stats import TABLEBENCH_FILTER, SelectionFilter
 
@@ -65,11 +78,15 @@ def tables_import(
             codecs.lookup(encoding)
         except LookupError:
             raise typer.BadParameter(f"unknown encoding {encoding!r}", param_hint="--encoding") from None
+    if numbers not in ("auto", "plain"):
+        raise typer.BadParameter(f"{numbers!r} is neither auto nor plain", param_hint="--numbers")
+    tidy = None if exact else TidyOptions(header_rows=header_rows, numbers="plain" if numbers == "plain" else "auto",
+                                          drop_empty=not keep_empty)
     ws = open_ws(ctx, workspace)
     selection = TABLEBENCH_FILTER if tablebench_filter else SelectionFilter(min_rows, min_cols, min_numeric_share)
     options = ImportOptions(
         format=format, selection=selection, strict_headers=False if lenient_headers else None,
-        encoding=encoding, max_file_bytes=max_bytes,
+        encoding=encoding, max_file_bytes=max_bytes, tidy=tidy,
     )
     with progress_reporter("importing", total=0, describe=lambda path: f"importing {Path(path).name}") as on_progress:
         summary = import_human_work(ws, paths, options, on_progress=on_progress)

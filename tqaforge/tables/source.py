@@ -30,6 +30,9 @@ class ReadRecord:
     table: Table
     location: str  # "path:line" or "path#table-2": provenance and error messages
     items: tuple[SourceItem, ...] = ()
+    #: What a reader did to the table as written, for the import summary ("dropped 2 empty
+    #: columns (column 5, 6)", "merged the first 2 rows into one header: ...").
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tqaforge.tables.cells import is_numeric
+from tqaforge.tables.locale_numbers import parse_with
 from tqaforge.tables.table import Table
 
 
@@ -29,13 +30,17 @@ class TableStats:
 
 
 def table_stats(table: Table) -> TableStats:
-    """Count rows, columns, empty and numeric cells."""
+    """Count rows, columns, empty and numeric cells. A cell is numeric when it reads as a plain
+    number (:func:`~tqaforge.tables.cells.is_numeric`) or, for a table whose reader detected
+    its columns' number conventions (:attr:`Table.numbers`), as a number of its column's
+    convention ("1.234,5" in a decimal-comma column)."""
     filled = numeric = 0
+    conventions = table.numbers or (None,) * table.n_cols
     for row in table.rows:
-        for cell in row:
+        for cell, convention in zip(row, conventions):
             if cell.strip():
                 filled += 1
-                numeric += is_numeric(cell)
+                numeric += is_numeric(cell) or (convention is not None and parse_with(cell, convention) is not None)
     n_cells = table.n_rows * table.n_cols
     return TableStats(
         n_rows=table.n_rows,

@@ -9,11 +9,14 @@ Caption, source and licence are metadata: they travel with the table but do not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from itertools import chain
 from typing import Iterable, Iterator, Sequence, overload
 
 from tqaforge.errors import TableError
 from tqaforge.ids import table_id, table_id_of_joined
+from tqaforge.tables.cells import parse_decimal
+from tqaforge.tables.locale_numbers import parse_with
 
 # Separator of the cells of a packed row: a control character, which the readers remove from
 # every cell (tables.cells.clean_text), so a read cell never holds it. A row whose cells do hold
@@ -197,6 +200,11 @@ class Table:
     caption: str | None = field(default=None, compare=False)
     source: str | None = field(default=None, compare=False)
     licence: str | None = field(default=None, compare=False)
+    #: Per column, the convention its numbers are written in (a name of
+    #: :data:`tqaforge.tables.locale_numbers.CONVENTIONS`, None for a text column), as a reader found
+    #: it; None when nobody looked. The cells keep their text; :meth:`number` reads them.
+    #: Metadata like the caption: it does not change the id, and ``to_dict`` writes it only when set.
+    numbers: tuple[str | None, ...] | None = field(default=None, compare=False)
     _id: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -205,14 +213,20 @@ class Table:
         width = len(self.header)
         if isinstance(self.rows, PackedRows):
             if self.rows.common_width in (None, width):
+                self._check_numbers()
                 return  # known from the appends, without a pass over the rows
         elif set(map(len, self.rows)) <= {width}:
+            self._check_numbers()
             return  # one pass in C; the loop below only names the first wrong row
         for i in range(len(self.rows)):
             # Packed rows are counted without unpacking them.
             n = self.rows.width(i) if isinstance(self.rows, PackedRows) else len(self.rows[i])
             if n != width:
                 raise TableError(f"row {i + 1} has {n} cells but the header has {width} columns")
+
+    def _check_numbers(self) -> None:
+        if self.numbers is not None and len(self.numbers) != len(self.header):
+            raise TableError(f"{len(self.numbers)} number conventions for {len(self.header)} columns")
 
     @classmethod
     def build(
@@ -223,6 +237,7 @@ class Table:
         caption: str | None = None,
         source: str | None = None,
         licence: str | None = None,
+        numbers: Sequence[str | None] | None = None,
     ) -> "Table":
         """Make a table from any sequences; cells become strings (``None`` becomes ``""``)."""
         return cls(
@@ -231,6 +246,7 @@ class Table:
             caption=caption,
             source=source,
             licence=licence,
+            numbers=tuple(numbers) if numbers is not None else None,
         )
 
     @property
@@ -265,6 +281,17 @@ class Table:
         """The cell at data row ``row`` (0-based, header excluded) and column ``col``."""
         return self.rows[row][col]
 
+    def number(self, row: int, col: int) -> Decimal | None:
+        """The value of the cell at (``row``, ``col``) read under its column's convention
+        (:attr:`numbers`), or None when the column is text or the cell is not a number. A
+        table without conventions reads every cell the plain way
+        (:func:`tqaforge.tables.cells.parse_decimal`). The cell's text stays as written."""
+        text = self.rows[row][col]
+        if self.numbers is None:
+            return parse_decimal(text)
+        convention = self.numbers[col]
+        return None if convention is None else parse_with(text, convention)
+
     def column(self, col: int) -> tuple[str, ...]:
         return tuple(row[col] for row in self.row_tuples())
 
@@ -281,6 +308,8 @@ class Table:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.numbers is not None:  # absent unless a reader detected them: older forms unchanged
+            out["numbers"] = list(self.numbers)
         return out
 
     @classmethod
@@ -297,13 +326,14 @@ class Table:
             caption=data.get("caption"),  # type: ignore[arg-type]
             source=data.get("source"),  # type: ignore[arg-type]
             licence=data.get("licence"),  # type: ignore[arg-type]
+            numbers=data.get("numbers"),  # type: ignore[arg-type]
         )
 
-    def with_metadata(self, **changes: str | None) -> "Table":
-        """A copy with other caption/source/licence (same id)."""
-        values = {k: getattr(self, k) for k in ("caption", "source", "licence")}
+    def with_metadata(self, **changes: object) -> "Table":
+        """A copy with other caption/source/licence/numbers (same id)."""
+        values = {k: getattr(self, k) for k in ("caption", "source", "licence", "numbers")}
         values.update(changes)
-        return Table(self.header, self.rows, **values)
+        return Table(self.header, self.rows, **values)  # type: ignore[arg-type]
 
 
 def _cell(value: object) -> str:

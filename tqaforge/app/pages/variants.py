@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, column_labels, md, workspace_or_stop
 from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
@@ -42,13 +42,13 @@ COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #
 left, right = st.columns(2)
 with left:
     st.subheader("original")
-    st.dataframe(pd.DataFrame(view.original.rows, columns=[h or f"({i})" for i, h in enumerate(view.original.header)]), width="stretch")
+    st.dataframe(pd.DataFrame(view.original.rows, columns=column_labels(view.original.header)), width="stretch")
 with right:
     st.subheader("perturbed")
     if view.perturbed is None:
         st.info(f"skipped: {md(view.variant.skip_reason or 'no table')}")
     else:
-        frame = pd.DataFrame(view.perturbed.rows, columns=[h or f"({i})" for i, h in enumerate(view.perturbed.header)])
+        frame = pd.DataFrame(view.perturbed.rows, columns=column_labels(view.perturbed.header))
         marks = pd.DataFrame([[COLOURS.get(m, "") for m in row] for row in view.marks], columns=frame.columns)
         st.dataframe(frame.style.apply(lambda _: marks, axis=None), width="stretch")
         st.caption("yellow: changed · blue: moved · green: inserted")

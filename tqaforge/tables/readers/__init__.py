@@ -40,6 +40,7 @@ from tqaforge.tables.readers.html import read_html
 from tqaforge.tables.readers.jsonfmt import read_json
 from tqaforge.tables.readers.jsonio import JSONNestingError, loads
 from tqaforge.tables.readers.markdown import read_markdown
+from tqaforge.tables.readers.tidy import TidyOptions
 from tqaforge.tables.source import ReadResult
 
 Reader = Callable[..., ReadResult]
@@ -59,6 +60,9 @@ READERS: dict[str, Reader] = {
 
 #: The format names :func:`read_path` accepts.
 FORMATS: tuple[str, ...] = tuple(READERS)
+
+#: Formats whose readers tidy real-world tables when given :class:`TidyOptions`.
+TIDY_FORMATS = frozenset({"csv", "tsv", "excel"})
 
 #: Formats whose files ship questions; their headers are not strict by default.
 BENCHMARK_FORMATS = frozenset({"tablebench", "freb-tqa", "commanding"})
@@ -146,6 +150,7 @@ def read_path(
     strict_headers: bool | None = None,
     encoding: str | None = None,
     max_bytes: int | None = None,
+    tidy: TidyOptions | None = None,
 ) -> ReadResult:
     """Read every table (and any shipped questions) of one file.
 
@@ -154,6 +159,9 @@ def read_path(
     benchmark files). ``encoding`` forces a text encoding (decoded strictly); by default a
     byte-order mark, then UTF-8, then (CSV, TSV, HTML, Markdown) a detected encoding is used.
     ``max_bytes`` bounds the file's size (None: :data:`DEFAULT_MAX_BYTES`).
+    ``tidy`` makes the readers of :data:`TIDY_FORMATS` merge header rows, drop empty rows and
+    columns and detect the columns' number conventions (:mod:`~tqaforge.tables.readers.tidy`;
+    what they did is in each record's ``notes``); None reads the file exactly as written.
     Raises :class:`ReaderError`; never returns part of a file.
     """
     path = Path(path)
@@ -164,6 +172,8 @@ def read_path(
         raise ReaderError(str(path), f"unknown format {fmt!r}", hint="pass --format with one of: " + ", ".join(FORMATS))
     strict = strict_headers if strict_headers is not None else fmt not in BENCHMARK_FORMATS
     try:
+        if tidy is not None and fmt in TIDY_FORMATS:
+            return reader(path, strict_headers=strict, encoding=encoding, max_bytes=limit, tidy=tidy)
         return reader(path, strict_headers=strict, encoding=encoding, max_bytes=limit)
     except TqaforgeError:
         raise
@@ -195,6 +205,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "FORMATS",
     "READERS",
+    "TIDY_FORMATS",
+    "TidyOptions",
     "detect_format",
     "read_csv",
     "read_excel",

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 from charset_normalizer import from_bytes
 
-from tqaforge.errors import ReaderError
+from tqaforge.errors import HeaderNameError, ReaderError
 from tqaforge.tables.cells import clean_text
 from tqaforge.tables.source import ReadRecord
 from tqaforge.tables.table import PackedRows, Table
@@ -235,7 +235,7 @@ def check_header(
     seen: dict[str, int] = {}
     for col, name in enumerate(header, start=1):
         if not name.strip():
-            raise ReaderError(
+            raise HeaderNameError(
                 str(path),
                 f"{where}header column {col} is blank",
                 line=line,
@@ -243,7 +243,7 @@ def check_header(
                 hint="name every column, or pass --lenient-headers to keep the header as it is",
             )
         if name in seen:
-            raise ReaderError(
+            raise HeaderNameError(
                 str(path),
                 f"{where}header name {name!r} appears in columns {seen[name]} and {col}",
                 line=line,

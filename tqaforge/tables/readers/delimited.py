@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import csv
 import re
-from itertools import chain, islice
+from itertools import chain, count, islice
 from pathlib import Path
 from typing import Any, Iterator
 
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, TextCleaner, decode, finish_table, read_bytes
+from tqaforge.tables.readers._common import (
+    DEFAULT_MAX_BYTES,
+    TextCleaner,
+    check_header,
+    decode,
+    finish_table,
+    read_bytes,
+)
+from tqaforge.tables.readers.tidy import MAX_HEADER_ROWS, SAMPLE_ROWS, EmptyRows, TidyOptions, finish_tidy, tidy_rows
 from tqaforge.tables.source import ReadRecord, ReadResult
+from tqaforge.tables.table import Table
 
 CANDIDATES = (",", ";", "\t", "|")
 # Enough records to tell a real delimiter from a character that happens to occur in cells.
@@ -113,7 +122,8 @@ def _is_blank(text: str) -> bool:
 
 
 def _read(
-    path: Path, fmt: str, default: str, strict_headers: bool, encoding: str | None, max_bytes: int
+    path: Path, fmt: str, default: str, strict_headers: bool, encoding: str | None, max_bytes: int,
+    tidy: TidyOptions | None = None,
 ) -> ReadResult:
     text = decode(path, read_bytes(path, max_bytes), encoding=encoding)
     delimiter = detect_delimiter(text, default)
@@ -128,6 +138,12 @@ def _read(
         raise ReaderError(str(path), "the file is empty", hint="a table needs a header row and data rows")
     rows = records if first is None else chain([first], records)
     cleaner = TextCleaner()
+    if tidy is not None:
+        table, notes = _read_tidy(path, header, rows, line, header_line, cleaner, strict_headers, tidy)
+        return ReadResult(
+            path=str(path), format=fmt, records=[ReadRecord(table=table, location=str(path), notes=tuple(notes))],
+            control_chars_removed=cleaner.removed,
+        )
     table = finish_table(
         path,
         header,
@@ -143,15 +159,58 @@ def _read(
     )
 
 
+def _read_tidy(
+    path: Path, header: list[str], rows: Iterator[list[str]], line: list[int], header_line: int,
+    cleaner: TextCleaner, strict_headers: bool, options: TidyOptions,
+) -> tuple[Table, list[str]]:
+    """The table of a delimited file tidied (:mod:`.tidy`), and the notes saying how."""
+    notes: list[str] = []
+    empties = EmptyRows()
+    if options.drop_empty:
+        rows = empties.filter(rows, where=(line[0] for _ in count()))  # type: ignore[assignment]
+    # The lines of the first rows, which header detection reads ahead; later rows are placed
+    # by the reader's current line, as without tidying.
+    first_lines: list[int] = []
+    ahead = (options.header_rows or MAX_HEADER_ROWS) + SAMPLE_ROWS + 1
+
+    def remember(stream: Iterator[list[str]]) -> Iterator[list[str]]:
+        for row in stream:
+            if len(first_lines) <= ahead:
+                first_lines.append(line[0])
+            yield row
+
+    merged, taken, data = tidy_rows(path, header, remember(rows), options, notes)
+    table = finish_table(
+        path,
+        merged,
+        data,
+        cleaner=cleaner,
+        strict_headers=False,  # checked below, once empty columns are gone and headers merged
+        header_line=header_line,
+        row_lines=lambda i: first_lines[i + taken - 1] if i + taken - 1 < len(first_lines) else line[0],
+    )
+    note = empties.note("lines")
+    if note:
+        notes.insert(0, note)
+    table = finish_tidy(table, options, notes)
+    if strict_headers:
+        check_header(path, table.header, line=header_line)
+    return table, notes
+
+
 def read_csv(
-    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+    tidy: TidyOptions | None = None,
 ) -> ReadResult:
-    """Read a comma-separated (or sniffed ; \\t |) file; the first row is the header."""
-    return _read(path, "csv", ",", strict_headers, encoding, max_bytes)
+    """Read a comma-separated (or sniffed ; \\t |) file; the first row is the header (the first
+    rows, merged, with ``tidy``: see :mod:`tqaforge.tables.readers.tidy`)."""
+    return _read(path, "csv", ",", strict_headers, encoding, max_bytes, tidy)
 
 
 def read_tsv(
-    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+    path: Path, *, strict_headers: bool = True, encoding: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+    tidy: TidyOptions | None = None,
 ) -> ReadResult:
-    """Read a tab-separated file (delimiter still checked, tab preferred); first row the header."""
-    return _read(path, "tsv", "\t", strict_headers, encoding, max_bytes)
+    """Read a tab-separated file (delimiter still checked, tab preferred); first row the header
+    (``tidy`` as for :func:`read_csv`)."""
+    return _read(path, "tsv", "\t", strict_headers, encoding, max_bytes, tidy)
