@@ -21,7 +21,10 @@ A stage after ``evaluate``: it reads a release and the per-item scores (``items.
 - ``leakage``: exact and near duplicates of tables and questions, within the release and against
   reference sets (:mod:`tqaforge.health.leakage`);
 - ``bias``: per subtype, the best constant answer and the gold's table position
-  (:mod:`tqaforge.health.bias`).
+  (:mod:`tqaforge.health.bias`);
+- ``memorisation``: with a ``model`` (and a ``workspace`` for the ledger), header, row and cell
+  completion probes of each distinct table in the manner of tabmemcheck, through the gateway,
+  cached and budgeted (:mod:`tqaforge.health.memorisation`).
 
 A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each section carries its threshold **checks** (:class:`Check`):
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
@@ -98,6 +101,10 @@ class Thresholds:
     max_leaked: float | None = None
     max_duplicated: float | None = None
     max_biased_subtypes: float | None = None
+    #: Of the tables the memorisation probes selected, the share the model has memorised (the verdict
+    #: of :mod:`tqaforge.health.memorisation`); reported only by default, like max_leaked. Tables left unprobed
+    #: (the budget) make the check fail unchecked: a gate never passes blind.
+    max_memorised: float | None = None
     min_systems: int = 5
 
     def __post_init__(self) -> None:
@@ -159,6 +166,13 @@ class HealthOptions:
     #: Reference sets of the leakage section (files of questions and tables); None: the shipped ones
     #: (:func:`tqaforge.health.leakage.default_references`).
     references: tuple[Path, ...] | None = None
+    #: The model of the model-run sections (memorisation probes): None runs none of them; ``max_cost``
+    #: their budget in USD (None: no limit). The probes need ``workspace`` (the ledger of calls).
+    model: str | None = None
+    max_cost: float | None = None
+    #: The memorisation probes' share of the distinct tables: the first so many (None: all).
+    memorisation_tables: int | None = None
+    memorisation_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -475,9 +489,41 @@ def bias_section(ctx: HealthContext) -> HealthSection:
     return HealthSection("bias", "Answer bias", tuple(found.lines()), found.as_dict(), tuple(checks), source=found)
 
 
+def memorisation_section(ctx: HealthContext) -> HealthSection | None:
+    """Memorisation probes of the release's tables by ``options.model`` (only when one is given;
+    :mod:`tqaforge.health.memorisation`): through the gateway, each call a ledger record in the
+    workspace, the run held to ``max_cost``."""
+    o = ctx.options
+    if o.model is None:
+        return None
+    if o.workspace is None:
+        raise HealthError(f"memorisation probes with model {o.model} need a workspace: its store holds the ledger of calls "
+                          "(the cache and the budget)", hint="add --workspace DIR (the workspace the release was built from)")
+    from tqaforge.health.memorisation import MEMORISED, MemorisationOptions, probe_memorisation
+    from tqaforge.store import open_workspace
+
+    options = MemorisationOptions(model=o.model, max_cost=o.max_cost, max_tables=o.memorisation_tables, seed=o.memorisation_seed)
+    ws = open_workspace(o.workspace)
+    try:
+        found = probe_memorisation(ws, ctx.release, options)
+    finally:
+        ws.close()
+    limit = o.thresholds.max_memorised
+    what = "tables memorised by the model"
+    if limit is not None and found.not_probed:
+        checks = [Check("memorised", "memorisation", 0.0, limit, False,
+                        f"{len(found.not_probed)} of {found.selected} tables not probed (stopped: {found.stopped}); "
+                        "run again with a larger --max-cost", checked=False)]
+    else:
+        checks = check("memorised", "memorisation", len(found.of(MEMORISED)), found.selected, limit, what)
+    return HealthSection("memorisation", "Memorisation probes (model)", tuple(found.lines()), found.as_dict(), tuple(checks),
+                         source=found)
+
+
 #: The builders, run in order: each a ``SectionBuilder`` returning a :class:`HealthSection` (its
 #: ``checks`` from :func:`check` with a :class:`Thresholds` field).
-SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section]
+SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section,
+                                          memorisation_section]
 
 
 def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = None) -> HealthReport:
