@@ -21,7 +21,8 @@ model is asked three kinds of question, each at temperature 0 (``prompts/memoris
   choice) is withheld from ``cell_probes`` seeded rows; the model is shown the row's other cells
   as ``Name = value, ...`` and answers ``Name = value``. An exact match: the value read after
   ``Name = `` (up to the end of the line) equals the true one. The *baseline* is how many of the
-  probes the column's most common value would get right: a column of few values can be guessed.
+  probes a guess would get right that knows the column but not the row (its most common value
+  among the other rows): a column of few values can be guessed.
 
 **Verdict per table.** A kind shows evidence when: the header is verbatim; one row or more is an
 exact match; the cell matches beat the baseline. *memorised*: two kinds or more show evidence, or
@@ -332,13 +333,15 @@ def build_probes(table: Table, item: str, items: int, options: MemorisationOptio
                     f"{header[col]} = {columns[col][r]}") for r in range(table.n_rows)]
         order = list(range(table.n_rows))
         rng.shuffle(order)
-        common = Counter(columns[col]).most_common(1)[0][0]
         for n, r in enumerate(order[: options.cell_probes]):
             prompt, answer = samples[r]
             shots = [samples[j] for j in order if j != r and answer not in samples[j][0] and answer != samples[j][1]]
             t.probes.append(Probe(table.id, CELLS, n, _messages(render("memorise_cell"), shots[: options.few_shot], prompt),
                                   columns[col][r], _tokens_for(answer)))
-            t.baseline += columns[col][r] == common
+            # The guess of one who knows the column but not the row: its most common value among the
+            # other rows (a column of few values is guessed right often, a one-row table never).
+            rest = columns[col][:r] + columns[col][r + 1:]
+            t.baseline += bool(rest) and Counter(rest).most_common(1)[0][0] == columns[col][r]
     return t
 
 
