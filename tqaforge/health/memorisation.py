@@ -167,7 +167,8 @@ class TableProbes:
         if HEADER in self.skipped:
             parts.append("header skipped")
         else:
-            parts.append(f"header {self.header_chars}/{self.header_needed} chars" + (" verbatim" if self.header_verbatim else ""))
+            parts.append(f"header {self.header_chars} chars right, {self.header_needed} make it verbatim"
+                         + (": verbatim" if self.header_verbatim else ""))
         parts.append("rows skipped" if ROWS in self.skipped else f"rows {self.row_matches}/{self.count(ROWS)} exact")
         parts.append("cells skipped" if CELLS in self.skipped else
                      f"cells {self.cell_matches}/{self.count(CELLS)} exact (baseline {self.baseline}, column {self.column})")
