@@ -51,7 +51,7 @@ import hashlib
 import io
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tqaforge.errors import HealthError, InvalidReply
@@ -204,6 +204,7 @@ class MemorisationResult:
     tables: list[TableProbes]
     selected: int  # distinct tables selected (after max_tables)
     distinct: int  # distinct tables of the release's base items
+    options: MemorisationOptions | None = None  # how the probes were made (the seed among them), saved with them
     stopped: str | None = None
     calls: CallSummary = field(default_factory=CallSummary)
 
@@ -248,6 +249,7 @@ class MemorisationResult:
                 "none": [t.item for t in self.of(NONE)], "not_testable": [t.item for t in self.of(NOT_TESTABLE)],
                 "not_probed": [t.item for t in self.not_probed], "stopped": self.stopped,
                 "share_with_evidence": round(with_evidence / len(tested), 6) if tested else None,
+                "probes": {k: v for k, v in asdict(self.options).items() if k not in ("model", "max_cost")} if self.options else None,
                 "tables": [t.as_dict() for t in self.probed]}
 
 
@@ -419,7 +421,7 @@ def probe_memorisation(ws: Workspace, release: Release, options: MemorisationOpt
     chosen, distinct = select_tables(release, options.max_tables)
     tables = [build_probes(table, item, items, options) for table, item, items in chosen]
     settings = llm if llm is not None else load_llm_settings(ws, model=options.model, max_cost=options.max_cost)
-    result = MemorisationResult(options.model, tables, len(chosen), distinct)
+    result = MemorisationResult(options.model, tables, len(chosen), distinct, options)
     step = _Probing(release.name, options, tables)
     run_step(ws, step, settings, runner, summary=result.calls)
     for t in tables:
