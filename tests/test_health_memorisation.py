@@ -33,6 +33,7 @@ from tqaforge.health.memorisation import (
     row_match,
     verdict,
 )
+from tqaforge.health.report import memorisation_section
 from tqaforge.llm.settings import Price
 from tqaforge.store import open_workspace
 
@@ -122,20 +123,20 @@ def test_a_budget_stops_before_it_is_passed_and_names_the_tables_not_probed(
             ws.paths.config.write_text(ws.paths.config.read_text() + f'\n[llm.prices."m1"]\ninput = {price.input}\noutput = {price.output}\n')
         finally:
             ws.close()
-        report = run(options)
+        report = run(options, builders=[memorisation_section])
         stopped_at = len(server.requests)
         section = next(s for s in report.sections if s.name == "memorisation")
         found = section.source
         assert 0 < len(found.probed) < len(TABLES) and found.not_probed
         assert sum(delivered) <= 0.0012  # nothing sent past the budget, as the server counted it
-        assert found.calls.paid == stopped_at
+        assert found.calls.paid == stopped_at and found.calls.cost <= 0.0012
         text = "\n".join(report.lines())
         assert "NOT PROBED" in text and "not clean" in text and "budget" in text.lower()
         assert all(t.item in text for t in found.not_probed)
         check = next(c for c in report.checks if c.name == "memorised")
         assert not check.passed and not check.checked  # the gate does not pass blind
         # A larger budget resumes: the answers had are free, only the rest is asked.
-        again = run(HealthOptions(**{**options.__dict__, "max_cost": 1.0}))
+        again = run(HealthOptions(**{**options.__dict__, "max_cost": 1.0}), builders=[memorisation_section])
         rest = next(s for s in again.sections if s.name == "memorisation").source
         assert len(rest.probed) == len(TABLES) and rest.calls.cached >= stopped_at
         assert len(server.requests) == stopped_at + rest.calls.paid
@@ -145,10 +146,10 @@ def test_no_model_no_section_and_a_model_without_a_workspace_is_refused(built: t
     from tqaforge.errors import HealthError
 
     _, release, evaluation = built
-    report = run(HealthOptions(release=release, evaluations=(evaluation,), plots=False))
+    report = run(HealthOptions(release=release, evaluations=(evaluation,), plots=False), builders=[memorisation_section])
     assert "memorisation" not in [s.name for s in report.sections]
     with pytest.raises(HealthError, match="need a workspace") as caught:
-        run(HealthOptions(release=release, evaluations=(evaluation,), model="m1", plots=False))
+        run(HealthOptions(release=release, evaluations=(evaluation,), model="m1", plots=False), builders=[memorisation_section])
     assert "--workspace" in str(caught.value.hint)
 
 
@@ -220,7 +221,8 @@ def test_tabmemcheck_answered_by_the_same_model_gives_the_same_verdicts(
     with OpenAIServer(model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        report = run(HealthOptions(release=built[1], evaluations=(built[2],), workspace=workspace, model="m1", plots=False))
+        report = run(HealthOptions(release=built[1], evaluations=(built[2],), workspace=workspace, model="m1", plots=False),
+                     builders=[memorisation_section])
     found = next(s for s in report.sections if s.name == "memorisation").source
     ours = {int(ids[t.item].split("-")[1]): t.verdict for t in found.probed}
     assert {k: ours[k] for k in theirs} == theirs
