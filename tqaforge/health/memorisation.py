@@ -299,7 +299,9 @@ def build_probes(table: Table, item: str, items: int, options: MemorisationOptio
 
     # Header: cut inside line s at a seeded point of its middle third.
     splits = [s for s in options.header_splits if s < len(lines) and len(lines[s]) >= 1]
-    if not splits:
+    if not options.header_splits:
+        t.skipped[HEADER] = "no header cut asked for"
+    elif not splits:
         t.skipped[HEADER] = f"needs {min(options.header_splits) + 1} lines or more (header and {min(options.header_splits)} rows)"
     for k, s in enumerate(splits):
         low, high = len(lines[s]) // 3, max(len(lines[s]) // 3 + 1, 2 * len(lines[s]) // 3)
