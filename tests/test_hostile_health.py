@@ -31,13 +31,22 @@ def _copy(evaluation: Path, to: Path, edit: object = None) -> Path:
     return to
 
 
-def test_no_evaluations(simulation: tuple[Path, list[Path]]) -> None:
-    root, _ = simulation
-    with pytest.raises(HealthError, match="no evaluation of release sim 0.9.0") as caught:
-        run(HealthOptions(release=root / "candidate"))
-    assert "tqaforge evaluate" in str(caught.value.hint)
-    # The gate with no evaluation refuses too (it never passes blind).
-    with pytest.raises(HealthError, match="no evaluation"):
+def test_no_evaluations_runs_what_needs_none_and_never_passes_blind(simulation: tuple[Path, list[Path]]) -> None:
+    root, evaluations = simulation
+    report = run(HealthOptions(release=root / "candidate", references=()))
+    sections = {s.name: s for s in report.sections}
+    # Duplicates and answer bias need no system's scores: they are reported.
+    assert {"leakage", "bias"} <= set(sections)
+    assert sections["items"].body[0].startswith("not run: 0 system scored")
+    # The item checks cannot be made without systems: they fail unchecked, so the report fails.
+    unchecked = [c for c in sections["items"].checks if not c.checked]
+    assert [c.name for c in unchecked] == ["suspect_gold", "solved_by_all", "solved_by_none"]
+    assert not report.passed
+    # Control: with the evaluations the same checks are made.
+    full = run(HealthOptions(release=root / "candidate", evaluations=tuple(evaluations), references=()))
+    assert all(c.checked for s in full.sections if s.name == "items" for c in s.checks)
+    # The gate with no evaluation refuses (it never passes blind).
+    with pytest.raises(HealthError):
         release_gate(HealthOptions(release=Path(".")))(root / "candidate")
 
 

@@ -36,16 +36,17 @@ def health_cmd(
     irt: bool = typer.Option(False, "--irt", help="Also fit girth's 2PL IRT model (slow: minutes for hundreds of items)."),
     max_suspect_gold: Optional[float] = typer.Option(None, "--max-suspect-gold", help="Largest share of suspect-gold items (default 0.05)."),
     min_systems: Optional[int] = typer.Option(None, "--min-systems", help="Items count toward the item checks with this many systems (default 5)."),
-    thresholds: Optional[str] = typer.Option(None, "--thresholds", help="NAME=VALUE,... (max_suspect_gold, max_solved_by_all, max_solved_by_none, max_below_mdd, max_label_suspect_gold, max_leaked, max_duplicated, max_biased_subtypes, max_question_only, min_systems; none turns one off)."),
+    thresholds: Optional[str] = typer.Option(None, "--thresholds", help="NAME=VALUE,... (max_suspect_gold, max_solved_by_all, max_solved_by_none, max_below_mdd, max_label_suspect_gold, max_leaked, max_duplicated, max_biased_subtypes, max_question_only, max_memorised, min_systems; none turns one off)."),
     reference: List[Path] = typer.Option([], "--reference", help="A file of questions and tables to look for duplicates in (TableBench, FREB-TQA, ... JSONL); repeat for each (default: the shipped ones)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Ask this model (the --workspace's [llm] endpoint) every base item's question with the table withheld: which subtypes it answers anyway."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="The budget in USD of the model calls (items left unasked are reported as such)."),
+    model: Optional[str] = typer.Option(None, "--model", help="A model to ask (the --workspace's [llm] endpoint): every base item's question with the table withheld, and memorisation probes (header, row and cell completion) of each table."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="One budget in USD for all the model's calls; items left unasked and tables left unprobed are named."),
     question_only_threshold: float = typer.Option(0.5, "--question-only-threshold", help="With --model: flag a subtype whose share answered right without the table is above this."),
+    memorisation_tables: Optional[int] = typer.Option(None, "--memorisation-tables", help="With --model: probe the first N distinct tables only (default: all)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write no PNG plots."),
     send_suspects: bool = typer.Option(False, "--send-suspects", help="Put the suspect gold in the --workspace's adjudication queue with its evidence (a person's decision is never reopened)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Item analysis, differences that count, label quality, duplicates, answer bias (and, with --model, question-only answering) of a release; exit 1 when a threshold fails."""
+    """Item analysis, differences that count, label quality, duplicates, answer bias and (--model) question-only answering and memorisation probes of a release; exit 1 when a threshold fails."""
     from tqaforge.errors import HealthError
     from tqaforge.health import HealthOptions, run, write_report
 
@@ -53,7 +54,7 @@ def health_cmd(
         raise HealthError("--send-suspects needs the workspace whose adjudication queue takes them", hint="add --workspace DIR")
     options = HealthOptions(release=release, evaluations=tuple(evaluations), workspace=workspace, irt=irt, plots=not no_plots,
                             references=tuple(reference) if reference else None, model=model, max_cost=max_cost,
-                            question_only_threshold=question_only_threshold,
+                            question_only_threshold=question_only_threshold, memorisation_tables=memorisation_tables,
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
     write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)
@@ -68,10 +69,9 @@ def health_cmd(
             print_summary(sent)
     else:
         print_summary(report, as_json)
-    if not as_json:  # what the model calls cost: not in the report, whose bytes must not depend on the cache
-        for section in report.sections:
-            calls = getattr(section.source, "calls", None)
-            if calls is not None:
-                print_summary(calls)
+    for section in report.sections:
+        calls = getattr(section.source, "calls", None)
+        if calls is not None:  # not in the report (its bytes do not depend on the cache): on stderr
+            typer.echo(f"{section.name} calls: {calls.line()}", err=True)
     if not report.passed:
         raise typer.Exit(1)

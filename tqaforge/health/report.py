@@ -4,7 +4,8 @@
 >>> print("\\n".join(report.lines()))                                                                       # doctest: +SKIP
 
 A stage after ``evaluate``: it reads a release and the per-item scores (``items.jsonl``,
-:mod:`tqaforge.evaluate.item_file`) of several evaluations of it, and builds a report of
+:mod:`tqaforge.evaluate.item_file`) of several evaluations of it (none: the sections that compare
+systems say they did not run, and their checks fail unchecked), and builds a report of
 **sections**, each from a builder in :data:`SECTION_BUILDERS` (a function of the
 :class:`HealthContext` returning a :class:`HealthSection`, or None when it has nothing to say):
 
@@ -24,7 +25,10 @@ A stage after ``evaluate``: it reads a release and the per-item scores (``items.
   golds that are the first option a question lists (:mod:`tqaforge.health.bias`);
 - ``question_only``: with a ``model`` (and a ``workspace``, whose ledger caches its calls), per
   subtype the share of base items the model answers right from the question alone, the table
-  withheld (:mod:`tqaforge.health.question_only`).
+  withheld (:mod:`tqaforge.health.question_only`);
+- ``memorisation``: with a ``model`` (and a ``workspace`` for the ledger), header, row and cell
+  completion probes of each distinct table in the manner of tabmemcheck, through the gateway,
+  cached and budgeted (:mod:`tqaforge.health.memorisation`).
 
 A new kind of finding is one more builder in :data:`SECTION_BUILDERS`. Each section carries its threshold **checks** (:class:`Check`):
 :class:`Thresholds` sets the limits (None: reported, not checked); the report ``passed`` when
@@ -111,6 +115,10 @@ class Thresholds:
     #: items asked), the share it answers right above ``HealthOptions.question_only_threshold``
     #: (:mod:`tqaforge.health.question_only`). Reported only by default.
     max_question_only: float | None = None
+    #: Of the tables the memorisation probes selected, the share the model has memorised (the verdict
+    #: of :mod:`tqaforge.health.memorisation`); reported only by default, like max_leaked. Tables left unprobed
+    #: (the budget) make the check fail unchecked: a gate never passes blind.
+    max_memorised: float | None = None
     min_systems: int = 5
 
     def __post_init__(self) -> None:
@@ -172,8 +180,9 @@ class HealthOptions:
     #: Reference sets of the leakage section (files of questions and tables); None: the shipped ones
     #: (:func:`tqaforge.health.leakage.default_references`).
     references: tuple[Path, ...] | None = None
-    #: A model for the sections that ask one (question-only answering, with ``workspace``: the
-    #: ledger caches its calls) and the budget of their calls in USD (None: the workspace's).
+    #: A model for the sections that ask one (question-only answering, memorisation probes; with
+    #: ``workspace``: the ledger caches their calls) and the one budget of all their calls in USD
+    #: (None: no limit).
     model: str | None = None
     max_cost: float | None = None
     #: Question only: a subtype whose share answered right without the table is above this is
@@ -181,6 +190,9 @@ class HealthOptions:
     question_only_threshold: float = 0.5
     question_only_min_items: int = 5
     question_only_list: int = 10
+    #: The memorisation probes' share of the distinct tables: the first so many (None: all).
+    memorisation_tables: int | None = None
+    memorisation_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -252,6 +264,10 @@ class HealthContext:
     options: HealthOptions
     release: Release
     evaluations: tuple[Evaluation, ...]
+    #: The one budget of every model call the sections make (``options.max_cost``; a
+    #: :class:`~tqaforge.llm.budget.Budget`, made only when a model is given): question-only
+    #: answering and the memorisation probes spend from it together, so ``--max-cost`` holds for both.
+    budget: Any = None
 
     def rows(self) -> list[ItemScore]:
         return [r for e in self.evaluations for r in e.rows]
@@ -344,10 +360,6 @@ def _read(options: HealthOptions) -> HealthContext:
         release = load_release(options.release)
     except EvaluateError as exc:
         raise HealthError(str(exc.args[0]), hint=exc.hint) from None
-    if not options.evaluations:
-        raise HealthError(f"no evaluation of release {release.name} given: item analysis and comparisons need the scores of systems",
-                          hint="score two or more systems' predictions (`tqaforge evaluate --release DIR --predictions FILE`) "
-                               "and pass each output directory with --evaluations")
     known = {r.id for r in release.references}
     evaluations: list[Evaluation] = []
     owner: dict[tuple[str, str], int] = {}
@@ -363,7 +375,12 @@ def _read(options: HealthOptions) -> HealthContext:
                                   f"in {evaluations[first].path} and again in {e.path}",
                                   hint="give each system's evaluation once")
         evaluations.append(e)
-    return HealthContext(options, release, tuple(evaluations))
+    budget = None
+    if options.model is not None:
+        from tqaforge.llm.budget import Budget
+
+        budget = Budget(options.max_cost)
+    return HealthContext(options, release, tuple(evaluations), budget)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,7 +535,7 @@ def question_only_section(ctx: HealthContext) -> HealthSection | None:
                                   min_items=o.question_only_min_items, list_most=o.question_only_list)
     ws = open_workspace(o.workspace)
     try:
-        found = question_only(ws, ctx.release, options)
+        found = question_only(ws, ctx.release, options, budget=ctx.budget)
     finally:
         ws.close()
     checks = check("question_only", "question_only", len(found.flagged), len(found.checkable), limit,
@@ -527,10 +544,45 @@ def question_only_section(ctx: HealthContext) -> HealthSection | None:
                          tuple(checks), source=found)
 
 
+def memorisation_section(ctx: HealthContext) -> HealthSection | None:
+    """Memorisation probes of the release's tables by ``options.model`` (only when one is given;
+    :mod:`tqaforge.health.memorisation`): through the gateway, each call a ledger record in the
+    workspace, the run held to ``max_cost``."""
+    o = ctx.options
+    if o.model is None:
+        if o.thresholds.max_memorised is None:
+            return None
+        return HealthSection("memorisation", "Memorisation probes (model)", ("not run: no model given (--model)",), {"model": None},
+                             tuple(check("memorised", "memorisation", 0, 0, o.thresholds.max_memorised,
+                                         "tables memorised by the model (no model asked)")))
+    if o.workspace is None:
+        raise HealthError(f"memorisation probes with model {o.model} need a workspace: its store holds the ledger of calls "
+                          "(the cache and the budget)", hint="add --workspace DIR (the workspace the release was built from)")
+    from tqaforge.health.memorisation import MEMORISED, MemorisationOptions, probe_memorisation
+    from tqaforge.store import open_workspace
+
+    options = MemorisationOptions(model=o.model, max_cost=o.max_cost, max_tables=o.memorisation_tables, seed=o.memorisation_seed)
+    ws = open_workspace(o.workspace)
+    try:
+        found = probe_memorisation(ws, ctx.release, options, budget=ctx.budget)
+    finally:
+        ws.close()
+    limit = o.thresholds.max_memorised
+    what = "tables memorised by the model"
+    if limit is not None and found.not_probed:
+        checks = [Check("memorised", "memorisation", 0.0, limit, False,
+                        f"{len(found.not_probed)} of {found.selected} tables not probed (stopped: {found.stopped}); "
+                        "run again with a larger --max-cost", checked=False)]
+    else:
+        checks = check("memorised", "memorisation", len(found.of(MEMORISED)), found.selected, limit, what)
+    return HealthSection("memorisation", "Memorisation probes (model)", tuple(found.lines()), found.as_dict(), tuple(checks),
+                         source=found)
+
+
 #: The builders, run in order: each a ``SectionBuilder`` returning a :class:`HealthSection` (its
 #: ``checks`` from :func:`check` with a :class:`Thresholds` field).
 SECTION_BUILDERS: list[SectionBuilder] = [items_section, differences_section, labels_section, leakage_section, bias_section,
-                                          question_only_section]
+                                          question_only_section, memorisation_section]
 
 
 def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = None) -> HealthReport:
