@@ -33,7 +33,7 @@ from tqaforge.health.memorisation import (
     row_match,
     verdict,
 )
-from tqaforge.health.report import memorisation_section
+from tqaforge.health.report import memorisation_section, question_only_section
 from tqaforge.llm.settings import Price
 from tqaforge.store import open_workspace
 
@@ -91,9 +91,12 @@ def test_the_memorised_tables_are_flagged_and_a_second_run_costs_nothing(
     assert (check["passed"], check["detail"]) == (False, "3 of 7 tables memorised by the model")
     # 6 tables of 12 rows: 4 header cuts, 3 row probes (3 windows of 10 lines) and 5 cell probes
     # each; the one-row table: its single cell.
-    assert sent == 6 * (4 + 3 + 5) + 1
-    assert f"{sent} paid calls, 0 from the cache" in first.stderr
-    assert f"0 paid calls, {sent} from the cache" in second.stderr
+    probes = 6 * (4 + 3 + 5) + 1
+    # The same --model also asks every base item's question without its table (one call each).
+    asked = next(s for s in data["sections"] if s["name"] == "question_only")["data"]["asked"]
+    assert asked == len(ITEM) and sent == probes + asked
+    assert f"{probes} paid calls, 0 from the cache" in first.stderr
+    assert f"0 paid calls, {probes} from the cache" in second.stderr
     # The report's bytes do not depend on the cache: paid or cached, the same files.
     for name in ("health.json", "health.md"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -140,6 +143,46 @@ def test_a_budget_stops_before_it_is_passed_and_names_the_tables_not_probed(
         rest = next(s for s in again.sections if s.name == "memorisation").source
         assert len(rest.probed) == len(TABLES) and rest.calls.cached >= stopped_at
         assert len(server.requests) == stopped_at + rest.calls.paid
+
+
+def test_one_budget_holds_for_question_only_answering_and_the_probes_together(
+    built: tuple[Path, Path, Path], workspace: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tqaforge.health.memorisation as memorisation
+    import tqaforge.health.question_only as question_only
+
+    _, release, evaluation = built
+    spent: list[float] = []
+    budgets: dict[str, Any] = {}
+
+    def reply(body: dict[str, Any]) -> str:
+        text = _model()(body)
+        spent.append((sum(estimate_tokens(str(m["content"])) for m in body["messages"]) + estimate_tokens(text)) * 1e-6)
+        return text
+
+    for name, module in (("question_only", question_only), ("memorisation", memorisation)):
+        def recording(*args: Any, _name: str = name, _real: Any = module.run_step, **kwargs: Any) -> Any:
+            budgets[_name] = kwargs.get("budget")
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(module, "run_step", recording)
+    ws = open_workspace(workspace)
+    try:
+        ws.paths.config.write_text(ws.paths.config.read_text() + '\n[llm.prices."m1"]\ninput = 1.0\noutput = 1.0\n')
+    finally:
+        ws.close()
+    limit = 0.004
+    with OpenAIServer(reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        report = run(HealthOptions(release=release, evaluations=(evaluation,), workspace=workspace, model="m1", max_cost=limit,
+                                   thresholds=Thresholds(max_suspect_gold=None), plots=False),
+                     builders=[question_only_section, memorisation_section])
+    # Both checks spent from one budget object, of --max-cost (each its own would hold max_cost apiece).
+    assert set(budgets) == {"question_only", "memorisation"}
+    assert budgets["question_only"] is budgets["memorisation"] is not None
+    assert sum(spent) <= limit  # the server's own count: nothing sent past the one budget
+    sections = {s.name: s.source for s in report.sections}
+    assert sections["question_only"].calls.paid > 0 and sections["memorisation"].not_probed  # both spent; the budget stopped the probes
 
 
 def test_no_model_no_section_and_a_model_without_a_workspace_is_refused(built: tuple[Path, Path, Path]) -> None:

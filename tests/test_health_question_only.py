@@ -156,7 +156,8 @@ def test_the_section_in_the_report_and_the_command(release: Path, ws: Workspace,
                                   question_only_threshold=0.95, thresholds=thresholds), builders=[question_only_section])
         assert loose.passed and loose.sections[0].data["flagged"] == []  # 0.9 right is not above 0.95
         result = CliRunner().invoke(app, ["health", "--release", str(release), "--evaluations", str(evaluation),
-                                          "--workspace", str(ws.root), "--model", MODEL, "--no-plots", "--out", str(tmp_path / "h"),
+                                          "--workspace", str(ws.root), "--model", MODEL, "--model-check", "question_only",
+                                          "--no-plots", "--out", str(tmp_path / "h"),
                                           "--thresholds", "max_suspect_gold=none,max_question_only=0.25"])
         sent = len(server.requests)
     assert sent == N_ITEMS  # the library runs and the command asked each item once: the rest from the ledger

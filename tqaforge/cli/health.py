@@ -41,6 +41,7 @@ def health_cmd(
     model: Optional[str] = typer.Option(None, "--model", help="A model to ask (the --workspace's [llm] endpoint): every base item's question with the table withheld, and memorisation probes (header, row and cell completion) of each table."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="One budget in USD for all the model's calls; items left unasked and tables left unprobed are named."),
     question_only_threshold: float = typer.Option(0.5, "--question-only-threshold", help="With --model: flag a subtype whose share answered right without the table is above this."),
+    model_check: List[str] = typer.Option([], "--model-check", help="With --model: run only this check (question_only, memorisation); repeat for each (default: both)."),
     memorisation_tables: Optional[int] = typer.Option(None, "--memorisation-tables", help="With --model: probe the first N distinct tables only (default: all)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Write no PNG plots."),
     send_suspects: bool = typer.Option(False, "--send-suspects", help="Put the suspect gold in the --workspace's adjudication queue with its evidence (a person's decision is never reopened)."),
@@ -55,6 +56,7 @@ def health_cmd(
     options = HealthOptions(release=release, evaluations=tuple(evaluations), workspace=workspace, irt=irt, plots=not no_plots,
                             references=tuple(reference) if reference else None, model=model, max_cost=max_cost,
                             question_only_threshold=question_only_threshold, memorisation_tables=memorisation_tables,
+                            **({"model_checks": tuple(model_check)} if model_check else {}),
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
     write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)

@@ -156,6 +156,10 @@ class Thresholds:
         return replace(base or cls(), **changes)
 
 
+#: The sections that ask a model (``HealthOptions.model``), by name.
+MODEL_CHECKS = ("question_only", "memorisation")
+
+
 @dataclass(frozen=True)
 class HealthOptions:
     """What to report on: the ``release`` directory, the ``evaluations`` (directories ``tqaforge
@@ -185,6 +189,8 @@ class HealthOptions:
     #: (None: no limit).
     model: str | None = None
     max_cost: float | None = None
+    #: Which of the model's checks run (a subset of :data:`MODEL_CHECKS`; default: all).
+    model_checks: tuple[str, ...] = ("question_only", "memorisation")
     #: Question only: a subtype whose share answered right without the table is above this is
     #: flagged (with ``question_only_min_items`` items asked or more); items right listed per subtype.
     question_only_threshold: float = 0.5
@@ -375,11 +381,17 @@ def _read(options: HealthOptions) -> HealthContext:
                                   f"in {evaluations[first].path} and again in {e.path}",
                                   hint="give each system's evaluation once")
         evaluations.append(e)
+    unknown = sorted(set(options.model_checks) - set(MODEL_CHECKS))
+    if unknown:
+        raise HealthError(f"unknown model check {', '.join(unknown)}", hint=f"choose among {', '.join(MODEL_CHECKS)}")
     budget = None
     if options.model is not None:
         from tqaforge.llm.budget import Budget
 
-        budget = Budget(options.max_cost)
+        try:
+            budget = Budget(options.max_cost)
+        except TqaforgeError as exc:  # a bad --max-cost: refused before any section or call
+            raise HealthError(str(exc.args[0]), hint=exc.hint) from None
     return HealthContext(options, release, tuple(evaluations), budget)
 
 
@@ -520,10 +532,10 @@ def question_only_section(ctx: HealthContext) -> HealthSection | None:
     budgeted). Without one: nothing, or a failing unchecked check when ``max_question_only`` is set."""
     o, limit = ctx.options, ctx.options.thresholds.max_question_only
     what = "subtypes answered right from the question alone"
-    if o.model is None:
+    if o.model is None or "question_only" not in o.model_checks:
         if limit is None:
             return None
-        return HealthSection("question_only", "Answerable from the question alone", ("not run: no model given (--model)",),
+        return HealthSection("question_only", "Answerable from the question alone", (f"not run: {'no model given (--model)' if o.model is None else 'not among the model checks asked'}",),
                              {"model": None}, tuple(check("question_only", "question_only", 0, 0, limit, what + " (no model asked)")))
     if o.workspace is None:
         raise HealthError("question-only answering asks a model, and its calls are kept in a workspace's ledger: no workspace given",
@@ -549,10 +561,11 @@ def memorisation_section(ctx: HealthContext) -> HealthSection | None:
     :mod:`tqaforge.health.memorisation`): through the gateway, each call a ledger record in the
     workspace, the run held to ``max_cost``."""
     o = ctx.options
-    if o.model is None:
+    if o.model is None or "memorisation" not in o.model_checks:
         if o.thresholds.max_memorised is None:
             return None
-        return HealthSection("memorisation", "Memorisation probes (model)", ("not run: no model given (--model)",), {"model": None},
+        why = "no model given (--model)" if o.model is None else "not among the model checks asked"
+        return HealthSection("memorisation", "Memorisation probes (model)", (f"not run: {why}",), {"model": None},
                              tuple(check("memorised", "memorisation", 0, 0, o.thresholds.max_memorised,
                                          "tables memorised by the model (no model asked)")))
     if o.workspace is None:
