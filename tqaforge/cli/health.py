@@ -50,13 +50,14 @@ def health_cmd(
     """Item analysis, differences that count, label quality, duplicates, answer bias and (--model) question-only answering and memorisation probes of a release; exit 1 when a threshold fails."""
     from tqaforge.errors import HealthError
     from tqaforge.health import HealthOptions, run, write_report
+    from tqaforge.health.report import MODEL_CHECKS
 
     if send_suspects and workspace is None:
         raise HealthError("--send-suspects needs the workspace whose adjudication queue takes them", hint="add --workspace DIR")
     options = HealthOptions(release=release, evaluations=tuple(evaluations), workspace=workspace, irt=irt, plots=not no_plots,
                             references=tuple(reference) if reference else None, model=model, max_cost=max_cost,
                             question_only_threshold=question_only_threshold, memorisation_tables=memorisation_tables,
-                            **({"model_checks": tuple(model_check)} if model_check else {}),
+                            model_checks=tuple(model_check) or MODEL_CHECKS,
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
     write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)
