@@ -42,7 +42,7 @@ def _text(at: AppTest) -> str:
 
 
 def test_the_home_page_lists_every_page_and_opens_the_overview(staged, page) -> None:
-    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(APP / "main" / "Home.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert {m.label for m in at.metric} >= {"tables", "questions", "variants", "releases"}
 

@@ -141,7 +141,7 @@ def thresholds(ws: Workspace, min_agreement: float | None = None) -> dict[str, f
 def _check_version(version: str) -> None:
     parts = version.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0")
+        raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0", app_hint="a version like 1.0.0")
 
 
 # ---------------------------------------------------------------------------------------------

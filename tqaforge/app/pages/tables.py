@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import md, run_step, workspace_or_stop
+from tqaforge.app.common import md, paged, run_step, workspace_or_stop
 
 st.title("Tables")
 ws = workspace_or_stop()
@@ -22,10 +22,9 @@ left, middle, right = st.columns(3)
 min_rows = left.number_input("min rows", min_value=0, value=0)
 max_rows = middle.number_input("max rows (0: any)", min_value=0, value=0)
 min_share = right.slider("min numeric share", 0.0, 1.0, 0.0, 0.05)
-page_size = 50
-listing = queries.list_tables(ws, limit=page_size, min_rows=int(min_rows) or None, max_rows=int(max_rows) or None,
-                              min_numeric_share=min_share or None)
-st.caption(listing.describe("tables"))
+listing = paged("tables-page", lambda limit, offset: queries.list_tables(
+    ws, limit=limit, offset=offset, min_rows=int(min_rows) or None, max_rows=int(max_rows) or None,
+    min_numeric_share=min_share or None), "tables")
 counts = queries.count_questions_by_table(ws, [t.id for t in listing])
 st.dataframe(
     pd.DataFrame([{"id": t.id[:12], "rows": t.n_rows, "columns": t.n_cols, "numeric share": round(t.numeric_share, 2),

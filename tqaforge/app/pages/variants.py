@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, paged, workspace_or_stop
 from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
@@ -21,8 +21,8 @@ present = [p for p in PERTURBATIONS if counts.get(p)]
 start = next((i for i, p in enumerate(present) if p != "none"), 0)
 perturbation = st.selectbox("perturbation", present or ["(none)"], index=start,
                             format_func=lambda p: f"{p} ({counts.get(p, 0)})")
-listing = queries.list_variants(ws, perturbation=perturbation if present else None, limit=200)
-st.caption(listing.describe("variants"))
+listing = paged("variants-page", lambda limit, offset: queries.list_variants(
+    ws, perturbation=perturbation if present else None, limit=limit, offset=offset), "variants")
 if not listing.items:
     st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")
     st.stop()
