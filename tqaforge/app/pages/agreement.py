@@ -9,10 +9,11 @@ from typing import Mapping
 import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, resolve
-from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
+from tqaforge.annotation.agreement import AgreementResult
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
+from tqaforge.app.charts import bar_spec, by_statistic, heatmap_spec, undefined_pairs
 from tqaforge.app.common import attempt, md, paged, workspace_or_stop
 from tqaforge.queries import labels_by_source
 
@@ -34,64 +35,14 @@ def report_for(root: str, inputs_json: str, n_boot: int) -> AgreementReport:
 report = report_for(str(ws.root), json.dumps(report_inputs(ws), sort_keys=True), n_boot)
 
 
-def bar_chart(values: dict[str, float], title: str, statistic: str) -> None:
-    """A bar per name, its axis named after the one ``statistic`` drawn: a Vega-Lite spec of our
-    own (Streamlit's ``bar_chart`` imports Altair, a second or so of this page's first render)."""
-    data = [{"name": k, "value": v} for k, v in values.items()]
-    st.vega_lite_chart(spec={
-        "data": {"values": data}, "mark": "bar", "title": title,
-        "encoding": {"x": {"field": "name", "type": "nominal", "sort": None, "title": None},
-                     "y": {"field": "value", "type": "quantitative", "title": statistic}},
-    }, width="stretch")
-
-
-def by_statistic(results: Mapping[str, AgreementResult]) -> dict[str, dict[str, float]]:
-    """Defined values grouped by their statistic: a chart never mixes two statistics on one axis."""
-    grouped: dict[str, dict[str, float]] = {}
-    for name, result in results.items():
-        if result.value is not None:
-            grouped.setdefault(result.statistic, {})[name] = result.value
-    return grouped
-
-
 def charts(results: Mapping[str, AgreementResult], what: str) -> None:
     """One bar chart per statistic of ``results`` (name -> result); a caption instead of an empty chart."""
     grouped = by_statistic(results)
     for statistic, values in grouped.items():
-        bar_chart(values, f"{what}: {statistic}", statistic)
+        st.vega_lite_chart(spec=bar_spec(values, f"{what}: {statistic}", statistic), width="stretch")
     if not grouped:
-        st.caption(f"{what}: undefined for every one ({md(next(iter(results.values())).reason or 'too few labels')})")
-
-
-#: The cell of a pair whose statistic is undefined: light, outlined and labelled, so it reads in
-#: a light and a dark theme alike (it was grey on black).
-UNDEFINED_FILL, UNDEFINED_TEXT = "#f2f2f2", "n/a"
-
-
-def heatmap(pairwise: PairwiseResult, title: str) -> None:
-    """Each pair's value on a red (-1) to green (1) scale, an undefined pair as a light "n/a"
-    cell: a Vega-Lite spec (a styled dataframe needs matplotlib's colour maps, another second of
-    the first render)."""
-    data = [{"a": a, "b": b, "value": r.value, "label": f"{r.value:.2f}" if r.value is not None else UNDEFINED_TEXT}
-            for (x, y), r in pairwise.pairs.items() for a, b in ((x, y), (y, x))]
-    defined = {"filter": "datum.value != null"}
-    st.vega_lite_chart(spec={
-        "data": {"values": data}, "title": title,
-        "encoding": {"x": {"field": "b", "type": "nominal", "sort": list(pairwise.raters), "title": None},
-                     "y": {"field": "a", "type": "nominal", "sort": list(pairwise.raters), "title": None}},
-        "layer": [
-            {"transform": [defined], "mark": "rect",
-             "encoding": {"color": {"field": "value", "type": "quantitative", "title": pairwise.statistic,
-                                    "scale": {"scheme": "redyellowgreen", "domain": [-1, 1]}}}},
-            {"transform": [{"filter": "datum.value == null"}],
-             "mark": {"type": "rect", "color": UNDEFINED_FILL, "stroke": "#888888", "strokeDash": [4, 3]}},
-            {"mark": {"type": "text", "color": "#111111"}, "encoding": {"text": {"field": "label", "type": "nominal"}}},
-        ],
-    }, width="stretch")
-    undefined = [f"{a} and {b}" for (a, b), r in pairwise.pairs.items() if r.value is None]
-    if undefined:
-        reason = next(r.reason for r in pairwise.pairs.values() if r.value is None) or "too few shared items"
-        st.caption(md(f"{UNDEFINED_TEXT}: undefined for {', '.join(undefined)} ({reason})"))
+        reason = next((r.reason for r in results.values() if r.reason), "too few labels")
+        st.caption(md(f"{what}: undefined for every one ({reason})"))
 
 
 # Imported labels (published datasets' own) are not our annotators' work: agreement leaves them
@@ -121,7 +72,9 @@ for name, kind in report.kinds.items():
             charts({sub: stats[stat] for sub, stats in kind.per_subtype.items() if stat in stats}, "per subtype")
         for stat, pairwise in kind.pairwise.items():
             if len(pairwise.raters) >= 2 and pairwise.pairs:
-                heatmap(pairwise, f"pairwise {stat}")
+                st.vega_lite_chart(spec=heatmap_spec(pairwise, f"pairwise {stat}"), width="stretch")
+                if (undefined := undefined_pairs(pairwise)) is not None:
+                    st.caption(md(undefined))
 
 
 def decide(task_id: str, label_json: str, by: str, note: str) -> None:

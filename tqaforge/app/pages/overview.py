@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
+from tqaforge.app.charts import bar_spec
 from tqaforge.app.common import md, show_annotation_progress, usd, workspace_or_stop
 
 st.title("tqaforge")
@@ -17,13 +18,9 @@ st.subheader("Pipeline funnel")
 cols = st.columns(len(f.stages))
 for col, (stage, counts) in zip(cols, f.stages):
     col.metric(stage, counts["total"])
-# In pipeline order (the funnel's), not alphabetical: a Vega-Lite spec whose axis keeps the order given.
-order = [s for s, _ in f.stages]
-st.vega_lite_chart(spec={
-    "data": {"values": [{"stage": s, "records": c["total"]} for s, c in f.stages]}, "mark": "bar",
-    "encoding": {"y": {"field": "stage", "type": "nominal", "sort": order, "title": None},
-                 "x": {"field": "records", "type": "quantitative", "title": "records"}},
-}, width="stretch")
+# In pipeline order (the funnel's), not alphabetical as Streamlit's bar_chart sorts them.
+st.vega_lite_chart(spec=bar_spec({s: c["total"] for s, c in f.stages}, "records per stage", "records",
+                                 order=[s for s, _ in f.stages], horizontal=True), width="stretch")
 st.dataframe(
     pd.DataFrame([{"stage": s, "total": c["total"], "by status": ", ".join(f"{k}: {v}" for k, v in c.items() if k != "total")}
                   for s, c in f.stages]),

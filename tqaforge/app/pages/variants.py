@@ -39,7 +39,8 @@ st.caption(f"gold answer: {md(', '.join(view.variant.answers or []) or '-')} · 
 for line in view.edit_lines():
     st.markdown(f"- changed {md(line)}")
 COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #b3e5fc", "inserted": "background-color: #c8e6c9"}
-left, right = st.columns(2)
+# Each table scrolls inside its own half (st.dataframe), so a wide one is never cut off.
+left, right = st.columns(2, gap="medium")
 with left:
     st.subheader("original")
     st.dataframe(pd.DataFrame(view.original.rows, columns=[h or f"({i})" for i, h in enumerate(view.original.header)]), width="stretch")
@@ -54,4 +55,6 @@ with right:
         st.caption("yellow: changed · blue: moved · green: inserted")
 if view.perturbed is not None:
     fmt = st.selectbox("serialization (as the model sees it)", SERIALIZATIONS)
-    st.code(escape_controls(serialize(view.perturbed, fmt)), language=None)
+    # Wrapped, in a box that scrolls down: a serialization's long lines were cut off on the right.
+    with st.container(height=480, border=False):
+        st.code(escape_controls(serialize(view.perturbed, fmt)), language=None, wrap_lines=True)
