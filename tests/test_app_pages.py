@@ -235,7 +235,7 @@ def test_generate_runs_a_question_round_against_an_endpoint(staged, page, monkey
 
 def test_generate_refuses_a_budget_for_an_unpriced_model_before_any_request(staged, page, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 25: the budget field enforced nothing for a model with no price; now the run is refused
-    with the fix, and the endpoint sees no request. Control: with no budget the same click reaches it."""
+    with the fix, and the endpoint sees no request. Control: with no budget the click reaches it."""
     from openai_server import OpenAIServer
     from test_generation import model_reply
 
@@ -250,7 +250,8 @@ def test_generate_refuses_a_budget_for_an_unpriced_model_before_any_request(stag
         at.multiselect[0].set_value(["Counting"])
         # Another table than the round test's (the staged workspace is shared): work left to do.
         at.text_input[2].set_value(sorted(t.id for t in queries.list_tables(ws, limit=3))[-1][:10])
-        next(b for b in at.button if b.label == "generate questions").click().run()
+        # Refused on the page itself now (issue 29): the button is disabled and the warning says the fix.
+        assert next(b for b in at.button if b.label == "generate questions").disabled
         assert "llm.prices" in _text(at).replace("\\", "") and server.total_paid == 0 and not server.requests
         at.number_input[0].set_value(0.0).run()
         next(b for b in at.button if b.label == "generate questions").click().run()
