@@ -24,7 +24,6 @@ from tqaforge.schemas.records import Question
 from tqaforge.store import init_workspace
 
 
-
 def _answers(url: str) -> bool:
     try:
         urllib.request.urlopen(url, timeout=2).close()

@@ -33,7 +33,7 @@ for q in queue:
         st.markdown(f"**{md(q.subtype or '-')}** · {md(q.id[:10], code=True)} · round {q.round if q.round is not None else '-'}")
         st.markdown(md(q.text))
         # The question is judged against its table: without it "accept" is a guess.
-        table = attempt(lambda: queries.show_table(ws, q.table_id, max_questions=1))
+        table = attempt(lambda table_id=q.table_id: queries.show_table(ws, table_id, max_questions=1))
         if table is not None:
             view = table.view
             st.dataframe(pd.DataFrame(view.rows, columns=[h or f"({i})" for i, h in enumerate(view.header)]),
