@@ -3,6 +3,8 @@ promote to seed). Each decision is an annotation like a Label Studio label."""
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -33,7 +35,7 @@ for q in queue:
         st.markdown(f"**{md(q.subtype or '-')}** · {md(q.id[:10], code=True)} · round {q.round if q.round is not None else '-'}")
         st.markdown(md(q.text))
         # The question is judged against its table: without it "accept" is a guess.
-        table = attempt(lambda table_id=q.table_id: queries.show_table(ws, table_id, max_questions=1))
+        table = attempt(functools.partial(queries.show_table, ws, q.table_id, max_questions=1))
         if table is not None:
             view = table.view
             st.dataframe(pd.DataFrame(view.rows, columns=[h or f"({i})" for i, h in enumerate(view.header)]),
