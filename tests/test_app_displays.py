@@ -133,7 +133,16 @@ def test_no_page_names_a_cli_flag(page, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     text = shown_text(page("generate.py"))
     assert not CLI_FLAG.findall(text), CLI_FLAG.findall(text)
-    # An error a library raises with a CLI hint: the app's words instead (an unknown reviewer).
+    # Errors a library raises with a CLI hint: the app's words instead. A selection that mixes
+    # "accepted" and ids (refused before any request: the endpoint is a closed port)...
+    at = page("generate.py")
+    at.text_input[0].set_value("a-model").run()
+    next(t for t in at.text_input if t.label == "questions").set_value("accepted, 0a1b")
+    next(b for b in at.button if b.label == "answer, vote and route").click().run()
+    errors = [str(e.value).replace("\\", "") for e in at.error]
+    assert errors and "not a mix" in errors[0] and "in the questions field" in errors[0], errors
+    assert not CLI_FLAG.findall("\n".join(errors)), errors
+    # ...and an unknown reviewer.
     at = page("review.py")
     at.text_input[0].set_value("somebody-new").run()
     next(b for b in at.button if b.key and b.key.startswith("do-accept-")).click().run()

@@ -316,6 +316,7 @@ def _prepare(ws: Workspace, options: ReleaseOptions) -> tuple[ReleaseOptions, Co
         raise LowAgreement(
             "agreement is below the threshold:\n  " + "\n  ".join(low),
             hint="adjudicate the items (`tqaforge agreement queue`), or build with --accept-low-agreement \"REASON\"",
+            app_hint="adjudicate the items (Agreement page), or say why you accept it in the reason field and build again",
         )
     return options, contents, agreement, low
 
@@ -419,6 +420,7 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
                     f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
                     + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
                     hint="a release never changes under its version: give a new --version",
+                    app_hint="a release never changes under its version: give a new version",
                 )
             shutil.rmtree(tmp, ignore_errors=True)
         else:
