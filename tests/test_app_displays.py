@@ -17,7 +17,15 @@ from streamlit.testing.v1 import AppTest
 from tqaforge import queries
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
 from tqaforge.annotation.review import review_queue
-from tqaforge.app.charts import UNDEFINED_FILL, UNDEFINED_TEXT, by_statistic, heatmap_spec, undefined_pairs
+from tqaforge.app.charts import (
+    UNDEFINED_FILL,
+    UNDEFINED_TEXT,
+    agreement_domain,
+    bar_spec,
+    by_statistic,
+    heatmap_spec,
+    undefined_pairs,
+)
 from tqaforge.app.common import CLI_FLAG, usd
 from tqaforge.demo import build_demo
 from tqaforge.store import Workspace, open_workspace
@@ -180,8 +188,9 @@ def test_agreement_counts_imported_labels_shows_intervals_and_draws_nothing_empt
     for spec in specs:
         assert spec["data"]["values"], spec.get("title")  # never an empty chart
         y = spec.get("encoding", {}).get("y", {})
-        if spec.get("mark") == "bar":  # one statistic per chart, on its axis and in its title
+        if spec.get("mark") == "bar":  # one statistic per chart, on its axis and in its title, on a real scale
             assert y["title"] != "agreement" and spec["title"].endswith(y["title"]), spec
+            assert y["scale"]["domain"][1] == 1 and y["scale"]["domain"][0] in (-1, 0), spec
 
 
 def test_the_heatmap_draws_an_undefined_pair_visibly() -> None:
@@ -225,11 +234,42 @@ def test_overview_funnel_in_pipeline_order_and_no_empty_spend_chart(demo: Worksp
     assert dict((m.label, m.value) for m in at.metric)["LLM cost so far (USD)"] == "0"
 
 
+def test_an_agreement_of_zero_is_drawn_on_a_real_axis() -> None:
+    """A lone value of 0 made Vega-Lite an axis reading "0.000000" with no bar: the agreement
+    charts span 0 to 1, or -1 to 1 when a value is negative."""
+    assert agreement_domain({"a": 0.0}) == (0.0, 1.0) and agreement_domain({"a": 0.3, "b": -0.2}) == (-1.0, 1.0)
+    spec = bar_spec({"a": 0.0}, "per subtype: alpha", "alpha", domain=agreement_domain({"a": 0.0}))
+    assert spec["encoding"]["y"]["scale"]["domain"] == [0.0, 1.0] and spec["encoding"]["y"]["axis"]["format"] == "~g"
+
+
 def test_costs_show_with_sensible_precision() -> None:
     assert [usd(x) for x in (0, 0.06, 1234.5, 0.0012, 0.00001234)] == ["0", "0.06", "1,234.50", "0.0012", "1.2e-05"]
 
 
-def test_variants_serialization_wraps_instead_of_being_cut_off(page) -> None:
+def _table_columns(at: AppTest) -> list[Any]:
+    return [c for c in at.columns if len(c.dataframe)]
+
+
+def test_variants_serialization_wraps_and_wide_tables_are_not_cut_off(demo: Workspace, page) -> None:
+    from tqaforge.variants.view import show_variant
+
     at = page("variants.py")
     assert at.code, "no serialization shown"
     assert all(c.proto.wrap_lines for c in at.code)
+    view = show_variant(demo, at.selectbox[1].value)
+    widest = max(len(view.original.header), len(view.perturbed.header) if view.perturbed else 0)
+    assert widest > 4  # the demo's first variant: a table too wide for half the page
+    side_by_side = next(t for t in at.toggle if t.label == "side by side")
+    assert side_by_side.value is False and not _table_columns(at)  # one above the other, each the page's width
+    assert len(at.dataframe) == 2
+    side_by_side.set_value(True).run()
+    assert len(_table_columns(at)) == 2 and len(at.dataframe) == 2  # the reader's choice: side by side
+    # A table that fits in half the page starts side by side.
+    narrow = next(v for v in queries.list_variants(demo, limit=500)
+                  if v.status != "skipped" and len(show_variant(demo, v.id).original.header) <= 4)
+    at = page("variants.py")
+    at.selectbox[0].set_value(narrow.perturbation).run()
+    while not any(o.startswith(narrow.id[:12]) for o in at.selectbox[1].options):  # options as shown
+        next(b for b in at.button if b.label == "next page").click().run()
+    at.selectbox[1].set_value(narrow.id).run()
+    assert next(t for t in at.toggle if t.label == "side by side").value is True and len(_table_columns(at)) == 2

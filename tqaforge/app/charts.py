@@ -15,15 +15,25 @@ UNDEFINED_FILL, UNDEFINED_STROKE, UNDEFINED_TEXT = "#f2f2f2", "#888888", "n/a"
 
 
 def bar_spec(values: Mapping[str, float], title: str, axis: str, *, order: Sequence[str] | None = None,
-             horizontal: bool = False) -> dict[str, Any]:
-    """A bar per name, in ``order`` (else as given), the value axis titled ``axis``."""
+             horizontal: bool = False, domain: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A bar per name, in ``order`` (else as given), the value axis titled ``axis`` and spanning
+    ``domain`` when given (a lone 0 otherwise makes an axis of "0.000000" and no bar)."""
     names = list(order) if order is not None else list(values)
-    name = {"field": "name", "type": "nominal", "sort": names, "title": None}
-    value = {"field": "value", "type": "quantitative", "title": axis}
+    name = {"field": "name", "type": "nominal", "sort": names, "title": None,
+            "axis": {"labelLimit": 300} | ({} if horizontal else {"labelAngle": -30})}
+    value: dict[str, Any] = {"field": "value", "type": "quantitative", "title": axis, "axis": {"format": "~g"}}
+    if domain is not None:
+        value["scale"] = {"domain": list(domain)}
     return {
         "data": {"values": [{"name": k, "value": values[k]} for k in names if k in values]}, "mark": "bar", "title": title,
-        "encoding": {"y": name, "x": value} if horizontal else {"x": name, "y": value},
+        "height": 220, "encoding": {"y": name, "x": value} if horizontal else {"x": name, "y": value},
     }
+
+
+def agreement_domain(values: Mapping[str, float]) -> tuple[float, float]:
+    """The axis of an agreement statistic: 0 to 1, or -1 to 1 when a value is below 0 (kappas and
+    alphas can be), so bars of different charts compare and a value of 0 is drawn on a real axis."""
+    return (-1.0 if any(v < 0 for v in values.values()) else 0.0, 1.0)
 
 
 def by_statistic(results: Mapping[str, AgreementResult]) -> dict[str, dict[str, float]]:

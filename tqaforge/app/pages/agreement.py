@@ -13,7 +13,7 @@ from tqaforge.annotation.agreement import AgreementResult
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
-from tqaforge.app.charts import bar_spec, by_statistic, heatmap_spec, undefined_pairs
+from tqaforge.app.charts import agreement_domain, bar_spec, by_statistic, heatmap_spec, undefined_pairs
 from tqaforge.app.common import attempt, md, paged, workspace_or_stop
 from tqaforge.queries import labels_by_source
 
@@ -39,7 +39,8 @@ def charts(results: Mapping[str, AgreementResult], what: str) -> None:
     """One bar chart per statistic of ``results`` (name -> result); a caption instead of an empty chart."""
     grouped = by_statistic(results)
     for statistic, values in grouped.items():
-        st.vega_lite_chart(spec=bar_spec(values, f"{what}: {statistic}", statistic), width="stretch")
+        st.vega_lite_chart(spec=bar_spec(values, f"{what}: {statistic}", statistic, domain=agreement_domain(values)),
+                           width="stretch")
     if not grouped:
         reason = next((r.reason for r in results.values() if r.reason), "too few labels")
         st.caption(md(f"{what}: undefined for every one ({reason})"))

@@ -13,6 +13,9 @@ from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.variants.view import show_variant
 
+#: The widest tables shown side by side by default.
+SIDE_BY_SIDE_COLUMNS = 4
+
 st.title("Variants")
 ws = workspace_or_stop()
 counts = queries.variant_counts(ws)
@@ -39,8 +42,12 @@ st.caption(f"gold answer: {md(', '.join(view.variant.answers or []) or '-')} · 
 for line in view.edit_lines():
     st.markdown(f"- changed {md(line)}")
 COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #b3e5fc", "inserted": "background-color: #c8e6c9"}
-# Each table scrolls inside its own half (st.dataframe), so a wide one is never cut off.
-left, right = st.columns(2, gap="medium")
+# Side by side only while both fit in half the page; a wider table is cut off at the edge of its
+# half, so by default it goes one above the other, each the page's width.
+widest = max(len(view.original.header), len(view.perturbed.header) if view.perturbed is not None else 0)
+side_by_side = st.toggle("side by side", value=widest <= SIDE_BY_SIDE_COLUMNS,
+                         help=f"Tables of more than {SIDE_BY_SIDE_COLUMNS} columns start one above the other.")
+left, right = st.columns(2, gap="medium") if side_by_side else (st.container(), st.container())
 with left:
     st.subheader("original")
     st.dataframe(pd.DataFrame(view.original.rows, columns=[h or f"({i})" for i, h in enumerate(view.original.header)]), width="stretch")
