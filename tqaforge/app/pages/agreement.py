@@ -43,7 +43,8 @@ def charts(results: Mapping[str, AgreementResult], what: str) -> None:
                            width="stretch")
     if not grouped:
         reason = next((r.reason for r in results.values() if r.reason), "too few labels")
-        st.caption(md(f"{what}: undefined for every one ({reason})"))
+        statistics = ", ".join(sorted({r.statistic for r in results.values()}))
+        st.caption(md(f"{what}: {statistics}: undefined for every one ({reason})"))
 
 
 # Imported labels (published datasets' own) are not our annotators' work: agreement leaves them
