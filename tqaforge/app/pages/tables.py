@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import md, paged, run_step, workspace_or_stop
+from tqaforge.app.common import md, paged, run_step, window_text, workspace_or_stop
 
 st.title("Tables")
 ws = workspace_or_stop()
@@ -37,6 +37,8 @@ if listing.items:
     detail = queries.show_table(ws, chosen)
     st.dataframe(pd.DataFrame(detail.view.rows, columns=[h or f"({i})" for i, h in enumerate(detail.view.header)]), width="stretch")
     st.caption(detail.view.describe())
+    if detail.questions.more:  # said, not cut off without a word
+        st.caption(f"{window_text(detail.questions, 'questions of this table')}: the Review and Answers pages list the rest")
     for q in detail.questions:
         answers = "; ".join(a.value for a in detail.answers.get(q.id, []))
         st.markdown(f"- **{md(q.subtype or '-')}** · {md(q.text)} → {md(answers, code=True)}")
