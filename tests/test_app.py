@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from tqaforge.ingest import import_paths
 
-HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
+HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "main" / "Home.py"
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -38,7 +38,7 @@ def test_home_page_shows_funnel_and_tables(demo_workspace):
     assert metrics["tables"] == str(summary.total("tables_new"))
     assert metrics["questions"] == str(summary.total("questions_new"))
     assert any("tqaforge" in t.value for t in at.title)
-    tables = AppTest.from_file(str(HOME.parent / "pages" / "tables.py"), default_timeout=60).run()
+    tables = AppTest.from_file(str(HOME.parents[1] / "pages" / "tables.py"), default_timeout=60).run()
     tables_frame = next(f.value for f in tables.dataframe if "numeric share" in f.value.columns)
     assert len(tables_frame) == min(summary.total("tables_new"), 50)  # the tables page shows 50 at a time
 

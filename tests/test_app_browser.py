@@ -6,23 +6,22 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from app_demo import stage_everything
 from conftest import free_port, start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
 from tqaforge.annotation.adjudication import adjudication_queue
+from tqaforge.ingest import import_paths
+from tqaforge.launch import APP, app_command
 from tqaforge.people import register
 from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
 from tqaforge.store import init_workspace
-
-HOME = Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "Home.py"
 
 
 def _answers(url: str) -> bool:
@@ -34,15 +33,13 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def running_app(env: Mapping[str, str]) -> Iterator[str]:
+def running_app(env: Mapping[str, str], change: Callable[[list[str]], list[str]] = lambda command: command) -> Iterator[str]:
     """The app (Home.py) served on a free loopback port with ``env``: yields its URL once it
-    answers, and stops it after."""
+    answers, and stops it after. Started with the launcher's own command (``tqaforge app``,
+    ``make run``: the same Streamlit settings users get), ``change``d for a control."""
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(HOME), "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    server = subprocess.Popen(change(app_command("127.0.0.1", port)), env=dict(env), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/"
         wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
@@ -108,3 +105,50 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             assert adjudication_queue(ws).total == before - 1
         finally:
             driver.quit()
+
+
+def _first_view(url: str, chromium, profile: Path) -> tuple[str, str, int, bool]:
+    """A deep link (the Variants page) opened first after the app started: the sidebar's text,
+    the page's text, the width of the main column, and whether a "Deploy" button shows."""
+    from selenium.webdriver.common.by import By
+
+    driver = start_chrome(chromium, profile, window="1400,1200")
+    try:
+        driver.get(url + "variants")
+        _wait_for(driver, "perturbation")  # the page's own words, rendered
+        sidebar = driver.find_element(By.CSS_SELECTOR, '[data-testid="stSidebar"]').text  # waited for: the page is in
+        main = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMainBlockContainer"]')
+        deploy = bool(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stAppDeployButton"]'))
+        return sidebar, str(driver.find_element(By.TAG_NAME, "body").text), int(main.size["width"]), deploy
+    finally:
+        driver.quit()
+
+
+def test_a_deep_link_opened_first_after_a_start_shows_our_navigation_wide_and_no_deploy(tmp_path: Path, chromium) -> None:
+    """Issue 29: after a restart, a page's URL opened first showed Streamlit's own sidebar of file
+    names (lowercase, alphabetical), the narrow layout and a "Deploy" button. Control: the main
+    script with a ``pages/`` folder beside it (as it was) and the developer toolbar shows all three
+    to the same checks."""
+    ws = init_workspace(tmp_path / "ws", name="demo")
+    import_paths(ws, [Path(__file__).resolve().parents[1] / "data" / "tables"])
+    env = {**os.environ, "TQAFORGE_WORKSPACE": str(ws.root)}
+    with running_app(env) as url:
+        sidebar, body, width, deploy = _first_view(url, chromium, tmp_path / "profile")
+    assert "Taxonomy and seeds" in sidebar and "Overview" in sidebar, sidebar
+    assert "taxonomy" not in sidebar.split("\n") and "overview" not in sidebar.split("\n"), sidebar  # no file names
+    assert width > 900, width  # wide: the narrow layout is 736 px wide whatever the window
+    assert not deploy and "Deploy" not in body
+
+    old = tmp_path / "old"  # the layout of before: pages/ beside the main script
+    old.mkdir()
+    (old / "pages").symlink_to(APP.parents[1] / "pages")
+    (old / "Home.py").write_text(f"import runpy\nrunpy.run_path({str(APP)!r}, run_name='__main__')\n", encoding="utf-8")
+
+    def as_before(command: list[str]) -> list[str]:
+        command = [str(old / "Home.py") if part == str(APP) else part for part in command]
+        return [("developer" if part == "minimal" else part) for part in command]
+
+    with running_app(env, as_before) as url:
+        sidebar, body, width, deploy = _first_view(url, chromium, tmp_path / "profile-before")
+    assert "taxonomy" in sidebar.split("\n") and "Taxonomy and seeds" not in sidebar, sidebar
+    assert width < 900 and deploy, (width, deploy)

@@ -42,8 +42,8 @@ from tqaforge.tables.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
-HOME = REPO / "tqaforge" / "app" / "Home.py"
-PAGES_DIR = HOME.parent / "pages"
+HOME = REPO / "tqaforge" / "app" / "main" / "Home.py"
+PAGES_DIR = REPO / "tqaforge" / "app" / "pages"
 def _env() -> dict[str, str]:
     """No endpoint, no database URL: the demo is a SQLite workspace built without a model."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("TQAFORGE_", "OPENAI_"))}

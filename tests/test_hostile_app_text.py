@@ -373,7 +373,7 @@ def test_chromium_fetches_nothing_from_an_image_link_in_a_question(tmp_path: Pat
             assert _images_from(driver, attacker) >= 1
         attacker.paths.clear()
 
-        with streamlit(APP / "Home.py", {"TQAFORGE_WORKSPACE": str(ws.root)}) as url:
+        with streamlit(APP / "main" / "Home.py", {"TQAFORGE_WORKSPACE": str(ws.root)}) as url:
             for path, rendered in (
                 ("review", "promote"),  # the proposed question's buttons, under its text
                 ("tables", "→"),  # the table's questions with their answers

@@ -15,11 +15,16 @@ class TqaforgeError(Exception):
     """Base class of every error tqaforge raises on purpose."""
 
     hint: str | None = None
+    #: The hint in the app's words, where :attr:`hint` names the CLI's flags (``--annotator``):
+    #: the app shows this one instead (None: the app shows :attr:`hint` when it names no flag).
+    app_hint: str | None = None
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, app_hint: str | None = None) -> None:
         super().__init__(message)
         if hint is not None:
             self.hint = hint
+        if app_hint is not None:
+            self.app_hint = app_hint
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -34,6 +39,7 @@ class WorkspaceNotFound(ConfigError):
     """No tqaforge workspace in the given or current directory."""
 
     hint = "run `tqaforge init DIR` first, or pass --workspace DIR"
+    app_hint = "run `tqaforge init DIR` first, then start the app in DIR (or with TQAFORGE_WORKSPACE=DIR)"
 
 
 class StoreError(TqaforgeError):

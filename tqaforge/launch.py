@@ -45,8 +45,22 @@ from tqaforge.annotation.labelstudio.server import (
 from tqaforge.errors import ConfigError, ServerBindError, TqaforgeError
 from tqaforge.redact import redact_url
 
-APP = Path(__file__).resolve().parent / "app" / "Home.py"
+APP = Path(__file__).resolve().parent / "app" / "main" / "Home.py"
 ALLOW_FLAG = "--allow-remote (ALLOW_REMOTE=1 for make run)"
+#: Streamlit settings the app is served with, wherever it is started from (a
+#: ``.streamlit/config.toml`` is read from the working directory only): the toolbar shows no
+#: "Deploy" button (there is nothing to deploy to). Not ``client.showSidebarNavigation = false``:
+#: it hides ``st.navigation``'s sidebar too; Streamlit's own sidebar of file names is avoided
+#: where it came from (see tqaforge/app/main/Home.py).
+STREAMLIT_OPTIONS = (
+    "--server.headless", "true", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
+)
+
+
+def app_command(host: str, port: int) -> list[str]:
+    """The command that serves the app (Home.py) on ``host``:``port`` with :data:`STREAMLIT_OPTIONS`."""
+    return [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", host, "--server.port", str(port),
+            *STREAMLIT_OPTIONS]
 
 
 def _stop_like_ctrl_c(signum: int, _frame: object) -> None:
@@ -254,10 +268,7 @@ def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> in
 
 def _app_in_foreground(args: argparse.Namespace, env: dict[str, str]) -> int:
     """Run the Streamlit app until it ends or Ctrl-C (SIGTERM and SIGHUP act as Ctrl-C); its exit status."""
-    app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", args.host,
-         "--server.port", str(args.app_port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        env=env)
+    app = subprocess.Popen(app_command(args.host, args.app_port), env=env)
     try:
         return app.wait()
     except KeyboardInterrupt:

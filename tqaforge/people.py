@@ -56,7 +56,8 @@ def fold(name: str) -> str:
 def check_name(name: str, *, what: str = "annotator name") -> str:
     """``name`` stripped; :class:`AnnotatorError` when it is empty, too long or holds control characters."""
     if not isinstance(name, str) or not name.strip():
-        raise AnnotatorError(f"give the {what}", hint="--annotator NAME (or TQAFORGE_ANNOTATOR)")
+        raise AnnotatorError(f"give the {what}", hint="--annotator NAME (or TQAFORGE_ANNOTATOR)",
+                             app_hint="type your name in the name field")
     name = name.strip()
     if has_controls(name, lines=False):
         raise AnnotatorError(
@@ -163,6 +164,7 @@ def resolve_annotator(s: Session, name: str, *, new: bool = False) -> Annotator:
     raise AnnotatorError(
         f"unknown annotator {escape_controls(name, lines=False)!r}; known: {listed or 'none yet'}",
         hint="give one of the known names, or register this one as a new person (--new; in the app, tick \"new annotator\")",
+        app_hint="type one of the known names, or tick \"this is a new annotator\" to register this one",
     )
 
 

@@ -798,6 +798,18 @@ def labels_per_annotator(ws: Workspace) -> dict[str, dict[str, int]]:
     return out
 
 
+def labels_by_source(ws: Workspace) -> dict[str, dict[str, int]]:
+    """Per annotation kind: labels recorded per source (``app``, ``labelstudio``, ``imported``...),
+    so a page can say how many labels a figure leaves out (agreement leaves imported ones out)."""
+    with ws.session() as s:
+        rows = s.exec(select(Annotation.kind, Annotation.source, func.count())  # type: ignore[call-overload]
+                      .group_by(Annotation.kind, Annotation.source)).all()
+    out: dict[str, dict[str, int]] = {}
+    for kind, source, n in rows:
+        out.setdefault(str(kind), {})[str(source)] = int(n)
+    return out
+
+
 def variant_counts(ws: Workspace) -> dict[str, int]:
     """Stored variants per perturbation."""
     with ws.session() as s:

@@ -416,7 +416,7 @@ def resolve(ws: Workspace, task_id: str, label: Any, *, by: str, note: str | Non
     """
     by = by.strip()
     if not by:
-        raise AdjudicationError("give the name of the person deciding", hint="--by NAME")
+        raise AdjudicationError("give the name of the person deciding", hint="--by NAME", app_hint="type your name in the name field")
     with ws.session() as s:
         task = get_by_prefix(s, AnnotationTask, task_id)
         spec = kind_spec(task.kind)

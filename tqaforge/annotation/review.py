@@ -136,19 +136,22 @@ def apply_decision(
         raise ReviewError(f"unknown decision {decision!r}", hint="one of " + ", ".join(DECISIONS))
     annotator = annotator.strip()
     if not annotator:
-        raise ReviewError("give the annotator's name", hint="--annotator NAME (or TQAFORGE_ANNOTATOR)")
+        raise ReviewError("give the annotator's name", hint="--annotator NAME (or TQAFORGE_ANNOTATOR)",
+                          app_hint="type your name in the name field")
     label: dict[str, Any] = {"decision": decision, "status": DECISIONS[decision]}
     if decision == "reject":
         if not reason or not reason.strip():
-            raise ReviewError("a rejection needs a reason", hint='--reason "why"')
+            raise ReviewError("a rejection needs a reason", hint='--reason "why"', app_hint="say why in the reason field")
     if reason and reason.strip():
         label["reason"] = reason.strip()
     if decision == "edit":
         if text is None or not clean_question(text):
-            raise ReviewError("an edit needs the new text", hint='--edit "the new question"')
+            raise ReviewError("an edit needs the new text", hint='--edit "the new question"',
+                              app_hint="type the new wording in its field")
         new_text = clean_question(text)
         if tokens(new_text) == tokens(question.text):
-            raise ReviewError("the new text is the same question", hint="use --accept to accept it as it is")
+            raise ReviewError("the new text is the same question", hint="use --accept to accept it as it is",
+                              app_hint="accept it as it is")
         _check_not_duplicate(s, question, new_text)
         label["text"] = new_text
         label["previous_text"] = question.text

@@ -100,7 +100,8 @@ class AnswerOptions:
         if self.serialization not in SERIALIZATIONS:
             raise AnswerOptionsError(f"unknown serialization {self.serialization!r}", hint="one of " + ", ".join(SERIALIZATIONS))
         if not self.questions:
-            raise AnswerOptionsError("no questions selected", hint="--questions accepted, --questions all, or question ids")
+            raise AnswerOptionsError("no questions selected", hint="--questions accepted, --questions all, or question ids",
+                                     app_hint="accepted, all, or question ids in the questions field")
 
     def params(self) -> dict[str, Any]:
         """The options as stored with each vote (what made it)."""
@@ -207,7 +208,8 @@ def select_questions(ws: Workspace, selection: tuple[str, ...]) -> list[Question
         else:
             if any(name in SELECTIONS for name in selection):
                 raise AnswerOptionsError(
-                    "give either 'accepted', 'all' or question ids, not a mix", hint="e.g. --questions accepted"
+                    "give either 'accepted', 'all' or question ids, not a mix", hint="e.g. --questions accepted",
+                    app_hint="e.g. accepted in the questions field",
                 )
             found = {q.id: q for q in (get_by_prefix(s, Question, p) for p in selection)}
             rows = [found[k] for k in sorted(found)]
@@ -250,6 +252,7 @@ def generate_answers(
         raise NotFound(
             f"no questions to answer (selection: {' '.join(options.questions)})",
             hint="accept questions first (tqaforge questions review), or pass --questions all",
+            app_hint="accept questions first (Review page), or type all in the questions field",
         )
     summary = answering.summary
     summary.questions_total, summary.questions_present = len(todo), present

@@ -28,6 +28,8 @@ from tqaforge.store import Workspace, open_workspace
 T = TypeVar("T")
 
 _BACKTICKS = re.compile(r"`+")
+#: A command-line flag (``--model``, ``-a``-style short ones are not matched): the app has no flags.
+CLI_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
 def md(value: object, *, code: bool = False) -> str:
@@ -61,7 +63,7 @@ def workspace_or_stop() -> Workspace:
     try:
         return _open(os.environ.get("TQAFORGE_WORKSPACE"))
     except TqaforgeError as exc:
-        st.error(md(exc))
+        st.error(md(app_text(exc)))
         st.stop()
         raise  # unreachable: st.stop() raises
 
@@ -73,7 +75,7 @@ def attempt(step: Callable[[], T]) -> T | None:
     try:
         return step()
     except TqaforgeError as exc:
-        st.error(md(exc))
+        st.error(md(app_text(exc)))
         return None
     except Exception as exc:
         from tqaforge.store import disk_failure
@@ -141,3 +143,60 @@ def show_annotation_progress(ws: Workspace) -> None:
         st.dataframe(pd.DataFrame(table).T.fillna(0).astype(int), width="stretch")
     else:
         st.caption("no annotation tasks yet: push a kind to Label Studio (Annotation page) or review here (Review page)")
+
+
+def window_text(listing: Any, noun: str) -> str:
+    """What a page of a listing shows, in the app's words: "showing 51-54 of 54 tables" (the
+    CLI's :meth:`~tqaforge.queries.Page.describe` names its ``--offset`` flag; here the pager
+    beside it is the way on)."""
+    if listing.total == 0:
+        return f"no {noun}"
+    if not listing.items:
+        return f"none of the {listing.total:,} {noun} on this page"
+    first, last = listing.offset + 1, listing.offset + len(listing.items)
+    return f"showing {first:,}-{last:,} of {listing.total:,} {noun}"
+
+
+def paged(key: str, fetch: Callable[[int, int], Any], noun: str, *, page_size: int = 50) -> Any:
+    """One page of a listing with a pager under it: ``fetch(limit, offset)`` returns a
+    :class:`~tqaforge.queries.Page`; the page number lives in ``st.session_state[key]`` (a
+    number input, with previous and next buttons), so every record of a long listing can be
+    reached. A page number past the end (the filters narrowed the listing) shows the last page.
+    """
+    number = max(1, int(st.session_state.get(key, 1) or 1))
+    listing = fetch(page_size, (number - 1) * page_size)
+    pages = max(1, -(-listing.total // page_size))
+    if number > pages:  # filters narrowed the listing since: its last page, not an empty one
+        number = pages
+        listing = fetch(page_size, (number - 1) * page_size)
+    st.session_state[key] = number  # before the widget exists in this run: allowed, and keeps it in range
+    st.caption(window_text(listing, noun))
+    if pages > 1:
+
+        def step(by: int) -> None:
+            st.session_state[key] = min(pages, max(1, int(st.session_state.get(key, 1)) + by))
+
+        back, where, forward = st.columns([1, 2, 1], vertical_alignment="bottom")
+        back.button("previous page", key=f"{key}-previous", on_click=step, args=(-1,), disabled=number <= 1)
+        where.number_input(f"page (of {pages})", min_value=1, max_value=pages, step=1, key=key)
+        forward.button("next page", key=f"{key}-next", on_click=step, args=(1,), disabled=number >= pages)
+    return listing
+
+
+def app_text(exc: TqaforgeError) -> str:
+    """An error as the app shows it: the message, and the hint in the app's words
+    (:attr:`~tqaforge.errors.TqaforgeError.app_hint`); a CLI hint that names a flag the app does
+    not have (``--annotator NAME``) is left out rather than shown as advice no control follows."""
+    message = Exception.__str__(exc)
+    hint = exc.app_hint or (exc.hint if exc.hint and not CLI_FLAG.search(exc.hint) else None)
+    return f"{message}\n  hint: {hint}" if hint else message
+
+
+def usd(amount: float) -> str:
+    """A cost with sensible precision: "0" for nothing, cents from a cent up ("1,234.50",
+    "0.06"), two significant digits below ("0.0012"), never "0.000000"."""
+    if amount == 0:
+        return "0"
+    if abs(amount) >= 0.01:
+        return f"{amount:,.2f}"
+    return f"{amount:.2g}" if abs(amount) >= 1e-4 else f"{amount:.1e}"

@@ -261,7 +261,8 @@ class ProbeOptions:
             raise ProbeError(f"unknown probe kind(s) {', '.join(map(repr, unknown))}",
                              hint="kinds: " + ", ".join(PROBE_KINDS))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise ProbeError(f"seed {self.seed!r} is outside 0..{MAX_SEED}", hint=f"give --seed an integer from 0 to {MAX_SEED}")
+            raise ProbeError(f"seed {self.seed!r} is outside 0..{MAX_SEED}", hint=f"give --seed an integer from 0 to {MAX_SEED}",
+                             app_hint=f"a seed from 0 to {MAX_SEED}")
         if self.per_table < 1:
             raise ProbeError(f"per_table must be at least 1, got {self.per_table}")
         if self.capability is not None and self.capability not in CAPABILITY.subtypes:

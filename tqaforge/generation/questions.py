@@ -392,6 +392,7 @@ class QuestionStep:
             raise GenerationError(
                 "the seed corpus has no categories",
                 hint='add one: tqaforge seeds add SUBTYPE "question" --definition "..."',
+                app_hint="add a definition and seed questions on the Taxonomy and seeds page",
             )
         for subtype in wanted:
             self.taxonomy.type_of(subtype)  # unknown subtype: error listing the known ones
@@ -399,6 +400,7 @@ class QuestionStep:
                 raise TaxonomyError(
                     f"the seed corpus has no definition or seeds for {subtype!r}",
                     hint=f'tqaforge seeds add "{subtype}" "a seed question" --definition "..."',
+                    app_hint=f"add a definition and seed questions for {subtype} on the Taxonomy and seeds page",
                 )
         return tuple(dict.fromkeys(wanted))
 

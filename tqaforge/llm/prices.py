@@ -83,6 +83,8 @@ def require_price(settings: LLMSettings, *, transport: str = "online", budget: B
         f"refused before any call",
         hint=(f'add [llm.prices."{model}"] with input = ... and output = ... (USD per million tokens; '
               f"0 and 0 for a free local model) to tqaforge.toml, or leave out --max-cost (and [llm] max_cost)"),
+        app_hint=(f'add [llm.prices."{model}"] with input = ... and output = ... (USD per million tokens; 0 and 0 for '
+                  f"a free local model) to tqaforge.toml and reload, or set the budget to 0 (none)"),
     )
 
 

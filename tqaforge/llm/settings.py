@@ -87,7 +87,7 @@ class LLMSettings:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
+            raise ModelNotSet("no model set for the LLM", hint=_MODEL_HINT, app_hint=_MODEL_APP_HINT)
         if self.concurrency < 1:
             raise ConfigError(f"[llm] concurrency must be at least 1, not {self.concurrency}")
         # NaN compares false with everything and inf passes every check: either would switch
@@ -170,6 +170,12 @@ def _check_base_url(url: str, where: str = f"{BASE_URL_ENV} or [llm] base_url") 
 
 
 _MODEL_HINT = f'set [llm] model = "..." in tqaforge.toml, {MODEL_ENV}, or pass --model'
+_MODEL_APP_HINT = f'type its name in the model field (or set [llm] model = "..." in tqaforge.toml, or {MODEL_ENV})'
+
+
+class ModelNotSet(ConfigError):
+    """No model is named: neither ``[llm] model``, the environment nor the caller."""
+
 _SETTING_NAMES = {"max_cost": "the budget (--max-cost or [llm] max_cost)"}
 _SETTING_HINTS = {
     "max_cost": "give --max-cost a positive amount in USD, e.g. --max-cost 2.50 (leave it out for no budget)",
@@ -274,5 +280,41 @@ def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
         if key_name == "base_url":
             values.pop("base_urls", None)  # an endpoint given on the command line is the one meant
     if not values.get("model"):
-        raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
+        raise ModelNotSet("no model set for the LLM", hint=_MODEL_HINT, app_hint=_MODEL_APP_HINT)
     return LLMSettings(**values)
+
+
+@dataclass(frozen=True)
+class LLMReadiness:
+    """Whether an LLM run can start, and if not what is missing (the app's Generate page says
+    exactly that in its own words instead of one "not configured" for every case)."""
+
+    settings: LLMSettings | None  # None: something is missing or wrong
+    missing: tuple[str, ...] = ()  # "endpoint" (no base URL and no key), "model"
+    endpoint: str = ""  # where requests would go, its password redacted ("api.openai.com": the client's default)
+    problem: ConfigError | None = None  # a setting that is wrong (not merely missing)
+
+
+def llm_readiness(ws: Workspace, **overrides: Any) -> LLMReadiness:
+    """:func:`load_llm_settings` for a surface that must say what is missing: the settings when a
+    run can start; else which of the endpoint (neither a base URL nor an API key) and the model
+    is missing, and where requests would go, or the configuration error."""
+    missing: list[str] = []
+    try:
+        settings: LLMSettings | None = load_llm_settings(ws, **overrides)
+        found = settings
+    except ModelNotSet:
+        missing.append("model")
+        settings = None
+        try:  # the rest of the settings, with a stand-in for the model, to say whether only the model is missing
+            found = load_llm_settings(ws, **{**overrides, "model": "(none)"})
+        except ConfigError as exc:
+            return LLMReadiness(None, tuple(missing), problem=exc)
+    except ConfigError as exc:
+        return LLMReadiness(None, problem=exc)
+    assert found is not None
+    urls = [u for u in found.endpoint_urls if u]
+    if not (urls or found.api_key):
+        missing.insert(0, "endpoint")
+        settings = None
+    return LLMReadiness(settings, tuple(missing), ", ".join(map(redact_url, urls)) or "api.openai.com")

@@ -262,7 +262,7 @@ _REMEDY = {
                                  "base_url before running the command again",
     StopReason.UNREACHABLE: "start the model server (or point OPENAI_BASE_URL / [llm] base_url at one) and run the "
                             "command again to resume",
-    StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is --model right?) and run the command again "
+    StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is the model name right?) and run the command again "
                          "to resume",
 }
 _DEFERRED = object()  # a piece's result when one of its requests was put aside

@@ -161,7 +161,7 @@ def thresholds(ws: Workspace, min_agreement: float | None = None) -> dict[str, f
 def _check_version(version: str) -> None:
     parts = version.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0")
+        raise ReleaseError(f"version {version!r} is not X.Y.Z", hint="give --version like 1.0.0", app_hint="a version like 1.0.0")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +366,7 @@ def _prepare(ws: Workspace, options: ReleaseOptions) -> tuple[ReleaseOptions, Co
         raise LowAgreement(
             "agreement is below the threshold:\n  " + "\n  ".join(low),
             hint="adjudicate the items (`tqaforge agreement queue`), or build with --accept-low-agreement \"REASON\"",
+            app_hint="adjudicate the items (Agreement page), or say why you accept it in the reason field and build again",
         )
     return options, contents, agreement, low
 
@@ -486,6 +487,7 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
                     f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
                     + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
                     hint="a release never changes under its version: give a new --version",
+                    app_hint="a release never changes under its version: give a new version",
                 )
             shutil.rmtree(tmp, ignore_errors=True)
         else:

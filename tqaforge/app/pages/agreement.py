@@ -4,20 +4,24 @@ pairwise kappa heatmap, and the adjudication queue where a person decides."""
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 import streamlit as st
 
 from tqaforge.annotation.adjudication import adjudication_queue, label_choices, resolve
-from tqaforge.annotation.agreement import PairwiseResult
+from tqaforge.annotation.agreement import AgreementResult
 from tqaforge.annotation.reopen import adjudication_flags
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.charts import agreement_domain, bar_spec, by_statistic, heatmap_spec, undefined_pairs
+from tqaforge.app.common import attempt, md, paged, workspace_or_stop
+from tqaforge.queries import labels_by_source
 
 st.title("Agreement")
 ws = workspace_or_stop()
-n_boot = st.select_slider("bootstrap resamples for the intervals (0: none, fastest)", options=[0, 100, 200, 500, 1000], value=0)
+# 200 by default: with none, every interval is "—" and the bands say nothing of how sure they are.
+n_boot = st.select_slider("bootstrap resamples for the intervals (0: none, fastest)", options=[0, 100, 200, 500, 1000], value=200)
 
 
 @st.cache_resource(max_entries=4, show_spinner="computing agreement over every label")
@@ -32,36 +36,28 @@ def report_for(root: str, inputs_json: str, n_boot: int) -> AgreementReport:
 report = report_for(str(ws.root), json.dumps(report_inputs(ws), sort_keys=True), n_boot)
 
 
-def bar_chart(values: dict[str, float], title: str) -> None:
-    """A bar per name: a Vega-Lite spec of our own (Streamlit's ``bar_chart`` imports Altair, a
-    second or so of this page's first render)."""
-    data = [{"name": k, "value": v} for k, v in values.items()]
-    st.vega_lite_chart(spec={
-        "data": {"values": data}, "mark": "bar", "title": title,
-        "encoding": {"x": {"field": "name", "type": "nominal", "sort": None, "title": None},
-                     "y": {"field": "value", "type": "quantitative", "title": "agreement"}},
-    }, width="stretch")
+def charts(results: Mapping[str, AgreementResult], what: str) -> None:
+    """One bar chart per statistic of ``results`` (name -> result); a caption instead of an empty chart."""
+    grouped = by_statistic(results)
+    for statistic, values in grouped.items():
+        st.vega_lite_chart(spec=bar_spec(values, f"{what}: {statistic}", statistic, domain=agreement_domain(values)),
+                           width="stretch")
+    if not grouped:
+        reason = next((r.reason for r in results.values() if r.reason), "too few labels")
+        statistics = ", ".join(sorted({r.statistic for r in results.values()}))
+        st.caption(md(f"{what}: {statistics}: undefined for every one ({reason})"))
 
 
-def heatmap(pairwise: PairwiseResult, title: str) -> None:
-    """Each pair's value on a red (-1) to green (1) scale: a Vega-Lite spec (a styled dataframe
-    needs matplotlib's colour maps, another second of the first render)."""
-    data = [{"a": a, "b": b, "value": r.value} for (x, y), r in pairwise.pairs.items() if r.value is not None
-            for a, b in ((x, y), (y, x))]
-    st.vega_lite_chart(spec={
-        "data": {"values": data}, "title": title,
-        "encoding": {"x": {"field": "b", "type": "nominal", "sort": list(pairwise.raters), "title": None},
-                     "y": {"field": "a", "type": "nominal", "sort": list(pairwise.raters), "title": None}},
-        "layer": [
-            {"mark": "rect", "encoding": {"color": {"field": "value", "type": "quantitative",
-                                                    "scale": {"scheme": "redyellowgreen", "domain": [-1, 1]}}}},
-            {"mark": "text", "encoding": {"text": {"field": "value", "type": "quantitative", "format": ".2f"}}},
-        ],
-    }, width="stretch")
-
-
+# Imported labels (published datasets' own) are not our annotators' work: agreement leaves them
+# out, and says so, instead of "no annotations" beside the Overview's count of them.
+left_out = {kind: n for kind, by_source in labels_by_source(ws).items()
+            if (n := sum(c for source, c in by_source.items() if source in report.settings.exclude_sources))}
+if left_out:
+    st.info(md(f"{sum(left_out.values())} imported labels ({', '.join(f'{k}: {n}' for k, n in sorted(left_out.items()))}) "
+               "are left out: they come with published datasets, not from this workspace's annotators, so they "
+               "say nothing of how far its annotators agree."))
 if not report.kinds:
-    st.info("No annotations yet.")
+    st.info("No annotations by this workspace's annotators yet." if left_out else "No annotations yet.")
 st.caption(md(f"computed {report.generated_at}"))
 for name, kind in report.kinds.items():
     with st.expander(f"{md(name)}: {kind.n_items} items, {kind.n_raters} annotators, {kind.n_annotations} labels", expanded=True):
@@ -72,13 +68,16 @@ for name, kind in report.kinds.items():
         overall = section.tables[0]
         st.dataframe({h: [row[i] for row in overall.rows] for i, h in enumerate(overall.headers)}, hide_index=True, width="stretch")
         if kind.per_annotator:
-            bar_chart({who: r.value for who, r in kind.per_annotator.items() if r.value is not None}, "per annotator")
-        if kind.per_subtype:
-            per = {sub: next((r.value for r in stats.values() if r.value is not None), None) for sub, stats in kind.per_subtype.items()}
-            bar_chart({k: v for k, v in per.items() if v is not None}, "per subtype")
+            charts(kind.per_annotator, "per annotator")
+        # One chart per statistic: a subtype's results hold several (kappa, alpha...).
+        statistics = sorted({stat for stats in kind.per_subtype.values() for stat in stats})
+        for stat in statistics:
+            charts({sub: stats[stat] for sub, stats in kind.per_subtype.items() if stat in stats}, "per subtype")
         for stat, pairwise in kind.pairwise.items():
-            if len(pairwise.raters) >= 2:
-                heatmap(pairwise, f"pairwise {stat}")
+            if len(pairwise.raters) >= 2 and pairwise.pairs:
+                st.vega_lite_chart(spec=heatmap_spec(pairwise, f"pairwise {stat}"), width="stretch")
+                if (undefined := undefined_pairs(pairwise)) is not None:
+                    st.caption(md(undefined))
 
 
 def decide(task_id: str, label_json: str, by: str, note: str) -> None:
@@ -89,8 +88,9 @@ def decide(task_id: str, label_json: str, by: str, note: str) -> None:
 
 
 st.subheader("Adjudication queue")
-queue = adjudication_queue(ws, limit=20)
-st.caption(queue.describe("open items") + "; suspect gold sent back by the health report shows its evidence")
+queue = paged("adjudication-page", lambda limit, offset: adjudication_queue(ws, limit=limit, offset=offset), "open items",
+              page_size=20)
+st.caption("suspect gold sent back by the health report shows its evidence")
 who = st.text_input("your name (recorded with each decision)", value="researcher")
 for item in queue:
     with st.container(border=True):

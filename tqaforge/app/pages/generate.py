@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tqaforge.app.common import attempt, md, run_step, workspace_or_stop
-from tqaforge.errors import ConfigError
-from tqaforge.llm import LLMSettings, load_llm_settings
+from tqaforge.app.common import app_text, attempt, md, run_step, workspace_or_stop
+from tqaforge.llm import LLMSettings
+from tqaforge.llm.settings import llm_readiness
 from tqaforge.llm.step import RunnerOptions
-from tqaforge.redact import redact_url
 
 st.title("Generate")
 ws = workspace_or_stop()
@@ -20,24 +19,35 @@ max_cost = st.number_input("budget for this run (USD; 0: none)", min_value=0.0, 
 shared_budget = st.text_input("shared budget name (optional)",
                               help="A budget kept in the store and shared with the CLI, other workers and machines "
                                    "that name it; the amount above sets its limit.")
-workers = st.number_input("workers", min_value=1, value=1, help="Workers in this process (the same as --workers).")
-llm: LLMSettings | None = None
-try:
-    llm = load_llm_settings(ws, model=model or None, max_cost=max_cost or None)
-    urls = [u for u in llm.endpoint_urls if u]  # base_urls, else base_url
-    ready = bool(urls or llm.api_key)
-    endpoint = ", ".join(map(redact_url, urls)) or "api.openai.com"  # shown: never a password
-except ConfigError as exc:
-    ready, endpoint = False, str(exc)
-if not ready:
+workers = st.number_input("workers", min_value=1, value=1, help="Requests this page runs side by side.")
+readiness = llm_readiness(ws, model=model or None, max_cost=max_cost or None)
+llm: LLMSettings | None = readiness.settings
+ready = llm is not None
+if readiness.problem is not None:
+    st.error(md(app_text(readiness.problem)))
+elif readiness.missing == ("model",):
+    # The endpoint and key are set: only the name is missing, and the field for it is on this page.
+    st.warning(f"Type the model's name in the **model** field above to generate (requests go to {md(readiness.endpoint)}; "
+               "the endpoint and its key are set).")
+elif readiness.missing:
+    also = " and type the model's name in the **model** field above" if "model" in readiness.missing else ""
     st.warning(
-        "No LLM endpoint is configured, so nothing can be generated here. Set OPENAI_BASE_URL and OPENAI_API_KEY "
-        "(or [llm] base_url and api_key_env in tqaforge.toml) and a model name, then reload. "
-        f"Everything else in the app works without one. ({md(endpoint)})"
+        "No LLM endpoint is configured, so nothing can be generated here: set OPENAI_BASE_URL and OPENAI_API_KEY "
+        "in the environment the app is started from (or [llm] base_url and api_key_env in tqaforge.toml) and "
+        f"restart the app{also}. Everything else in the app works without one."
     )
-else:
-    st.caption(f"endpoint {md(endpoint)} · model {md(llm.model if llm else '?')} · price "
-               f"{md(llm.price_source if llm else '?')}")
+elif llm is not None:
+    priced = llm.price is not None
+    st.caption(f"endpoint {md(readiness.endpoint)} · model {md(llm.model)} · price "
+               f"{md(llm.price_source if priced else 'unknown')}")
+    if not priced and max_cost:
+        # A budget the run cannot keep is refused before any request (tqaforge.llm.prices.require_price).
+        ready = False
+        st.warning(f"The model {md(llm.model)} has no known price, so a budget cannot stop it: add its price under "
+                   "[llm.prices] in tqaforge.toml (0 and 0 for a free local model) and reload, or set the budget to 0 "
+                   "to run without one.")
+    elif not priced:
+        st.caption(f"{md(llm.model)} has no known price: its cost is unknown, so no budget can apply (set one only with a price).")
 runner = RunnerOptions(workers=int(workers), budget=shared_budget.strip() or None,
                        window=max(4, 2 * (llm.concurrency if llm else 8)))
 
@@ -88,7 +98,7 @@ with tab_probes:
         probe_seed = st.number_input("seed", min_value=0, value=0)
         per_table = st.number_input("header and cell probes per table", min_value=1, value=1)
         large = st.checkbox("large-table set: rows, columns and header probes on up to N tables per token bucket, "
-                            "growing a table into an empty bucket (`--large-table`)")
+                            "growing a table into an empty bucket")
         per_bucket = st.number_input("tables per token bucket (large-table set)", min_value=1, value=1)
         go_probes = st.form_submit_button("make probes")
     if go_probes and large:

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import md, show_annotation_progress, workspace_or_stop
+from tqaforge.app.charts import bar_spec
+from tqaforge.app.common import md, show_annotation_progress, usd, workspace_or_stop
 
 st.title("tqaforge")
 ws = workspace_or_stop()
@@ -17,7 +18,9 @@ st.subheader("Pipeline funnel")
 cols = st.columns(len(f.stages))
 for col, (stage, counts) in zip(cols, f.stages):
     col.metric(stage, counts["total"])
-st.bar_chart(pd.DataFrame({"records": [c["total"] for _, c in f.stages]}, index=[s for s, _ in f.stages]), horizontal=True)
+# In pipeline order (the funnel's), not alphabetical as Streamlit's bar_chart sorts them.
+st.vega_lite_chart(spec=bar_spec({s: c["total"] for s, c in f.stages}, "records per stage", "records",
+                                 order=[s for s, _ in f.stages], horizontal=True), width="stretch")
 st.dataframe(
     pd.DataFrame([{"stage": s, "total": c["total"], "by status": ", ".join(f"{k}: {v}" for k, v in c.items() if k != "total")}
                   for s, c in f.stages]),
@@ -27,20 +30,35 @@ st.dataframe(
 st.subheader("Spend")
 budget = ws.config.llm.values().get("max_cost")
 left, right = st.columns(2)
-left.metric("LLM cost so far (USD)", f"{f.llm_cost:.4f}")
-right.metric("budget per run (USD, [llm] max_cost)", f"{budget:.2f}" if isinstance(budget, (int, float)) else "not set")
+left.metric("LLM cost so far (USD)", usd(f.llm_cost))
+right.metric("budget per run (USD, [llm] max_cost)", usd(budget) if isinstance(budget, (int, float)) else "not set")
 spend = queries.cost_over_time(ws)
-if spend:
-    frame = pd.DataFrame(spend, columns=["day", "cost"]).set_index("day")
-    st.line_chart(frame["cost"].cumsum().rename("cumulative cost (USD)"))
-else:
+if not spend:
     st.caption("no LLM calls yet")
+elif not any(cost for _, cost in spend):
+    # A chart of a flat zero line is an empty box: say it instead.
+    st.caption("nothing spent yet: every LLM call so far cost nothing (a free or local model, or no price known)")
+else:
+    total = 0.0
+    points = []
+    for day, cost in spend:
+        total += cost
+        points.append({"day": day, "cumulative cost (USD)": total})
+    st.vega_lite_chart(spec={
+        "data": {"values": points}, "mark": {"type": "line", "point": True},
+        "encoding": {"x": {"field": "day", "type": "ordinal", "title": None},
+                     "y": {"field": "cumulative cost (USD)", "type": "quantitative", "axis": {"format": "~g"}}},
+    }, width="stretch")
 
 st.subheader("Annotation progress per kind")
 show_annotation_progress(ws)
 
 st.subheader("Questions per subtype")
-st.bar_chart(pd.Series(queries.subtype_counts(ws), name="questions"))
+per_subtype = queries.subtype_counts(ws)
+if per_subtype:
+    st.bar_chart(pd.Series(per_subtype, name="questions"))
+else:  # an empty Series makes Altair warn and draws an empty box
+    st.caption("no questions yet")
 
 st.subheader("Releases")
 releases = queries.list_releases(ws)

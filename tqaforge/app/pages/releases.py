@@ -53,7 +53,8 @@ if len(releases) >= 2:
 st.subheader("Evaluations")
 evaluations = saved_evaluations(ws.root / "evaluations")
 if not evaluations:
-    st.caption("no evaluation yet: `tqaforge evaluate --release DIR --predictions FILE` (run in the workspace) writes evaluations/")
+    st.caption("no evaluation yet: scoring a predictions file against a release (the `tqaforge evaluate` command, "
+               "run in the workspace) writes evaluations/, shown here")
 for saved in evaluations:
     with st.expander(f"{md(saved.release)} / {md(saved.predictions)}: {md(saved.scores.get('matched'))} predictions"):
         rows = saved.summary_rows()

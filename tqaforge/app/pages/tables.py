@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import column_labels, md, run_step, workspace_or_stop
+from tqaforge.app.common import column_labels, md, paged, run_step, window_text, workspace_or_stop
 
 LENIENT = "accept blank or duplicate header names"
 
@@ -48,10 +48,9 @@ left, middle, right = st.columns(3)
 min_rows = left.number_input("min rows", min_value=0, value=0)
 max_rows = middle.number_input("max rows (0: any)", min_value=0, value=0)
 min_share = right.slider("min numeric share", 0.0, 1.0, 0.0, 0.05)
-page_size = 50
-listing = queries.list_tables(ws, limit=page_size, min_rows=int(min_rows) or None, max_rows=int(max_rows) or None,
-                              min_numeric_share=min_share or None)
-st.caption(listing.describe("tables"))
+listing = paged("tables-page", lambda limit, offset: queries.list_tables(
+    ws, limit=limit, offset=offset, min_rows=int(min_rows) or None, max_rows=int(max_rows) or None,
+    min_numeric_share=min_share or None), "tables")
 counts = queries.count_questions_by_table(ws, [t.id for t in listing])
 st.dataframe(
     pd.DataFrame([{"id": t.id[:12], "rows": t.n_rows, "columns": t.n_cols, "numeric share": round(t.numeric_share, 2),
@@ -64,6 +63,8 @@ if listing.items:
     detail = queries.show_table(ws, chosen)
     st.dataframe(pd.DataFrame(detail.view.rows, columns=column_labels(detail.view.header)), width="stretch")
     st.caption(detail.view.describe())
+    if detail.questions.more:  # said, not cut off without a word
+        st.caption(f"{window_text(detail.questions, 'questions of this table')}: the Review and Answers pages list the rest")
     for q in detail.questions:
         answers = "; ".join(a.value for a in detail.answers.get(q.id, []))
         st.markdown(f"- **{md(q.subtype or '-')}** · {md(q.text)} → {md(answers, code=True)}")

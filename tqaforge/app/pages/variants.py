@@ -7,11 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, column_labels, md, workspace_or_stop
+from tqaforge.app.common import attempt, column_labels, md, paged, workspace_or_stop
 from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.variants.view import show_variant
+
+#: The widest tables shown side by side by default.
+SIDE_BY_SIDE_COLUMNS = 4
 
 st.title("Variants")
 ws = workspace_or_stop()
@@ -21,8 +24,8 @@ present = [p for p in PERTURBATIONS if counts.get(p)]
 start = next((i for i, p in enumerate(present) if p != "none"), 0)
 perturbation = st.selectbox("perturbation", present or ["(none)"], index=start,
                             format_func=lambda p: f"{p} ({counts.get(p, 0)})")
-listing = queries.list_variants(ws, perturbation=perturbation if present else None, limit=200)
-st.caption(listing.describe("variants"))
+listing = paged("variants-page", lambda limit, offset: queries.list_variants(
+    ws, perturbation=perturbation if present else None, limit=limit, offset=offset), "variants")
 if not listing.items:
     st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")
     st.stop()
@@ -39,7 +42,12 @@ st.caption(f"gold answer: {md(', '.join(view.variant.answers or []) or '-')} · 
 for line in view.edit_lines():
     st.markdown(f"- changed {md(line)}")
 COLOURS = {"changed": "background-color: #ffd54f", "moved": "background-color: #b3e5fc", "inserted": "background-color: #c8e6c9"}
-left, right = st.columns(2)
+# Side by side only while both fit in half the page; a wider table is cut off at the edge of its
+# half, so by default it goes one above the other, each the page's width.
+widest = max(len(view.original.header), len(view.perturbed.header) if view.perturbed is not None else 0)
+side_by_side = st.toggle("side by side", value=widest <= SIDE_BY_SIDE_COLUMNS,
+                         help=f"Tables of more than {SIDE_BY_SIDE_COLUMNS} columns start one above the other.")
+left, right = st.columns(2, gap="medium") if side_by_side else (st.container(), st.container())
 with left:
     st.subheader("original")
     st.dataframe(pd.DataFrame(view.original.rows, columns=column_labels(view.original.header)), width="stretch")
@@ -54,4 +62,6 @@ with right:
         st.caption("yellow: changed · blue: moved · green: inserted")
 if view.perturbed is not None:
     fmt = st.selectbox("serialization (as the model sees it)", SERIALIZATIONS)
-    st.code(escape_controls(serialize(view.perturbed, fmt)), language=None)
+    # Wrapped, in a box that scrolls down: a serialization's long lines were cut off on the right.
+    with st.container(height=480, border=False):
+        st.code(escape_controls(serialize(view.perturbed, fmt)), language=None, wrap_lines=True)

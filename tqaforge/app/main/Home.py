@@ -1,7 +1,13 @@
 """tqaforge app: every stage of the pipeline on a page (sidebar). Pages call the same library
 functions as the CLI; none holds logic of its own.
 
-Run with ``make run``, ``tqaforge app`` or ``TQAFORGE_WORKSPACE=DIR streamlit run tqaforge/app/Home.py``.
+Run with ``make run``, ``tqaforge app`` or ``TQAFORGE_WORKSPACE=DIR streamlit run tqaforge/app/main/Home.py``.
+
+Why a folder of its own: Streamlit serves a main script with a ``pages/`` folder beside it the old
+way until that script has called ``st.navigation`` once in the process, so a page's URL opened
+first after a start ran the page alone: Streamlit's own sidebar of file names (or none), the
+narrow layout, no navigation of ours. Here no ``pages/`` is beside it, so every request runs this
+script first, whichever page it names.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).parent / "pages"
+PAGES = Path(__file__).resolve().parents[1] / "pages"
 #: (file, title, icon) in pipeline order.
 PAGE_LIST = (
     ("overview.py", "Overview", ":material/monitoring:"),

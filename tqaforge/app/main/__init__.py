@@ -1,0 +1,1 @@
+"""The app's main script (Home.py), in a folder of its own: see its docstring."""
