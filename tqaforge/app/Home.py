@@ -10,6 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from tqaforge.app.common import login_required, require_login, sign_out_in_sidebar, signed_in_as
+
 PAGES = Path(__file__).parent / "pages"
 #: (file, title, icon) in pipeline order.
 PAGE_LIST = (
@@ -27,5 +29,11 @@ PAGE_LIST = (
 )
 
 st.set_page_config(page_title="tqaforge", layout="wide")
-page = st.navigation([st.Page(PAGES / file, title=title, icon=icon, default=(i == 0)) for i, (file, title, icon) in enumerate(PAGE_LIST)])
+# Before someone signs in (when a login is required) the page list is hidden too; the page asked
+# for (a deep link) opens once they have.
+hidden = login_required() and signed_in_as() is None
+page = st.navigation([st.Page(PAGES / file, title=title, icon=icon, default=(i == 0)) for i, (file, title, icon) in enumerate(PAGE_LIST)],
+                     position="hidden" if hidden else "sidebar")
+require_login()
+sign_out_in_sidebar()
 page.run()

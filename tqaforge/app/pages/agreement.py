@@ -12,8 +12,9 @@ from tqaforge.annotation.agreement import PairwiseResult
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Agreement")
 ws = workspace_or_stop()
 n_boot = st.select_slider("bootstrap resamples for the intervals (0: none, fastest)", options=[0, 100, 200, 500, 1000], value=0)

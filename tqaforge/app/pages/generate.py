@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tqaforge.app.common import attempt, md, run_step, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, run_step, workspace_or_stop
 from tqaforge.errors import ConfigError
 from tqaforge.llm import LLMSettings, load_llm_settings
 from tqaforge.llm.step import RunnerOptions
 from tqaforge.redact import redact_url
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Generate")
 ws = workspace_or_stop()
 model = st.text_input("model", value=str(ws.config.llm.values().get("model") or ""), placeholder="e.g. gpt-4o-mini")

@@ -6,8 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import md, run_step, workspace_or_stop
+from tqaforge.app.common import md, require_login, run_step, workspace_or_stop
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Tables")
 ws = workspace_or_stop()
 

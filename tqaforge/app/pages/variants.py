@@ -7,12 +7,13 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
 from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.variants.view import show_variant
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Variants")
 ws = workspace_or_stop()
 counts = queries.variant_counts(ws)
