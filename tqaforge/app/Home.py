@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from tqaforge.app.common import login_required, require_login, sign_out_in_sidebar, signed_in_as
+from tqaforge.app.common import login_required, sign_out_in_sidebar, signed_in_as
 
 PAGES = Path(__file__).parent / "pages"
 #: (file, title, icon) in pipeline order.
@@ -29,11 +29,12 @@ PAGE_LIST = (
 )
 
 st.set_page_config(page_title="tqaforge", layout="wide")
-# Before someone signs in (when a login is required) the page list is hidden too; the page asked
-# for (a deep link) opens once they have.
+# Before someone signs in (when a login is required) the page list is hidden; the page asked for
+# (a deep link) runs and its first call, require_login(), shows only the sign-in form (the form
+# belongs to the page: a widget of this file before page.run() would lose its state when the page
+# changes). Once signed in, the pages and a Sign out button show.
 hidden = login_required() and signed_in_as() is None
 page = st.navigation([st.Page(PAGES / file, title=title, icon=icon, default=(i == 0)) for i, (file, title, icon) in enumerate(PAGE_LIST)],
                      position="hidden" if hidden else "sidebar")
-require_login()
 sign_out_in_sidebar()
 page.run()
