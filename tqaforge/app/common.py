@@ -106,8 +106,10 @@ def require_login() -> None:
     (:func:`login_required`) and this session has not signed in, show only the sign-in form and
     stop the page, so nothing of it (not even its title) is sent to the browser.
 
-    A signed-in user who has since been removed (``tqaforge app users remove``) is signed out. A
-    users file that cannot be trusted stops every page with its message (fail closed)."""
+    Signed in: who, and a **Sign out** button, in the sidebar (here and not in ``Home.py``: a deep
+    link opened first runs the page file alone). A signed-in user who has since been removed
+    (``tqaforge app users remove``) is signed out. A users file that cannot be trusted stops every
+    page with its message (fail closed)."""
     if not login_required():
         return
     try:
@@ -118,13 +120,12 @@ def require_login() -> None:
         st.stop()
         raise  # unreachable: st.stop() raises
     name = st.session_state.get(_SIGNED_IN)
-    if isinstance(name, str) and name in users:
-        return
-    st.session_state.pop(_SIGNED_IN, None)
-    if oidc and st.user.is_logged_in:
-        return
-    _sign_in_form(users, oidc)
-    st.stop()
+    if not (isinstance(name, str) and name in users):
+        st.session_state.pop(_SIGNED_IN, None)
+        if not (oidc and st.user.is_logged_in):
+            _sign_in_form(users, oidc)
+            st.stop()
+    _sign_out_in_sidebar()
 
 
 def _sign_in_form(users: dict[str, Any], oidc: bool) -> None:
@@ -157,8 +158,7 @@ def _sign_in_form(users: dict[str, Any], oidc: bool) -> None:
     st.error("Wrong user name or password.")
 
 
-def sign_out_in_sidebar() -> None:
-    """Who is signed in and a **Sign out** button, in the sidebar (Home.py, when a login is required)."""
+def _sign_out_in_sidebar() -> None:
     who = signed_in_as()
     if who is None:
         return
