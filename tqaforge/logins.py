@@ -23,6 +23,8 @@ Streamlit's own OIDC login (``[auth]`` in ``.streamlit/secrets.toml``) is the ot
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -35,7 +37,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from tqaforge.config import WorkspacePaths
 from tqaforge.errors import LoginError
@@ -158,26 +160,45 @@ def _write_users(root: Path, users: dict[str, AppUser]) -> None:
     atomic_write_text(users_file(root), json.dumps(data, indent=2) + "\n", mode=0o600)
 
 
+@contextlib.contextmanager
+def _changing(root: Path) -> Iterator[None]:
+    """Hold the users file's lock while it is read and written again, so two commands that add
+    users at once both keep theirs."""
+    locks = WorkspacePaths(root).locks
+    locks.mkdir(exist_ok=True)
+    with open(locks / "app-users.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def login_required_by(value: str | None) -> bool:
+    """Whether ``TQAFORGE_APP_LOGIN``'s value asks for a login: anything but unset, empty or ``0``
+    (a stray ``true`` or ``yes`` means on: the switch fails closed)."""
+    return (value or "").strip() not in ("", "0")
+
+
 def add_user(root: Path, name: str, password: str, *, replace: bool = False) -> AppUser:
     """Store ``name`` with ``password`` hashed; an existing name is refused unless ``replace``
     (a new password). The other users are kept as they were."""
-    users = read_users(root)
     user = hash_password(name, password)
-    if name in users and not replace:
-        raise LoginError(f"app user {name} exists already", hint="pass --replace to give them a new password")
-    users[name] = user
-    _write_users(root, users)
+    with _changing(root):
+        users = read_users(root)
+        if name in users and not replace:
+            raise LoginError(f"app user {name} exists already", hint="pass --replace to give them a new password")
+        users[name] = user
+        _write_users(root, users)
     return user
 
 
 def remove_user(root: Path, name: str) -> None:
     """Remove ``name`` (:class:`LoginError` when there is no such user); a signed-in session of
     theirs ends at its next click (the app checks the user still exists)."""
-    users = read_users(root)
-    if name not in users:
-        raise LoginError(f"no app user {name!r} in {users_file(root)}", hint="`tqaforge app users list` shows them")
-    del users[name]
-    _write_users(root, users)
+    with _changing(root):
+        users = read_users(root)
+        if name not in users:
+            raise LoginError(f"no app user {name!r} in {users_file(root)}", hint="`tqaforge app users list` shows them")
+        del users[name]
+        _write_users(root, users)
 
 
 # A stand-in checked for an unknown name, so that a wrong name costs the same time as a wrong password.

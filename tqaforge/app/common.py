@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import streamlit as st
 
 from tqaforge.errors import TqaforgeError
-from tqaforge.logins import LOGIN_ENV, Throttle, oidc_secrets_file, read_users, verify
+from tqaforge.logins import LOGIN_ENV, Throttle, login_required_by, oidc_secrets_file, read_users, verify
 from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
 from tqaforge.store import Workspace, open_workspace
@@ -63,8 +63,9 @@ _SESSION = "_tqaforge_login_session"
 
 
 def login_required() -> bool:
-    """Whether the launcher asked for a login (``TQAFORGE_APP_LOGIN=1`` in the server's environment)."""
-    return os.environ.get(LOGIN_ENV) == "1"
+    """Whether the launcher asked for a login (``TQAFORGE_APP_LOGIN=1`` in the server's environment;
+    any value but empty or ``0`` counts, :func:`tqaforge.logins.login_required_by`)."""
+    return login_required_by(os.environ.get(LOGIN_ENV))
 
 
 @st.cache_resource
