@@ -275,3 +275,33 @@ def test_label_studio_stays_on_loopback_without_the_switch(tmp_path: Path) -> No
     refused = subprocess.run([sys.executable, "-m", "tqaforge", "serve", "-w", str(ws.root), "--host", "0.0.0.0"],
                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert refused.returncode == 2 and "the app and Label Studio" in refused.stderr and "--allow-remote" in refused.stderr
+
+
+def test_streamlit_oidc_in_secrets_counts_as_a_login(tmp_path: Path) -> None:
+    """An `[auth]` section with redirect_uri, cookie_secret and a provider's client_id in
+    `.streamlit/secrets.toml` of the directory the launcher starts from lets it start remote with
+    no app user; an incomplete one does not, and a file that is not TOML is refused."""
+    from tqaforge.errors import LoginError
+    from tqaforge.logins import oidc_secrets_file
+
+    ws = init_workspace(tmp_path / "ws", name="t")
+    here = tmp_path / "start"
+    secrets = here / ".streamlit" / "secrets.toml"
+    secrets.parent.mkdir(parents=True)
+    secrets.write_text('[auth]\nredirect_uri = "http://x/oauth2callback"\ncookie_secret = "s"\n', encoding="utf-8")
+    assert oidc_secrets_file(here) is None  # no provider: not a login
+    secrets.write_text(secrets.read_text() + '[auth.google]\nclient_id = "id"\nclient_secret = "c"\n'
+                       'server_metadata_url = "https://accounts.google.com/.well-known/openid-configuration"\n',
+                       encoding="utf-8")
+    assert oidc_secrets_file(here) == secrets
+    held = _held_port()
+    try:
+        port = str(held.getsockname()[1])
+        ran = subprocess.run([sys.executable, "-m", "tqaforge", "app", "-w", str(ws.root), "--require-login", "--port", port],
+                             capture_output=True, text=True, timeout=60, cwd=here)
+        assert ran.returncode == 2 and port in ran.stderr and "without a login" not in ran.stderr, ran.stderr  # got to the port
+    finally:
+        held.close()
+    secrets.write_text("[auth\n", encoding="utf-8")
+    with pytest.raises(LoginError, match="not readable TOML"):
+        oidc_secrets_file(here)
