@@ -221,6 +221,15 @@ def test_the_throttle_locks_a_key_out_after_failures_then_lets_it_in_again() -> 
     assert throttle.wait_seconds("user:ada") == 0
 
 
+def test_a_flood_of_made_up_names_does_not_grow_the_throttle_or_free_a_locked_name() -> None:
+    throttle = Throttle(max_failures=2, lockout=60, clock=lambda: 0.0, max_keys=100)
+    throttle.failed("user:ada")
+    throttle.failed("user:ada")
+    for i in range(1000):
+        throttle.failed(f"user:made-up-{i}")
+    assert len(throttle._failures) <= 101 and throttle.wait_seconds("user:ada") == 60
+
+
 def test_the_launcher_passes_the_switch_to_the_app_only_when_a_login_is_needed(tmp_path: Path) -> None:
     from tqaforge.launch import _parse, app_environment, login_needed
 
@@ -282,7 +291,7 @@ def test_streamlit_oidc_in_secrets_counts_as_a_login(tmp_path: Path) -> None:
     `.streamlit/secrets.toml` of the directory the launcher starts from lets it start remote with
     no app user; an incomplete one does not, and a file that is not TOML is refused."""
     from tqaforge.errors import LoginError
-    from tqaforge.logins import oidc_secrets_file
+    from tqaforge.logins import oidc_provider, oidc_secrets_file
 
     ws = init_workspace(tmp_path / "ws", name="t")
     here = tmp_path / "start"
@@ -293,7 +302,7 @@ def test_streamlit_oidc_in_secrets_counts_as_a_login(tmp_path: Path) -> None:
     secrets.write_text(secrets.read_text() + '[auth.google]\nclient_id = "id"\nclient_secret = "c"\n'
                        'server_metadata_url = "https://accounts.google.com/.well-known/openid-configuration"\n',
                        encoding="utf-8")
-    assert oidc_secrets_file(here) == secrets
+    assert oidc_secrets_file(here) == secrets and oidc_provider(secrets) == "google"
     held = _held_port()
     try:
         port = str(held.getsockname()[1])

@@ -231,10 +231,15 @@ class Throttle:
         with self._lock:
             return max([0.0, *(self._locked_until.get(key, now) - now for key in keys)])
 
+    #: Keys kept before the idle ones are forgotten (a flood of made-up names must not grow memory).
+    max_keys: int = 10_000
+
     def failed(self, *keys: str) -> None:
         """Count a failure for each key; the ``max_failures``-th locks it out (and starts a new count)."""
         now = self.clock()
         with self._lock:
+            if len(self._failures) > self.max_keys:
+                self._forget_idle(now)
             for key in keys:
                 count = self._failures.get(key, 0) + 1
                 if count >= self.max_failures:
@@ -242,11 +247,26 @@ class Throttle:
                     count = 0
                 self._failures[key] = count
 
+    def _forget_idle(self, now: float) -> None:
+        # Locked-out keys stay; of the rest, the oldest counts go first (dicts keep insertion order).
+        self._locked_until = {k: t for k, t in self._locked_until.items() if t > now}
+        idle = [k for k in self._failures if k not in self._locked_until]
+        for key in idle[: len(self._failures) - self.max_keys // 2]:
+            del self._failures[key]
+
     def succeeded(self, *keys: str) -> None:
         """A sign-in worked: the keys' counts start again."""
         with self._lock:
             for key in keys:
                 self._failures.pop(key, None)
+
+
+def oidc_provider(path: Path) -> str | None:
+    """The provider to name in ``st.login(provider)`` for the ``[auth]`` of ``path``: the one
+    ``[auth.NAME]`` section with a ``client_id`` (None: the provider is in ``[auth]`` itself)."""
+    auth = tomllib.loads(path.read_text(encoding="utf-8")).get("auth", {})
+    named = [name for name, value in auth.items() if isinstance(value, dict) and value.get("client_id")]
+    return named[0] if named and not auth.get("client_id") else None
 
 
 def oidc_secrets_file(*folders: Path) -> Path | None:

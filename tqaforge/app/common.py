@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import streamlit as st
 
 from tqaforge.errors import TqaforgeError
-from tqaforge.logins import LOGIN_ENV, Throttle, login_required_by, oidc_secrets_file, read_users, verify
+from tqaforge.logins import LOGIN_ENV, Throttle, login_required_by, oidc_provider, oidc_secrets_file, read_users, verify
 from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
 from tqaforge.store import Workspace, open_workspace
@@ -135,7 +135,12 @@ def _sign_in_form(users: dict[str, Any], oidc: bool) -> None:
         st.error("This app requires a login and has no users yet: on the server, run `tqaforge app users add NAME`.")
         return
     if oidc and st.button("Sign in with your identity provider"):
-        st.login()
+        secrets_file = oidc_secrets_file(Path.cwd())
+        provider = oidc_provider(secrets_file) if secrets_file else None
+        if provider:
+            st.login(provider)
+        else:
+            st.login()
     if not users:
         return
     session = st.session_state.setdefault(_SESSION, secrets.token_hex(16))
