@@ -246,3 +246,13 @@ def test_the_password_is_in_no_file_and_no_output(ws: Workspace, tmp_path: Path)
     for path in ws.root.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_password_that_is_not_utf8_on_stdin_is_stored_and_checked_the_same_way(ws: Workspace) -> None:
+    """Bytes of another encoding (Latin-1 'é') on stdin: no traceback; the same bytes sign in again."""
+    env = {**{k: v for k, v in os.environ.items() if k != LOGIN_ENV}, "PYTHONIOENCODING": "utf-8:surrogateescape"}
+    done = subprocess.run([sys.executable, "-m", "tqaforge", "-w", str(ws.root), "app", "users", "add", "ada",
+                           "--password-stdin"], input=b"caf\xe9-password\n", capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert verify(read_users(ws.root), "ada", b"caf\xe9-password".decode("utf-8", "surrogateescape"))
+    assert not verify(read_users(ws.root), "ada", "café-password")

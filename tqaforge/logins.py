@@ -96,7 +96,8 @@ def check_password(password: str) -> str:
 
 
 def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    return hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=256 * 1024 * 1024, dklen=HASH_BYTES)
+    # surrogatepass: a password read from a terminal in another encoding still hashes, the same way every time.
+    return hashlib.scrypt(password.encode("utf-8", "surrogatepass"), salt=salt, n=n, r=r, p=p, maxmem=256 * 1024 * 1024, dklen=HASH_BYTES)
 
 
 def hash_password(name: str, password: str) -> AppUser:

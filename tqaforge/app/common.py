@@ -103,7 +103,7 @@ def signed_in_as() -> str | None:
 
 
 def require_login() -> None:
-    """The first call of ``Home.py`` and of every page: when a login is required
+    """The first call of every page (``Home.py`` runs one of them): when a login is required
     (:func:`login_required`) and this session has not signed in, show only the sign-in form and
     stop the page, so nothing of it (not even its title) is sent to the browser.
 
@@ -145,12 +145,12 @@ def _sign_in_form(users: dict[str, Any], oidc: bool) -> None:
         return
     session = st.session_state.setdefault(_SESSION, secrets.token_hex(16))
     with st.form("tqaforge-sign-in"):
-        name = st.text_input("User name")
-        password = st.text_input("Password", type="password")
+        name = st.text_input("User name", max_chars=64)
+        password = st.text_input("Password", type="password", max_chars=1024)
         submitted = st.form_submit_button("Sign in")
     if not submitted:
         return
-    keys = (f"session:{session}", f"user:{name}")
+    keys = (f"session:{session}", f"user:{name[:64]}")
     throttle = _throttle()
     wait = throttle.wait_seconds(*keys)
     if wait > 0:
