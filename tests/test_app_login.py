@@ -269,6 +269,9 @@ def test_the_launcher_refuses_remote_without_a_user_before_binding(tmp_path: Pat
         loop = subprocess.run([sys.executable, "-m", "tqaforge", "app", "-w", str(ws.root), "--require-login", "--port", port],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert loop.returncode == 2 and "--require-login without a login" in loop.stderr, loop.stderr
+        served = subprocess.run([sys.executable, "-m", "tqaforge", "serve", "-w", str(ws.root), "--require-login",
+                                 "--no-label-studio", "--app-port", port], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert served.returncode == 2 and "without a login" in served.stderr, served.stderr  # `serve` (make run) too
         # Control: with a user the launcher goes on to the port check (and finds the held port).
         add_user(ws.root, "ada", PASSWORD)
         control = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
