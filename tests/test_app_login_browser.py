@@ -68,7 +68,6 @@ def test_login_flow_in_chromium(tmp_path: Path, chromium) -> None:
             driver.get(url + "tables?_tqaforge_signed_in_as=ada")  # a deep link with a forged session key
             body = _wait_for(driver, "tqaforge: sign in", "User name", "Password")
             assert CANARY not in body and "min numeric share" not in body and "Import files" not in body
-            screenshot(driver, tmp_path, "app-sign-in")
 
             _sign_in(driver, "ada", "not the password")
             body = _wait_for(driver, "Wrong user name or password.")
@@ -81,9 +80,9 @@ def test_login_flow_in_chromium(tmp_path: Path, chromium) -> None:
             driver.get(url)  # a new browser tab load is a new session: sign in again
             body = _wait_for(driver, "tqaforge: sign in")
             assert "Releases" not in body and "Taxonomy and seeds" not in body  # the page list is hidden too
+            screenshot(driver, tmp_path, "app-sign-in")
             _sign_in(driver, "ada", PASSWORD)
             body = _wait_for(driver, "Pipeline funnel", CANARY, "Sign out", "Taxonomy and seeds")  # and now shown
-            screenshot(driver, tmp_path, "app-signed-in")
 
             _click(driver, "Sign out")
             WebDriverWait(driver, 60).until(lambda d: "tqaforge: sign in" in d.find_element(By.TAG_NAME, "body").text)
