@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO ?= demo-workspace
 HOST ?= 127.0.0.1
-# Binding anywhere but loopback exposes both servers (and the demo login): ALLOW_REMOTE=1 says you mean it.
+# Binding anywhere but loopback exposes both servers (and the demo login): ALLOW_REMOTE=1 says you mean it,
+# and the app then requires a sign-in (first: .venv/bin/tqaforge -w demo-workspace app users add NAME).
 ALLOW_REMOTE ?=
 APP_PORT ?= 8501
 LS_PORT ?= 8080

@@ -111,13 +111,13 @@ def test_make_run_passes_allow_remote_only_when_asked() -> None:
 
 
 def test_remote_warning_says_who_reaches_what_with_which_login(tmp_path: Path) -> None:
-    """With --allow-remote the launcher warns: both ports, no login for the app, the public demo
+    """With --allow-remote the launcher warns: both ports, the app's sign-in, the public demo
     login for Label Studio."""
     from tqaforge.launch import _parse, remote_warning
 
     args = _parse(["--workspace", str(tmp_path), "--host", "0.0.0.0", "--allow-remote",
                    "--app-port", "8501", "--ls-port", "8080"])
     settings = LabelStudioSettings(data_dir=tmp_path, host="0.0.0.0", port=8080, allow_remote=True)
-    warning = remote_warning(args, settings)
+    warning = remote_warning(args, settings, "sign-in required: 2 app users")
     assert "0.0.0.0" in warning and "8501" in warning and "8080" in warning
-    assert "no login" in warning and settings.password in warning and settings.token in warning
+    assert "sign-in required: 2 app users" in warning and settings.password in warning and settings.token in warning

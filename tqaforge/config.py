@@ -602,6 +602,11 @@ class WorkspacePaths:
         return self.root / ".cache"
 
     @property
+    def app_users(self) -> Path:
+        """The app's sign-in users (name, salt, scrypt hash; never a password), mode 0600."""
+        return self.root / "app-users.json"
+
+    @property
     def locks(self) -> Path:
         """Workspace-wide lock files (one per named lock)."""
         return self.root / ".locks"

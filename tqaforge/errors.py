@@ -130,6 +130,16 @@ class RemoteBindingRefused(ServerBindError):
     """A server was asked to listen beyond loopback without the explicit flag that allows it."""
 
 
+class LoginRequired(RemoteBindingRefused):
+    """The app was asked to require a login (beyond loopback, or ``--require-login``) and has no
+    way to check one: no app user in the workspace and no Streamlit OIDC ``[auth]``."""
+
+
+class LoginError(TqaforgeError):
+    """The app's users file cannot be trusted or changed as asked (malformed, writable by others,
+    an odd user name, an empty password)."""
+
+
 class ImportFailed(TqaforgeError):
     """One path of an import could not be imported (unreadable directory, broken link, a file
     that broke the reader or the store); the other paths of the call still import."""

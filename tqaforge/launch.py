@@ -18,7 +18,11 @@ login instead.
 
 Both servers listen on loopback only. Another address (``--host 0.0.0.0``) is refused unless
 ``--allow-remote`` (``ALLOW_REMOTE=1 make run``) says so, and then a warning says who can reach
-what. A taken port is reported before anything starts.
+what. Beyond loopback the app requires a login: an app user of the workspace (``tqaforge app users
+add NAME``, :mod:`tqaforge.logins`) or Streamlit's OIDC ``[auth]`` in ``.streamlit/secrets.toml``;
+without either the launcher refuses before it binds or starts anything. ``--require-login`` asks
+for the login on loopback too (a shared machine; the tests). A taken port is reported before
+anything starts.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from tqaforge.annotation.labelstudio.server import (
     http_url,
     is_loopback,
 )
-from tqaforge.errors import ConfigError, ServerBindError, TqaforgeError
+from tqaforge.errors import ConfigError, LoginError, LoginRequired, ServerBindError, TqaforgeError
+from tqaforge.logins import LOGIN_ENV, oidc_secrets_file, read_users, users_file
 from tqaforge.redact import redact_url
 
 APP = Path(__file__).resolve().parent / "app" / "main" / "Home.py"
@@ -76,6 +81,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="address both servers listen on (default: loopback)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow a --host other machines can reach (both servers, with the printed logins)")
+    parser.add_argument("--require-login", action="store_true",
+                        help="require a sign-in to the app on loopback too (beyond loopback it always is)")
     parser.add_argument("--app-port", type=int, default=8501)
     parser.add_argument("--ls-port", type=int, default=None, help="default: [labelstudio] port, else 8080")
     parser.add_argument("--demo-login", action="store_true",
@@ -118,11 +125,40 @@ def label_studio_settings(args: argparse.Namespace, workspace: Path) -> LabelStu
                                      demo_login=args.demo_login)
 
 
-def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings, *, ls_running: bool = False) -> None:
-    """Everything that can be known to fail before starting anything: the host and both ports
-    (not Label Studio's when ``ls_running``: the workspace's server already has it)."""
+def login_needed(args: argparse.Namespace) -> bool:
+    """Whether the app must ask for a sign-in: beyond loopback always, on loopback with ``--require-login``."""
+    return bool(args.require_login) or not is_loopback(args.host)
+
+
+def check_login_ready(args: argparse.Namespace, workspace: Path) -> str:
+    """When :func:`login_needed`, how the app's visitors sign in (for the banner); refused
+    (:class:`LoginRequired`) when they could not: no app user and no OIDC ``[auth]``. A users
+    file that cannot be trusted is a :class:`LoginError`. Reads files only: nothing is bound."""
+    if not login_needed(args):
+        return "no login needed"
+    users = read_users(workspace)
+    oidc = oidc_secrets_file(Path.cwd())
+    ways = ([f"{len(users)} app user{'s' * (len(users) != 1)} ({users_file(workspace)})"] if users else []) + \
+        ([f"OIDC ({oidc})"] if oidc else [])
+    if not ways:
+        where = "beyond loopback" if not is_loopback(args.host) else "with --require-login"
+        raise LoginRequired(
+            f"refusing to start the app on {args.host} {where} without a login: no app user in "
+            f"{users_file(workspace)} and no Streamlit [auth] section in .streamlit/secrets.toml",
+            hint=f"add a user first: `tqaforge --workspace {workspace} app users add NAME` (then start again), "
+                 "or configure Streamlit's OIDC login in .streamlit/secrets.toml",
+        )
+    return "sign-in required: " + ", ".join(ways)
+
+
+def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings, *, ls_running: bool = False,
+                       workspace: Path | None = None) -> str:
+    """Everything that can be known to fail before starting anything: the host, the app's login
+    (:func:`check_login_ready`, for ``workspace``) and both ports (not Label Studio's when
+    ``ls_running``: the workspace's server already has it). Returns how the app is signed in to."""
     check_host_allowed(args.host, allow_remote=args.allow_remote, server_name="the app and Label Studio",
                        flag=ALLOW_FLAG)
+    app_login = check_login_ready(args, workspace or args.workspace.resolve())
     check_port_free(args.host, args.app_port, server_name="the tqaforge app",
                     other_port_hint=f"choose another port: `make run APP_PORT={args.app_port + 1}` (or --app-port)")
     if not args.no_label_studio:
@@ -131,13 +167,16 @@ def check_before_start(args: argparse.Namespace, settings: LabelStudioSettings, 
                                   hint="give them different ports (APP_PORT=..., LS_PORT=...)")
         if not ls_running:
             check_label_studio_port(settings)
+    return app_login
 
 
-def remote_warning(args: argparse.Namespace, settings: LabelStudioSettings) -> str:
-    """What binding beyond loopback exposes, to whom, with which login."""
+def remote_warning(args: argparse.Namespace, settings: LabelStudioSettings, app_login: str) -> str:
+    """What binding beyond loopback exposes, to whom, with which login (``app_login``: the app's,
+    from :func:`check_login_ready`)."""
     lines = [
         f"WARNING: listening on {args.host}, not on loopback: anyone who can reach this machine",
-        f"  - on port {args.app_port} can use the tqaforge app with no login (it reads and changes the workspace);",
+        f"  - on port {args.app_port} reaches the tqaforge app ({app_login}); whoever signs in reads and changes "
+        "the workspace;",
     ]
     if not args.no_label_studio:
         lines.append(f"  - on port {settings.port} can use Label Studio as admin with the login {settings.username} / "
@@ -192,12 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = label_studio_settings(args, workspace)
         running = None if args.no_label_studio else manage.status(workspace)
-        check_before_start(args, settings, ls_running=bool(running and running.running))
-    except (ServerBindError, ConfigError, LabelStudioError) as exc:
+        app_login = check_before_start(args, settings, ls_running=bool(running and running.running), workspace=workspace)
+    except (ServerBindError, ConfigError, LabelStudioError, LoginError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not is_loopback(args.host):
-        print(remote_warning(args, settings), file=sys.stderr, flush=True)
+        print(remote_warning(args, settings, app_login), file=sys.stderr, flush=True)
 
     server: RunningServer | None = None  # the Label Studio this launcher started (and stops)
     ls_url: str | None = None
@@ -217,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}", flush=True)
     print("")
     # Every URL printed goes through the one redaction (the host was checked to hold no login).
-    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")
+    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; {app_login})")
     if ls_url is not None:
         login = _login_lines(workspace, settings)
         print(f"  Label Studio:   {redact_url(ls_url)}   {login[0]}")
@@ -234,9 +273,10 @@ def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> in
 
     try:
         check_host_allowed(args.host, allow_remote=args.allow_remote, server_name="the app", flag=ALLOW_FLAG)
+        app_login = check_login_ready(args, workspace)
         check_port_free(args.host, args.app_port, server_name="the tqaforge app",
                         other_port_hint=f"choose another port: `make run APP_PORT={args.app_port + 1}` (or --app-port)")
-    except (ServerBindError, ConfigError) as exc:
+    except (ServerBindError, ConfigError, LoginError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"starting the annotators' Label Studio servers in parallel ({STARTUP_ESTIMATE} each)", flush=True)
@@ -254,16 +294,25 @@ def _run_with_annotator_servers(args: argparse.Namespace, workspace: Path) -> in
         return 130
     ours = [done for done in started if done.result is not None and done.result.server is not None]
     print("")
-    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; no login needed)")
+    print(f"  tqaforge app:   {redact_url(http_url(args.host, args.app_port))}   (workspace: {workspace}; {app_login})")
     for line in login_lines(started):
         print(f"  {line}")
     print("  stop with Ctrl-C\n", flush=True)
     try:
-        return _app_in_foreground(args, {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)})
+        return _app_in_foreground(args, app_environment(args, workspace))
     finally:
         for done in ours:
             assert done.server is not None and done.result is not None and done.result.server is not None
             manage.stop_started(done.server, done.result.server)
+
+
+def app_environment(args: argparse.Namespace, workspace: Path) -> dict[str, str]:
+    """The app's environment: ours, its workspace, and ``TQAFORGE_APP_LOGIN=1`` when a login is
+    needed (the app's one switch for its sign-in gate; a browser cannot reach the environment)."""
+    env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
+    if login_needed(args):
+        env[LOGIN_ENV] = "1"
+    return env
 
 
 def _app_in_foreground(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -279,7 +328,7 @@ def _app_in_foreground(args: argparse.Namespace, env: dict[str, str]) -> int:
 def _run_app(args: argparse.Namespace, workspace: Path, server: RunningServer | None, ls_url: str | None,
              token: str) -> int:
     """Run the app in the foreground; stop it and the Label Studio we started on Ctrl-C, SIGTERM or SIGHUP."""
-    env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
+    env = app_environment(args, workspace)
     if ls_url is not None:
         env.update(LABEL_STUDIO_URL=ls_url, LABEL_STUDIO_API_KEY=token)
     try:

@@ -8,12 +8,18 @@ fetch that image; a backtick in an answer broke out of its code span. So every p
 (question text, answers, cells, annotator and model names, paths, error messages, which quote
 data) goes into such a string only through :func:`md`; whole blocks of data go to ``st.text``,
 ``st.code`` or ``st.dataframe`` (their control characters escaped by
-:func:`tqaforge.printable.escape_controls`)."""
+:func:`tqaforge.printable.escape_controls`).
+
+**One gate.** When the launcher runs the app for others (beyond loopback, or ``--require-login``)
+it sets ``TQAFORGE_APP_LOGIN=1`` in the server's environment, which no browser can touch; then
+:func:`require_login`, the first call of ``Home.py`` and of every page, shows only the sign-in
+form until someone signs in (:mod:`tqaforge.logins`)."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -21,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import streamlit as st
 
 from tqaforge.errors import TqaforgeError
+from tqaforge.logins import LOGIN_ENV, Throttle, login_required_by, oidc_provider, oidc_secrets_file, read_users, verify
 from tqaforge.printable import escape_controls
 from tqaforge.progress import Progress
 from tqaforge.store import Workspace, open_workspace
@@ -50,6 +57,124 @@ def md(value: object, *, code: bool = False) -> str:
         fence = "`" * (longest + 1)
         return f"{fence} {' '.join(text.split())} {fence}"
     return escape_controls(str(value), markdown=True)
+
+
+# Session-state keys no widget has, so no browser message can set them.
+_SIGNED_IN = "_tqaforge_signed_in_as"
+_SESSION = "_tqaforge_login_session"
+
+
+def login_required() -> bool:
+    """Whether the launcher asked for a login (``TQAFORGE_APP_LOGIN=1`` in the server's environment;
+    any value but empty or ``0`` counts, :func:`tqaforge.logins.login_required_by`)."""
+    return login_required_by(os.environ.get(LOGIN_ENV))
+
+
+@st.cache_resource
+def _throttle() -> Throttle:
+    """One throttle for every session of this server: failures per session and per user name."""
+    return Throttle()
+
+
+def _oidc() -> bool:
+    """Whether Streamlit's own OIDC login is configured (``[auth]`` in ``.streamlit/secrets.toml``)."""
+    return oidc_secrets_file(Path.cwd()) is not None
+
+
+def _workspace_root() -> Path:
+    from tqaforge.config import find_workspace_root
+
+    root = os.environ.get("TQAFORGE_WORKSPACE")
+    return find_workspace_root(Path(root) if root else None)
+
+
+def signed_in_as() -> str | None:
+    """Who signed in to this session (their app user name, or the OIDC e-mail or name); None
+    when nobody did. Without a required login: None too (nobody needs to)."""
+    if not login_required():
+        return None
+    name = st.session_state.get(_SIGNED_IN)
+    if isinstance(name, str):
+        return name
+    try:
+        if _oidc() and st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name") or "signed in")
+    except TqaforgeError:
+        return None
+    return None
+
+
+def require_login() -> None:
+    """The first call of every page (``Home.py`` runs one of them): when a login is required
+    (:func:`login_required`) and this session has not signed in, show only the sign-in form and
+    stop the page, so nothing of it (not even its title) is sent to the browser.
+
+    Signed in: who, and a **Sign out** button, in the sidebar (here and not in ``Home.py``: a deep
+    link opened first runs the page file alone). A signed-in user who has since been removed
+    (``tqaforge app users remove``) is signed out. A users file that cannot be trusted stops every
+    page with its message (fail closed)."""
+    if not login_required():
+        return
+    try:
+        users = read_users(_workspace_root())
+        oidc = _oidc()
+    except TqaforgeError as exc:
+        st.error(md(exc))
+        st.stop()
+        raise  # unreachable: st.stop() raises
+    name = st.session_state.get(_SIGNED_IN)
+    if not (isinstance(name, str) and name in users):
+        st.session_state.pop(_SIGNED_IN, None)
+        if not (oidc and st.user.is_logged_in):
+            _sign_in_form(users, oidc)
+            st.stop()
+    _sign_out_in_sidebar()
+
+
+def _sign_in_form(users: dict[str, Any], oidc: bool) -> None:
+    st.title("tqaforge: sign in")
+    if not users and not oidc:
+        st.error("This app requires a login and has no users yet: on the server, run `tqaforge app users add NAME`.")
+        return
+    if oidc and st.button("Sign in with your identity provider"):
+        secrets_file = oidc_secrets_file(Path.cwd())
+        provider = oidc_provider(secrets_file) if secrets_file else None
+        if provider:
+            st.login(provider)
+        else:
+            st.login()
+    if not users:
+        return
+    session = st.session_state.setdefault(_SESSION, secrets.token_hex(16))
+    with st.form("tqaforge-sign-in"):
+        name = st.text_input("User name", max_chars=64)
+        password = st.text_input("Password", type="password", max_chars=1024)
+        submitted = st.form_submit_button("Sign in")
+    if not submitted:
+        return
+    keys = (f"session:{session}", f"user:{name[:64]}")
+    throttle = _throttle()
+    wait = throttle.wait_seconds(*keys)
+    if wait > 0:
+        st.error(f"Too many failed sign-ins: wait {int(wait) + 1} s and try again.")
+        return
+    if verify(users, name, password):
+        throttle.succeeded(*keys)
+        st.session_state[_SIGNED_IN] = name
+        st.rerun()
+    throttle.failed(*keys)
+    st.error("Wrong user name or password.")
+
+
+def _sign_out_in_sidebar() -> None:
+    who = signed_in_as()
+    if who is None:
+        return
+    st.sidebar.caption(f"signed in as {md(who)}")
+    if st.sidebar.button("Sign out", key="_tqaforge_sign_out"):
+        if st.session_state.pop(_SIGNED_IN, None) is None:
+            st.logout()  # an OIDC session: Streamlit's own sign-out
+        st.rerun()
 
 
 @st.cache_resource

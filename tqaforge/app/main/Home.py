@@ -16,6 +16,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from tqaforge.app.common import login_required, signed_in_as
+
 PAGES = Path(__file__).resolve().parents[1] / "pages"
 #: (file, title, icon) in pipeline order.
 PAGE_LIST = (
@@ -33,5 +35,11 @@ PAGE_LIST = (
 )
 
 st.set_page_config(page_title="tqaforge", layout="wide")
-page = st.navigation([st.Page(PAGES / file, title=title, icon=icon, default=(i == 0)) for i, (file, title, icon) in enumerate(PAGE_LIST)])
+# Before someone signs in (when a login is required) the page list is hidden; the page asked for
+# (a deep link) runs and its first call, require_login(), shows only the sign-in form (the form
+# belongs to the page: a widget of this file before page.run() would lose its state when the page
+# changes). Once signed in, the page list shows (and the page's require_login() adds Sign out).
+hidden = login_required() and signed_in_as() is None
+page = st.navigation([st.Page(PAGES / file, title=title, icon=icon, default=(i == 0)) for i, (file, title, icon) in enumerate(PAGE_LIST)],
+                     position="hidden" if hidden else "sidebar")
 page.run()

@@ -15,9 +15,10 @@ from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
 from tqaforge.app.charts import agreement_domain, bar_spec, by_statistic, heatmap_spec, undefined_pairs
-from tqaforge.app.common import attempt, md, paged, workspace_or_stop
+from tqaforge.app.common import attempt, md, paged, require_login, workspace_or_stop
 from tqaforge.queries import labels_by_source
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Agreement")
 ws = workspace_or_stop()
 # 200 by default: with none, every interval is "—" and the bands say nothing of how sure they are.

@@ -10,8 +10,9 @@ from tqaforge import queries
 from tqaforge.annotation.kinds import KINDS
 from tqaforge.annotation.labelstudio import manage
 from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
-from tqaforge.app.common import attempt, md, show_annotation_progress, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, show_annotation_progress, show_summary, workspace_or_stop
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Annotation")
 ws = workspace_or_stop()
 own = annotator_servers(ws.root)

@@ -8,9 +8,10 @@ import streamlit as st
 
 from tqaforge import queries
 from tqaforge.answers.show import question_answers
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
 from tqaforge.printable import escape_controls
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Answers")
 ws = workspace_or_stop()
 answered = queries.answered_question_ids(ws, limit=500)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tqaforge.app.common import app_text, attempt, md, run_step, workspace_or_stop
+from tqaforge.app.common import app_text, attempt, md, require_login, run_step, workspace_or_stop
 from tqaforge.llm import LLMSettings
 from tqaforge.llm.settings import llm_readiness
 from tqaforge.llm.step import RunnerOptions
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Generate")
 ws = workspace_or_stop()
 model = st.text_input("model", value=str(ws.config.llm.values().get("model") or ""), placeholder="e.g. gpt-4o-mini")

@@ -9,12 +9,13 @@ from pathlib import Path
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
 from tqaforge.errors import HealthError
 from tqaforge.health import HealthOptions, HealthReport, run, write_report
 from tqaforge.health.saved import SavedHealth, find_saved_health, read_saved_health, scored_evaluations
 from tqaforge.printable import escape_controls
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Health")
 ws = workspace_or_stop()
 releases = [r for r in queries.list_releases(ws) if r.path]

@@ -7,8 +7,9 @@ import streamlit as st
 
 from tqaforge import queries
 from tqaforge.app.charts import bar_spec
-from tqaforge.app.common import md, show_annotation_progress, usd, workspace_or_stop
+from tqaforge.app.common import md, require_login, show_annotation_progress, usd, workspace_or_stop
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("tqaforge")
 ws = workspace_or_stop()
 st.caption(f"workspace **{md(ws.config.name)}** at {md(ws.root, code=True)} · database {md(ws.database_url, code=True)}")

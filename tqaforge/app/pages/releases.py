@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, show_summary, workspace_or_stop
 from tqaforge.evaluate.harness import saved_evaluations
 from tqaforge.release.build import ReleaseOptions, build_release, thresholds
 from tqaforge.release.verify import diff_releases, release_archive, verify_release
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Releases")
 ws = workspace_or_stop()
 

@@ -10,8 +10,9 @@ import streamlit as st
 
 from tqaforge import queries
 from tqaforge.annotation.review import review_question, review_queue
-from tqaforge.app.common import attempt, md, paged, show_summary, workspace_or_stop
+from tqaforge.app.common import attempt, md, paged, require_login, show_summary, workspace_or_stop
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Review")
 ws = workspace_or_stop()
 

@@ -7,9 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, workspace_or_stop
+from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
 from tqaforge.generation import corpus as seed_corpus
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Taxonomy and seeds")
 ws = workspace_or_stop()
 taxonomy = ws.config.taxonomy()

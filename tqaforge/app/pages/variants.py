@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, column_labels, md, paged, workspace_or_stop
+from tqaforge.app.common import attempt, column_labels, md, paged, require_login, workspace_or_stop
 from tqaforge.printable import escape_controls
 from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
@@ -16,6 +16,7 @@ from tqaforge.variants.view import show_variant
 #: The widest tables shown side by side by default.
 SIDE_BY_SIDE_COLUMNS = 4
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Variants")
 ws = workspace_or_stop()
 counts = queries.variant_counts(ws)
