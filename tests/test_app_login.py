@@ -132,7 +132,7 @@ def test_the_overview_shows_the_canary_once_signed_in(login_env: Workspace) -> N
 
 
 def test_sign_in_wrong_then_right(login_env: Workspace) -> None:
-    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(APP / "main" / "Home.py"), default_timeout=60).run()
     assert [t.value for t in at.title] == ["tqaforge: sign in"]
     assert not [b for b in at.button if b.label == "Sign out"]
     sign_in(at, "ada", "not the password")
@@ -144,7 +144,7 @@ def test_sign_in_wrong_then_right(login_env: Workspace) -> None:
     # The sidebar of a signed-in session: who, and Sign out. (AppTest drops the sidebar of a script
     # whose first run hid the page list, and re-applies session state it was given before each run,
     # so the click on Sign out is made in Chromium: tests/test_app_login_browser.py.)
-    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=60)
+    at = AppTest.from_file(str(APP / "main" / "Home.py"), default_timeout=60)
     at.session_state[SIGNED_IN] = "ada"
     at.run()
     sidebar = list(at.sidebar.children.values())

@@ -8,9 +8,8 @@ import streamlit as st
 from tqaforge import queries
 from tqaforge.app.common import column_labels, md, paged, require_login, run_step, window_text, workspace_or_stop
 
-LENIENT = "accept blank or duplicate header names"
-
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
+LENIENT = "accept blank or duplicate header names"
 st.title("Tables")
 ws = workspace_or_stop()
 

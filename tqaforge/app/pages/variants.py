@@ -13,10 +13,9 @@ from tqaforge.tables.perturb import PERTURBATIONS
 from tqaforge.tables.serialize import SERIALIZATIONS, serialize
 from tqaforge.variants.view import show_variant
 
+require_login()  # first: nothing of the page before someone signs in (when a login is required)
 #: The widest tables shown side by side by default.
 SIDE_BY_SIDE_COLUMNS = 4
-
-require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Variants")
 ws = workspace_or_stop()
 counts = queries.variant_counts(ws)
