@@ -20,7 +20,7 @@ from tqaforge.errors import ConfigError
 from tqaforge.redact import redact_secrets, redact_url, url_password
 from tqaforge.store import Workspace
 
-__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "load_llm_settings"]
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "configured_endpoint", "load_llm_settings"]
 
 log = logging.getLogger("tqaforge.llm")
 
@@ -276,3 +276,16 @@ def load_llm_settings(ws: Workspace, **overrides: Any) -> LLMSettings:
     if not values.get("model"):
         raise ConfigError("no model set for the LLM", hint=_MODEL_HINT)
     return LLMSettings(**values)
+
+
+def configured_endpoint(ws: Workspace) -> str | None:
+    """Where ``ws``'s model calls would go, any password redacted (its ``[llm]`` base_url or
+    base_urls, else ``OPENAI_BASE_URL``; ``api.openai.com`` when only a key is set), or None when
+    neither an endpoint nor a key is configured. Unlike :func:`load_llm_settings` no model is
+    needed: a form that offers to ask a model shows this before one is chosen. A malformed
+    ``[llm]`` section is a :class:`~tqaforge.errors.ConfigError`."""
+    settings = load_llm_settings(ws, model="(chosen later)")  # only the endpoint and the key are read
+    urls = [u for u in settings.endpoint_urls if u]
+    if urls:
+        return ", ".join(redact_url(u) for u in urls)
+    return "api.openai.com" if settings.api_key else None
