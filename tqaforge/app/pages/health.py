@@ -54,7 +54,7 @@ picked = st.multiselect("evaluations to report on (two or more systems)", [str(p
 if found and not picked:
     st.caption("pick the evaluations of this release above to run the report")
 
-with st.expander("thresholds: a check fails when its share is above the limit (0.05 = 5%; empty: reported, not checked)"):
+with st.expander("thresholds: a check fails when its share is above the limit (0.05 = 5%; unticked: reported, not checked)"):
     limits: dict[str, float | int | None] = {}
     defaults = Thresholds()
     for f in fields(Thresholds):
@@ -62,11 +62,13 @@ with st.expander("thresholds: a check fails when its share is above the limit (0
         if f.name == "min_systems":
             limits[f.name] = st.number_input(f"{THRESHOLD_TEXT[f.name]} (default {default})", min_value=2, value=default,
                                              step=1, key=f"threshold_{f.name}")
-        else:
-            limits[f.name] = st.number_input(f"{THRESHOLD_TEXT[f.name]} (default {'off' if default is None else default})",
-                                             min_value=0.0, max_value=1.0, value=default, step=0.01, format="%.3f",
-                                             placeholder="off: reported, not checked", key=f"threshold_{f.name}",
-                                             help="a share from 0 to 1; clear the field to report it without checking")
+            continue
+        tick, number = st.columns([1, 5], vertical_alignment="bottom")
+        checked = tick.checkbox("check it", value=default is not None, key=f"check_{f.name}")
+        limit = number.number_input(f"{THRESHOLD_TEXT[f.name]} (default {'not checked' if default is None else default})",
+                                    min_value=0.0, max_value=1.0, value=0.05 if default is None else default, step=0.01,
+                                    format="%.3f", disabled=not checked, key=f"threshold_{f.name}")
+        limits[f.name] = limit if checked else None
 
 with st.expander("what else to compute"):
     irt = st.checkbox("fit the 2PL IRT model too", key="irt",
