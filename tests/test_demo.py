@@ -31,10 +31,10 @@ from sqlmodel import select
 from test_app_browser import running_app
 
 from tqaforge.annotation.adjudication import adjudication_queue
-from tqaforge.app.common import md
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
 from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+from tqaforge.app.common import md
 from tqaforge.demo import DEMO_BATCHES
 from tqaforge.release.verify import verify_release
 from tqaforge.schemas.records import Question
@@ -284,7 +284,7 @@ PAGES = (
     ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
     # The demo's two evaluations, picked by default, and the report the demo wrote on them, shown without a click.
     ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report",
-                "the report written earlier", "health of release demo 0.1.0: UNHEALTHY", "Memorisation and leakage"),
+                "the report written earlier", "health of release demo 0.1.0: UNHEALTHY", "[FAIL] suspect_gold: cannot be checked"),
      ("No release yet", "no evaluation of any release yet", "no health report of")),
 )
 
