@@ -125,3 +125,18 @@ def test_thresholds_from_a_form_refuse_nonsense(values: dict, message: str) -> N
     with pytest.raises(HealthError, match=message.replace("(", r"\(")):
         Thresholds.from_values(values)
     assert Thresholds.from_values({"max_leaked": 0.1, "max_suspect_gold": None}) == Thresholds(max_leaked=0.1, max_suspect_gold=None)
+
+
+def test_the_endpoint_shown_beside_the_model_never_shows_its_password(built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, _ = built
+    run_page = page_runner(ws, monkeypatch)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:hunter2-secret@127.0.0.1:9/v1")
+    at = run_page("health.py")
+    shown = [c.value.replace("\\", "") for c in at.caption if "endpoint" in c.value]  # md() escapes punctuation
+    assert len(shown) == 1 and "127.0.0.1" in shown[0] and "hunter2" not in shown[0]
+    assert [t for t in at.text_input if t.key == "model"]  # an endpoint: the model can be named
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-only-a-key")  # a key alone: OpenAI's own endpoint
+    at = run_page("health.py")
+    assert any("endpoint api.openai.com" in c.value.replace("\\", "") for c in at.caption)
+    assert "sk-only-a-key" not in "\n".join(c.value for c in at.caption)
