@@ -71,7 +71,7 @@ with st.expander("thresholds: a check fails when its share is above the limit (0
         limits[f.name] = limit if checked else None
 
 with st.expander("what else to compute"):
-    irt = st.checkbox("fit the 2PL IRT model too", key="irt",
+    irt = st.checkbox("fit the 2PL IRT model too (slow: minutes for hundreds of items)", key="irt",
                       help="girth's two-parameter IRT fit of the items: slow, minutes for hundreds of items")
     if irt:
         st.warning("The IRT fit is slow: minutes for hundreds of items. The page waits until the report is done.")
