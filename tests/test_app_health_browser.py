@@ -1,6 +1,7 @@
 """The Health page in headless Chromium: on a workspace with a release and three evaluations of
 it (the simulated benchmark, tests/health_sim.py), a click on the run button shows the verdict
-and the checks, and writes the report where the page says."""
+and the checks, and writes the report where the page says; a click on the send button files the
+suspect gold in the adjudication queue and says how many."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from conftest import start_chrome
 from test_app_browser import _click, _wait_for, running_app
 
 from tests import health_sim as sim
+from tqaforge.annotation.reopen import adjudication_flags
 from tqaforge.health import HEALTH_JSON
+from tqaforge.store import open_workspace
 
 
 def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> None:
@@ -27,5 +30,14 @@ def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> No
             body = _wait_for(driver, "health of release sim 0.9.0: UNHEALTHY", "[FAIL] suspect_gold", "Item analysis")
             assert "1 of 1 checks fail" in body and "10 of 150 base items" in body
             assert (ws / "health" / "candidate" / HEALTH_JSON).is_file()
+            # The same report again, its suspect gold filed in the adjudication queue; the page says what became of it.
+            _click(driver, "send suspect gold to adjudication")
+            body = _wait_for(driver, "10 queued, 0 already queued, 0 settled by a person", "Suspect gold sent to adjudication")
+            assert "suspect gold sent to adjudication: 10 queued" in body
+            workspace = open_workspace(ws)
+            try:
+                assert adjudication_flags(workspace, status="open").total == 10
+            finally:
+                workspace.close()
         finally:
             driver.quit()

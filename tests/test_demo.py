@@ -34,6 +34,7 @@ from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
 from tqaforge.annotation.labelstudio.registry import ls_kinds
 from tqaforge.annotation.labelstudio.sync import PushOptions, push_pending
+from tqaforge.app.common import md
 from tqaforge.demo import DEMO_BATCHES
 from tqaforge.release.verify import verify_release
 from tqaforge.schemas.records import Question
@@ -75,7 +76,7 @@ def _counts(root: Path) -> dict[str, int]:
 
 def _files(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ("releases" in p.parts or "evaluations" in p.parts)}
+            for p in sorted(root.rglob("*")) if p.is_file() and {"releases", "evaluations", "health"} & set(p.parts)}
 
 
 def test_the_demo_has_every_stage_without_a_model(demo_root: Path) -> None:
@@ -176,6 +177,28 @@ def test_an_example_edit_that_no_longer_fits_its_table_is_refused(demo_root: Pat
         ws.close()
 
 
+def test_the_demo_writes_a_health_report_the_page_shows_at_once(demo_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's health report (its release on its two evaluations) is on disk, is what the library
+    computes on them, and the Health page shows it on its first render, without a click."""
+    from app_demo import page_runner
+
+    from tqaforge.health import HEALTH_JSON, HealthOptions, report_files, run
+    from tqaforge.health.saved import read_saved_health
+
+    out = demo_root / "health" / "demo-0.1.0"
+    saved = read_saved_health(out)
+    evaluations = tuple(demo_root / "evaluations" / "demo-0.1.0" / name for name in ("probes_dp", "tablebench_sample_dp"))
+    expected = run(HealthOptions(release=demo_root / "releases" / "demo-0.1.0", evaluations=evaluations, workspace=demo_root))
+    assert (out / HEALTH_JSON).read_bytes() == report_files(expected)[HEALTH_JSON]
+    assert saved.release == "demo 0.1.0" and saved.verdict == expected.verdict() and len(saved.plots) == 2
+    assert {"Item analysis", "Label quality", "Memorisation and leakage (duplicates)", "Answer bias"} <= set(saved.sections)
+    at = page_runner(demo_root, monkeypatch)("health.py")
+    assert "the report written earlier" in "\n".join(c.value for c in at.caption)
+    assert [str(e.value) for e in at.error] == [md(f"health of release demo 0.1.0: {expected.verdict()}")]
+    assert [c.line() for c in expected.checks] == at.code[0].value.splitlines()
+    assert [Path(i.proto.imgs[0].caption).name for i in at.get("image")] == ["difficulty.png", "discrimination.png"]
+
+
 def test_a_second_build_adds_nothing(demo_root: Path) -> None:
     before, files = _counts(demo_root), _files(demo_root)
     result, seconds = _build(demo_root)
@@ -183,6 +206,7 @@ def test_a_second_build_adds_nothing(demo_root: Path) -> None:
     assert _counts(demo_root) == before
     assert _files(demo_root) == files
     assert "0 new probes" in result.stdout and "already built" in result.stdout and "already scored" in result.stdout
+    assert "health:\n  already written" in result.stdout
 
 
 def test_every_kind_reaches_label_studio(label_studio, demo_root: Path, tmp_path: Path) -> None:
@@ -258,9 +282,10 @@ PAGES = (
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
      ("No annotations yet", "no open items")),
     ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
-    # The demo's two evaluations, picked by default (no report written yet: the page offers to run it).
-    ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report"),
-     ("No release yet", "no evaluation of any release yet")),
+    # The demo's two evaluations, picked by default, and the report the demo wrote on them, shown without a click.
+    ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report",
+                "the report written earlier", "health of release demo 0.1.0: UNHEALTHY", "[FAIL] suspect_gold: cannot be checked"),
+     ("No release yet", "no evaluation of any release yet", "no health report of")),
 )
 
 

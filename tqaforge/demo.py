@@ -30,10 +30,12 @@ walkthrough on the shipped ``data/``:
 8. the variant grid (CSV and Markdown, as it is, rows shuffled, transposed);
 9. release ``0.1.0`` and the evaluation of two shipped predictions files on it:
    ``data/predictions/probes_dp.jsonl`` (by rule: every probe right but ``range``, which forgets the
-   header row; 50 of 60, 83.33) and ``data/predictions/tablebench_sample_dp.jsonl``.
+   header row; 50 of 60, 83.33) and ``data/predictions/tablebench_sample_dp.jsonl``;
+10. the health report of the release on those two evaluations (:mod:`tqaforge.health`, no IRT, no
+    model), in ``health/demo-0.1.0`` where the app's Health page shows it without a click.
 
 Idempotent: each step adds only what is missing, so ``make run`` twice builds nothing new the
-second time. The release and the evaluations are made once (a workspace that changed since, in the
+second time. The release, the evaluations and the health report are made once (a workspace that changed since, in the
 app, keeps its release as it was). A decision a person made later is never overridden.
 """
 
@@ -304,6 +306,7 @@ def build_demo(root: Path, data: Path) -> DemoSummary:
         else:
             summary.add("release", [f"{release} already built"])
         summary.add("evaluations", [_evaluate(ws, release, data / "predictions" / name) for name in DEMO_PREDICTIONS])
+        summary.add("health", _health(ws, release))
     finally:
         ws.close()
     return summary
@@ -318,3 +321,18 @@ def _evaluate(ws: Workspace, release: Path, predictions: Path) -> str:
     overall = [r for r in report.rows if r.group == "Overall" and r.subset == "base"]
     shown = ", ".join(f"{r.system} {r.tablebench:.2f}" for r in overall)
     return f"{predictions.name}: {shown} (TableBench overall; {out})"
+
+
+def _health(ws: Workspace, release: Path) -> list[str]:
+    """Step 10: the health report of the release on its two evaluations, written where the app's
+    Health page finds it (``health/RELEASE``), once. No IRT fit (slow) and no model: the default
+    thresholds, so its verdict says what two systems cannot tell (the item checks want five)."""
+    from tqaforge.health import HEALTH_JSON, HealthOptions, run, write_report
+
+    out = ws.root / "health" / release.name
+    if (out / HEALTH_JSON).exists():
+        return [f"already written ({out})"]
+    evaluations = tuple(ws.root / "evaluations" / release.name / Path(name).stem for name in DEMO_PREDICTIONS)
+    report = run(HealthOptions(release=release, evaluations=evaluations, workspace=ws.root))
+    write_report(report, out)
+    return [f"health of release {report.release}: {report.verdict()}", f"written to {out}"]

@@ -4,6 +4,7 @@ from tqaforge.health.report import (
     HEALTH_JSON,
     HEALTH_MD,
     SECTION_BUILDERS,
+    THRESHOLD_TEXT,
     Check,
     HealthContext,
     HealthOptions,
@@ -21,5 +22,5 @@ from tqaforge.health.report import (
 
 __all__ = [
     "HEALTH_JSON", "HEALTH_MD", "SECTION_BUILDERS", "Check", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
-    "SectionBuilder", "Thresholds", "UnhealthyRelease", "check", "release_gate", "report_files", "run", "write_report",
+    "SectionBuilder", "THRESHOLD_TEXT", "Thresholds", "UnhealthyRelease", "check", "release_gate", "report_files", "run", "write_report",
 ]

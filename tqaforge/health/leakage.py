@@ -45,7 +45,7 @@ from tqaforge.errors import ConfigError, ReaderError
 from tqaforge.evaluate.predictions import BASE_CONFIG, Release, load_release
 from tqaforge.generation.dedup import rouge_l, tokens
 from tqaforge.tables.matching import fold_text
-from tqaforge.tables.readers import read_path
+from tqaforge.tables.readers import detect_format, read_path
 from tqaforge.tables.table import Table
 
 RELEASE = "release"
@@ -304,12 +304,26 @@ def table_of(value: Mapping[str, Any] | None) -> Table | None:
     return Table.build(header, rows) if header else None
 
 
+def check_reference(path: Path) -> Path:
+    """``path`` when it names a file the leakage section can read as a reference set (it exists and
+    its extension, or a ``.jsonl`` file's first line, says a format); else a
+    :class:`~tqaforge.errors.ReaderError` naming it and what to give instead. Nothing is read past
+    the first line, so a caller can check every reference before a long report starts."""
+    if not path.is_file():
+        raise ReaderError(str(path), "no such reference file", hint="name an existing TableBench, FREB-TQA or table file")
+    try:
+        detect_format(path)
+    except ReaderError as exc:  # the reader's hint names the import's format option, which this has not got
+        raise ReaderError(str(path), f"not a reference file: {exc.problem}",
+                          hint="give a TableBench or FREB-TQA file (.jsonl) or a table file "
+                               "(.csv .tsv .json .jsonl .html .md .xlsx)") from None
+    return path
+
+
 def reference_items(path: Path) -> list[Item]:
     """The questions (with tables) of one reference file, or its tables alone (a table file).
     A file that cannot be read raises :class:`~tqaforge.errors.ReaderError` naming it."""
-    if not path.is_file():
-        raise ReaderError(str(path), "no such reference file", hint="name an existing TableBench, FREB-TQA or table file")
-    result = read_path(path)
+    result = read_path(check_reference(path))
     out: list[Item] = []
     for record in result.records:
         if not record.items:

@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from tqaforge.errors import EvaluateError, HealthError, TqaforgeError
+from tqaforge.errors import EvaluateError, HealthError, ReaderError, TqaforgeError
 from tqaforge.evaluate.item_file import (
     ItemScore,
     open_item_scores,
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # the release build (Parquet and all) is loaded only by the g
     from tqaforge.release.build import AttachedReport
 
 __all__ = [
-    "HEALTH_JSON", "HEALTH_MD", "Check", "Evaluation", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
+    "HEALTH_JSON", "HEALTH_MD", "THRESHOLD_TEXT", "Check", "Evaluation", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
     "SECTION_BUILDERS", "SectionBuilder", "Thresholds", "run", "write_report",
 ]
 
@@ -154,6 +154,32 @@ class Thresholds:
             except ValueError:
                 raise HealthError(f"health threshold {name}: {value!r} is not a number") from None
         return replace(base or cls(), **changes)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, float | int | None], base: Thresholds | None = None) -> Thresholds:
+        """``values`` by name (None: off) over ``base`` (default the defaults): what a form of one
+        number per threshold gives (the app's Health page). An unknown name or a value out of range
+        is a :class:`~tqaforge.errors.HealthError` saying which and what to give."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise HealthError(f"unknown health threshold {unknown[0]!r}", hint=f"use one of {', '.join(THRESHOLD_TEXT)}")
+        changes: dict[str, Any] = dict(values)  # each checked by __post_init__
+        return replace(base or cls(), **changes)
+
+
+#: Each threshold in words (what a form that sets them shows); the shares are fractions, 0.05 = 5%.
+THRESHOLD_TEXT: dict[str, str] = {
+    "max_suspect_gold": "suspect gold: largest share of base items whose gold looks wrong (strong systems fail them, weak ones pass)",
+    "max_solved_by_all": "solved by all: largest share of base items every system gets right",
+    "max_solved_by_none": "solved by none: largest share of base items no system gets right",
+    "max_below_mdd": "too close to tell apart: largest share of pairs of systems differing by less than the minimum detectable difference",
+    "max_label_suspect_gold": "label quality: largest share of adjudicated items whose Dawid-Skene estimate disagrees with the gold",
+    "max_leaked": "leaked: largest share of items whose question and table recur in a reference set",
+    "max_duplicated": "duplicated: largest share of items whose question and table recur in another item",
+    "max_biased_subtypes": "answer bias: largest share of subtypes a constant answer, the gold's position or the first option gives away",
+    "max_question_only": "question only: largest share of subtypes a model answers right with the table withheld",
+    "min_systems": "systems: items count toward the item checks when this many systems or more scored them",
+}
 
 
 #: The sections that ask a model (``HealthOptions.model``), by name.
@@ -366,6 +392,14 @@ def _read(options: HealthOptions) -> HealthContext:
         release = load_release(options.release)
     except EvaluateError as exc:
         raise HealthError(str(exc.args[0]), hint=exc.hint) from None
+    if options.references:  # checked before any section runs: a typo is said at once, not after the IRT fit
+        from tqaforge.health.leakage import check_reference
+
+        for path in options.references:
+            try:
+                check_reference(path)
+            except ReaderError as exc:
+                raise HealthError(f"reference set {exc.args[0]}", hint=exc.hint) from None
     known = {r.id for r in release.references}
     evaluations: list[Evaluation] = []
     owner: dict[tuple[str, str], int] = {}
@@ -535,7 +569,8 @@ def question_only_section(ctx: HealthContext) -> HealthSection | None:
     if o.model is None or "question_only" not in o.model_checks:
         if limit is None:
             return None
-        return HealthSection("question_only", "Answerable from the question alone", (f"not run: {'no model given (--model)' if o.model is None else 'not among the model checks asked'}",),
+        return HealthSection("question_only", "Answerable from the question alone",
+                             (f"not run: {'no model given' if o.model is None else 'not among the model checks asked'}",),
                              {"model": None}, tuple(check("question_only", "question_only", 0, 0, limit, what + " (no model asked)")))
     if o.workspace is None:
         raise HealthError("question-only answering asks a model, and its calls are kept in a workspace's ledger: no workspace given",

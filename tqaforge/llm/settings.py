@@ -20,7 +20,7 @@ from tqaforge.errors import ConfigError
 from tqaforge.redact import redact_secrets, redact_url, url_password
 from tqaforge.store import Workspace
 
-__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "load_llm_settings"]
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "LLMSettings", "Price", "configured_endpoint", "load_llm_settings"]
 
 log = logging.getLogger("tqaforge.llm")
 
@@ -318,3 +318,15 @@ def llm_readiness(ws: Workspace, **overrides: Any) -> LLMReadiness:
         missing.insert(0, "endpoint")
         settings = None
     return LLMReadiness(settings, tuple(missing), ", ".join(map(redact_url, urls)) or "api.openai.com")
+
+
+def configured_endpoint(ws: Workspace) -> str | None:
+    """Where ``ws``'s model calls would go, any password redacted (its ``[llm]`` base_url or
+    base_urls, else ``OPENAI_BASE_URL``; ``api.openai.com`` when only a key is set), or None when
+    neither an endpoint nor a key is configured. Unlike :func:`load_llm_settings` no model is
+    needed: a form that offers to ask a model shows this before one is chosen. A malformed
+    ``[llm]`` section is a :class:`~tqaforge.errors.ConfigError`."""
+    ready = llm_readiness(ws, model="(chosen later)")  # only the endpoint and the key are read
+    if ready.problem is not None:
+        raise ready.problem
+    return None if "endpoint" in ready.missing else ready.endpoint

@@ -1,18 +1,27 @@
 """Health: is a release any good before it is frozen? The same report as ``tqaforge health``
 (:func:`tqaforge.health.run`, :func:`tqaforge.health.write_report`) on a release and the
-evaluations made of it; a report written earlier is shown without running again."""
+evaluations made of it, with the same settings: the thresholds (:class:`~tqaforge.health.Thresholds`,
+one number each), the IRT fit, the reference sets of the leakage section, a model asked the questions
+with their tables withheld (when the workspace has an endpoint), and the suspect gold sent to the
+adjudication queue (:func:`tqaforge.health.suspects.send_suspects`). A report written earlier is
+shown without running again."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
-from tqaforge.errors import HealthError
-from tqaforge.health import HealthOptions, HealthReport, run, write_report
+from tqaforge.annotation.reopen import ALREADY_QUEUED, ALREADY_SETTLED, QUEUED, SETTLED, UNKNOWN, SentSuspects
+from tqaforge.app.common import attempt, md, require_login, show_summary, workspace_or_stop
+from tqaforge.errors import ConfigError, HealthError
+from tqaforge.health import THRESHOLD_TEXT, HealthOptions, HealthReport, Thresholds, run, write_report
+from tqaforge.health.leakage import default_references
 from tqaforge.health.saved import SavedHealth, find_saved_health, read_saved_health, scored_evaluations
+from tqaforge.health.suspects import send_suspects
+from tqaforge.llm.settings import configured_endpoint
 from tqaforge.printable import escape_controls
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
@@ -32,7 +41,7 @@ mine = [p for p in found if p.parent.name == root.name]
 
 
 def label(path: str) -> str:
-    """``RELEASE / PREDICTIONS`` of an evaluation folder."""
+    """``RELEASE / PREDICTIONS`` of an evaluation folder (or of a reference file)."""
     return " / ".join(Path(path).parts[-2:])
 
 
@@ -45,7 +54,64 @@ picked = st.multiselect("evaluations to report on (two or more systems)", [str(p
                         default=[str(p) for p in mine], format_func=label)
 if found and not picked:
     st.caption("pick the evaluations of this release above to run the report")
-run_now = st.button("run the health report", disabled=not picked, type="primary")
+
+with st.expander("thresholds: a check fails when its share is above the limit (0.05 = 5%; unticked: reported, not checked)"):
+    limits: dict[str, float | int | None] = {}
+    defaults = Thresholds()
+    for f in fields(Thresholds):
+        default = getattr(defaults, f.name)
+        if f.name == "min_systems":
+            limits[f.name] = st.number_input(f"{THRESHOLD_TEXT[f.name]} (default {default})", min_value=2, value=default,
+                                             step=1, key=f"threshold_{f.name}")
+            continue
+        tick, number = st.columns([1, 5], vertical_alignment="bottom")
+        checked = tick.checkbox("check it", value=default is not None, key=f"check_{f.name}")
+        limit = number.number_input(f"{THRESHOLD_TEXT[f.name]} (default {'not checked' if default is None else default})",
+                                    min_value=0.0, max_value=1.0, value=0.05 if default is None else default, step=0.01,
+                                    format="%.3f", disabled=not checked, key=f"threshold_{f.name}")
+        limits[f.name] = limit if checked else None
+
+with st.expander("what else to compute"):
+    irt = st.checkbox("fit the 2PL IRT model too (slow: minutes for hundreds of items)", key="irt",
+                      help="girth's two-parameter IRT fit of the items: slow, minutes for hundreds of items")
+    if irt:
+        st.warning("The IRT fit is slow: minutes for hundreds of items. The page waits until the report is done.")
+    shipped = [str(p) for p in default_references()]
+    chosen_references = st.multiselect("reference sets to look for duplicated tables and questions in", shipped, default=shipped,
+                                       format_func=label, key="references")
+    more_references = st.text_area("more reference files, one path per line (TableBench or FREB-TQA .jsonl, or a table "
+                                   "file; a relative path is read from the workspace)", key="references_more")
+    references = tuple(Path(p) for p in chosen_references) + tuple(
+        path if path.is_absolute() else ws.root / path
+        for path in (Path(line.strip()) for line in more_references.splitlines() if line.strip()))
+
+    model: str | None = None
+    max_cost: float | None = None
+    question_only_threshold = 0.5
+    try:
+        endpoint = configured_endpoint(ws)
+        problem = ""
+    except ConfigError as exc:
+        endpoint, problem = None, f" ({exc})"
+    if endpoint is None:
+        st.caption(md("Asking a model each question with its table withheld (which subtypes it answers anyway) needs an "
+                      "LLM endpoint, and this workspace has none configured: set OPENAI_BASE_URL and OPENAI_API_KEY (or "
+                      f"[llm] base_url and api_key_env in tqaforge.toml), then reload.{problem}"))
+    else:
+        st.caption(md(f"endpoint {endpoint}: a model named here is asked each base item's question with its table "
+                      "withheld; its calls are kept in this workspace's ledger (a second run is answered from it)"))
+        model = st.text_input("model to ask (empty: none asked)", key="model").strip() or None
+        max_cost = st.number_input("budget of the model calls (USD; 0: the workspace's)", min_value=0.0, value=0.0, step=0.5,
+                                   key="max_cost") or None
+        question_only_threshold = st.number_input("flag a subtype the model answers right without the table more often "
+                                                  "than this share", min_value=0.0, max_value=1.0, value=0.5, step=0.05,
+                                                  key="question_only_threshold")
+
+left, right = st.columns(2)
+run_now = left.button("run the health report", disabled=not picked, type="primary")
+send_now = right.button("send suspect gold to adjudication", disabled=not picked,
+                        help="Runs the report with the settings above, writes it, and puts its suspect gold in this "
+                             "workspace's adjudication queue with the evidence. A decision a person made is never reopened.")
 
 
 def show(verdict: str, passed: bool, check_lines: list[str], sections: list[tuple[str, list[str]]], plots: list[Path]) -> None:
@@ -62,10 +128,15 @@ def show(verdict: str, passed: bool, check_lines: list[str], sections: list[tupl
 
 
 def show_report(report: HealthReport) -> None:
-    """A report just computed."""
+    """A report just computed, and what its model calls cost (not in the report: its bytes must not
+    depend on the cache)."""
     show(f"health of release {report.release}: {report.verdict()}", report.passed, [c.line() for c in report.checks],
          [(s.title, s.lines()[1:]) for s in report.sections], [Path(p) for p in report.outputs if p.endswith(".png")])
     st.caption(md("written: " + ", ".join(report.outputs)))
+    for section in report.sections:
+        calls = getattr(section.source, "calls", None)
+        if calls is not None:
+            show_summary(calls)
 
 
 def show_saved(saved: SavedHealth) -> None:
@@ -75,9 +146,26 @@ def show_saved(saved: SavedHealth) -> None:
     show(f"health of release {saved.release}: {saved.verdict}", saved.passed, [c.line() for c in saved.checks], body, list(saved.plots))
 
 
+def show_sent(sent: SentSuspects) -> None:
+    """What became of the suspect gold: queued, already queued, settled by a person, unknown."""
+    c = sent.counts()
+    st.subheader("Suspect gold sent to adjudication")
+    (st.success if c[QUEUED] else st.info)(
+        f"{c[QUEUED]} queued, {c[ALREADY_QUEUED]} already queued, {c[SETTLED] + c[ALREADY_SETTLED]} settled by a person "
+        f"(kept as evidence only), {c[UNKNOWN]} unknown to this workspace"
+        + ("" if sent.flags else ": the report found no suspect gold"))
+    if sent.flags:
+        show_summary(sent)
+        st.caption("a person decides them on the Agreement page (adjudication queue)")
+
+
 def run_and_write() -> HealthReport:
-    """The report of the picked evaluations (with the workspace's label quality), written to ``out``."""
-    report = run(HealthOptions(release=root, evaluations=tuple(Path(p) for p in picked), workspace=ws.root))
+    """The report of the picked evaluations with the settings above (and the workspace's label
+    quality), written to ``out``."""
+    options = HealthOptions(release=root, evaluations=tuple(Path(p) for p in picked), workspace=ws.root,
+                            thresholds=Thresholds.from_values(limits), irt=irt, references=references, model=model,
+                            max_cost=max_cost, question_only_threshold=question_only_threshold)
+    report = run(options)
     try:
         write_report(report, out)
     except HealthError as exc:  # its hint names the CLI's --out: this page's own words instead
@@ -85,11 +173,16 @@ def run_and_write() -> HealthReport:
     return report
 
 
-if run_now:
+if run_now or send_now:
     with st.spinner("computing the health report"):
         report = attempt(run_and_write)
     if report is not None:
         show_report(report)
+        if send_now:
+            done = report
+            sent = attempt(lambda: send_suspects(done, ws.root))
+            if sent is not None:
+                show_sent(sent)
 else:
     existing = find_saved_health(root, out)
     if existing is None:
