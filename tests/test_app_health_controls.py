@@ -127,13 +127,22 @@ def test_a_model_is_offered_only_with_an_endpoint(built: tuple[Path, Path], monk
         at.text_input(key="model").set_value("m")
         at.checkbox(key="check_max_question_only").check().run()
         at.number_input(key="threshold_max_question_only").set_value(0.0)
+        at.multiselect(key="model_checks").set_value(["question_only"])
         _run(at)
         asked = len(server.requests)
-    assert asked == sim.N_ITEMS
-    assert "Answerable from the question alone" in {e.label for e in at.expander}
-    text = _text(at)
-    assert "Question only (m, table withheld): 150 of 150 items asked" in text and "[pass] question_only: 0.00%" in text
-    assert any(str(asked) in c.value and "paid" in c.value for c in at.code)  # what the calls cost, as the CLI prints it
+        assert asked == sim.N_ITEMS
+        assert "Answerable from the question alone" in {e.label for e in at.expander}
+        assert "Memorisation probes (model)" not in {e.label for e in at.expander}
+        text = _text(at)
+        assert "Question only (m, table withheld): 150 of 150 items asked" in text and "[pass] question_only: 0.00%" in text
+        assert any(str(asked) in c.value and "paid" in c.value for c in at.code)  # what the calls cost, as the CLI prints it
+        # The memorisation probes: their own choice, a cap on the tables probed.
+        at.multiselect(key="model_checks").set_value(["memorisation"])
+        at.number_input(key="memorisation_tables").set_value(2)
+        _run(at)
+        assert len(server.requests) > asked  # the probes were sent
+        assert "Memorisation probes (model)" in {e.label for e in at.expander}
+        assert "2 of" in _text(at)
 
 
 def test_send_suspect_gold_fills_the_queue(built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

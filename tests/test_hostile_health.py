@@ -253,3 +253,15 @@ def test_a_large_items_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert count == n
     assert peak < path.stat().st_size / 20
+
+
+def test_every_threshold_has_its_words_and_is_parsed() -> None:
+    """A threshold added to Thresholds without its words would break the app's form and --thresholds."""
+    from dataclasses import fields
+
+    from tqaforge.health import THRESHOLD_TEXT, Thresholds
+
+    names = {f.name for f in fields(Thresholds)}
+    assert set(THRESHOLD_TEXT) == names
+    for name in names - {"min_systems"}:
+        assert getattr(Thresholds.parse(f"{name}=0.25"), name) == 0.25

@@ -145,7 +145,7 @@ class BiasSection:
     def lines(self) -> list[str]:
         o = self.options
         out = [f"Answer bias: {sum(s.n for s in self.subtypes)} items in {len(self.subtypes)} subtypes"
-               f" ({self.skipped} charts or table answers left out); question-only answering needs a model (--model: its own section)"]
+               f" ({self.skipped} charts or table answers left out); question-only answering needs a model (a section of its own when one is given)"]
         for s in self.subtypes:
             flags = ", ".join(f for f, on in (("CONSTANT", s.constant_flag), ("POSITION", s.position_flag),
                                               ("FIRST OPTION", s.first_option_flag)) if on)
@@ -169,7 +169,7 @@ class BiasSection:
             "skipped": self.skipped, "subtypes": [s.as_dict() for s in self.subtypes],
             "constant_flagged": self.constant_flagged, "position_flagged": self.position_flagged,
             "first_option_flagged": self.first_option_flagged,
-            "question_only": "its own section: needs a model (--model)",
+            "question_only": "its own section: needs a model",
             "checks": [{"name": n, "value": v, "threshold": t, "passed": p} for n, v, t, p in self.checks()],
         }
 

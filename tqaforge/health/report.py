@@ -178,12 +178,15 @@ THRESHOLD_TEXT: dict[str, str] = {
     "max_duplicated": "duplicated: largest share of items whose question and table recur in another item",
     "max_biased_subtypes": "answer bias: largest share of subtypes a constant answer, the gold's position or the first option gives away",
     "max_question_only": "question only: largest share of subtypes a model answers right with the table withheld",
+    "max_memorised": "memorised: largest share of the tables probed that the model has memorised (header, row and cell completion)",
     "min_systems": "systems: items count toward the item checks when this many systems or more scored them",
 }
 
 
 #: The sections that ask a model (``HealthOptions.model``), by name.
 MODEL_CHECKS = ("question_only", "memorisation")
+#: Each model check in words (the app's form).
+MODEL_CHECK_TEXT = {"question_only": "each question with its table withheld", "memorisation": "memorisation probes of each table"}
 
 
 @dataclass(frozen=True)
@@ -599,7 +602,7 @@ def memorisation_section(ctx: HealthContext) -> HealthSection | None:
     if o.model is None or "memorisation" not in o.model_checks:
         if o.thresholds.max_memorised is None:
             return None
-        why = "no model given (--model)" if o.model is None else "not among the model checks asked"
+        why = "no model given" if o.model is None else "not among the model checks asked"
         return HealthSection("memorisation", "Memorisation probes (model)", (f"not run: {why}",), {"model": None},
                              tuple(check("memorised", "memorisation", 0, 0, o.thresholds.max_memorised,
                                          "tables memorised by the model (no model asked)")))

@@ -19,6 +19,7 @@ from tqaforge.app.common import attempt, md, require_login, show_summary, worksp
 from tqaforge.errors import ConfigError, HealthError
 from tqaforge.health import THRESHOLD_TEXT, HealthOptions, HealthReport, Thresholds, run, write_report
 from tqaforge.health.leakage import default_references
+from tqaforge.health.report import MODEL_CHECK_TEXT, MODEL_CHECKS
 from tqaforge.health.saved import SavedHealth, find_saved_health, read_saved_health, scored_evaluations
 from tqaforge.health.suspects import send_suspects
 from tqaforge.llm.settings import configured_endpoint
@@ -88,24 +89,32 @@ with st.expander("what else to compute"):
     model: str | None = None
     max_cost: float | None = None
     question_only_threshold = 0.5
+    model_checks: tuple[str, ...] = MODEL_CHECKS
+    memorisation_tables: int | None = None
     try:
         endpoint = configured_endpoint(ws)
         problem = ""
     except ConfigError as exc:
         endpoint, problem = None, f" ({exc})"
     if endpoint is None:
-        st.caption(md("Asking a model each question with its table withheld (which subtypes it answers anyway) needs an "
+        st.caption(md("Asking a model each question with its table withheld (which subtypes it answers anyway), or probing "
+                      "whether it has memorised the tables, needs an "
                       "LLM endpoint, and this workspace has none configured: set OPENAI_BASE_URL and OPENAI_API_KEY (or "
                       f"[llm] base_url and api_key_env in tqaforge.toml), then reload.{problem}"))
     else:
         st.caption(md(f"endpoint {endpoint}: a model named here is asked each base item's question with its table "
-                      "withheld; its calls are kept in this workspace's ledger (a second run is answered from it)"))
+                      "withheld, and its memory of each table is probed (header, row and cell completion); its calls "
+                      "are kept in this workspace's ledger (a second run is answered from it) and share one budget"))
         model = st.text_input("model to ask (empty: none asked)", key="model").strip() or None
         max_cost = st.number_input("budget of the model calls (USD; 0: the workspace's)", min_value=0.0, value=0.0, step=0.5,
                                    key="max_cost") or None
         question_only_threshold = st.number_input("flag a subtype the model answers right without the table more often "
                                                   "than this share", min_value=0.0, max_value=1.0, value=0.5, step=0.05,
                                                   key="question_only_threshold")
+        model_checks = tuple(st.multiselect("what the model is asked", list(MODEL_CHECKS), default=list(MODEL_CHECKS),
+                                            key="model_checks", format_func=lambda name: MODEL_CHECK_TEXT.get(name, name)))
+        memorisation_tables = st.number_input("tables to probe for memorisation (0: every distinct table)", min_value=0,
+                                              value=0, step=10, key="memorisation_tables") or None
 
 left, right = st.columns(2)
 run_now = left.button("run the health report", disabled=not picked, type="primary")
@@ -164,7 +173,8 @@ def run_and_write() -> HealthReport:
     quality), written to ``out``."""
     options = HealthOptions(release=root, evaluations=tuple(Path(p) for p in picked), workspace=ws.root,
                             thresholds=Thresholds.from_values(limits), irt=irt, references=references, model=model,
-                            max_cost=max_cost, question_only_threshold=question_only_threshold)
+                            max_cost=max_cost, question_only_threshold=question_only_threshold,
+                            model_checks=model_checks, memorisation_tables=memorisation_tables)
     report = run(options)
     try:
         write_report(report, out)
