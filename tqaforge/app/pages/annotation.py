@@ -23,7 +23,7 @@ if own:
         running = f"runs at {md(each.url)} (pid {each.pid})" if each.running and each.answers else "is not running"
         st.markdown(f"- {md(each.annotator or '')}'s Label Studio {running}")
     if not all(each.running and each.answers for each in states):
-        st.warning("Start the servers with `tqaforge labelstudio start` (all) or `-a EMAIL` (one); "
+        st.warning("Start the servers on the Annotators page (all, or the ones you choose); "
                    "push and pull skip a server that is down and name it.")
     state = next((each for each in states if each.running), state)
 elif state.running and state.answers:

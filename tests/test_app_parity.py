@@ -1,0 +1,280 @@
+"""Every CLI step a researcher runs has its place in the app (issue 29, item 1): the Annotators,
+Evaluations and Releases pages, run for real by Streamlit's AppTest on a workspace with data in
+every stage (tests/app_demo.py), each action asserted by its effect on the store or the files.
+
+Label Studio start and stop run a short stand-in for ``label-studio`` (the library finds it
+through TQAFORGE_LABEL_STUDIO_VENV, as it finds the real one): a small HTTP server that answers
+``/health`` and the token check after a moment, so the page's "starting" state, the library's
+status and the stop are all real; the real server's 40-90 s are the session fixtures' business."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from app_demo import page_runner, stage_everything
+from conftest import free_port, wait_for
+from streamlit.testing.v1 import AppTest
+
+from tqaforge.evaluate.predictions import load_release
+from tqaforge.people import list_people
+from tqaforge.queries import list_releases
+from tqaforge.store import Workspace
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(tmp_path_factory.mktemp("parity") / "ws", name="demo")
+    stage_everything(ws)
+    return ws
+
+
+@pytest.fixture
+def page(staged: Workspace, monkeypatch: pytest.MonkeyPatch):
+    return page_runner(staged.root, monkeypatch)
+
+
+def _text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [str(x.value) for x in at.info]
+    parts += [str(x.value) for x in at.warning] + [str(x.value) for x in at.success] + [c.value for c in at.code]
+    parts += [str(x.value) for x in at.error]
+    return "\n".join(parts)
+
+
+def _plain(element) -> str:
+    """An alert's text without the backslashes that keep data from being read as Markdown."""
+    return str(element.value).replace("\\", "")
+
+
+def _button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def _release(ws: Workspace) -> Path:
+    found = [Path(r.path) for r in list_releases(ws) if r.path and r.version == "0.1.0"]
+    assert found, "the staged workspace has release 0.1.0"
+    return found[0]
+
+
+# --- Annotators ---------------------------------------------------------------------------
+
+
+def test_annotators_register_list_and_merge(staged: Workspace, page) -> None:
+    at = page("annotators.py")
+    next(t for t in at.text_input if t.label == "name").set_value("Carla Diaz")
+    next(t for t in at.text_input if t.label.startswith("other names")).set_value("carla, cd")
+    _button(at, "register").click().run()
+    assert not at.exception, at.exception
+    carla = next(r for r in list_people(staged).rows if r["name"] == "Carla Diaz")
+    assert {"carla", "cd"} <= set(carla["aliases"])
+    assert f"annotator {carla['id']}" in _text(at)
+    # A second identity of the same person, then the merge from the page.
+    at = page("annotators.py")
+    next(t for t in at.text_input if t.label == "name").set_value("C. Diaz")
+    _button(at, "register").click().run()
+    other = next(r for r in list_people(staged).rows if r["name"] == "C. Diaz")
+    at = page("annotators.py")
+    assert any("Carla Diaz" in set(f.value["name"]) for f in at.dataframe)  # the list
+    keep, same = (s for s in at.selectbox if s.label in ("keep", "is the same person as"))
+    keep.set_value(carla["id"])
+    same.set_value(other["id"])
+    _button(at, "merge").click().run()
+    assert not at.exception, at.exception
+    merged = next(r for r in list_people(staged).rows if r["id"] == other["id"])
+    assert merged["merged_into"] == carla["id"]
+
+
+def test_annotators_a_bad_name_is_a_message_and_nothing_is_added(staged: Workspace, page) -> None:
+    before = len(list_people(staged).rows)
+    at = page("annotators.py")
+    next(t for t in at.text_input if t.label == "name").set_value("   ")
+    _button(at, "register").click().run()
+    assert not at.exception and at.error, "a blank name is refused with a message"
+    assert len(list_people(staged).rows) == before
+
+
+def _fake_label_studio(tmp_path: Path) -> Path:
+    """A virtualenv-like directory whose bin/label-studio serves 200 on every path once the file
+    ``tmp_path/ready`` exists (the test says when the server has finished starting)."""
+    venv = tmp_path / "fake-ls"
+    (venv / "bin").mkdir(parents=True)
+    script = venv / "bin" / "label-studio"
+    script.write_text(f"""#!{sys.executable}
+import os, sys, time, http.server
+argv = sys.argv
+host, port = argv[argv.index("--internal-host") + 1], int(argv[argv.index("--port") + 1])
+while not os.path.exists({str(tmp_path / "ready")!r}):  # "starting" until the test says
+    time.sleep(0.05)
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.end_headers()
+        self.wfile.write(b"{{}}")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer((host, port), Ok).serve_forever()
+""")
+    script.chmod(0o700)
+    return venv
+
+
+def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(tmp_path / "ws", name="servers")
+    config = ws.root / "tqaforge.toml"
+    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
+    monkeypatch.setenv("TQAFORGE_LABEL_STUDIO_VENV", str(_fake_label_studio(tmp_path)))
+    run = page_runner(ws.root, monkeypatch)
+    at = run("annotators.py")
+    assert "no annotator has a server yet" in _text(at)
+    next(t for t in at.text_input if t.label.startswith("annotator's e-mail")).set_value("dana@example.org")
+    _button(at, "give them a server").click().run()
+    assert not at.exception, at.exception
+    servers = annotator_servers(ws.root)
+    assert [manage.read_credentials(s).username for s in servers] == ["dana@example.org"]  # type: ignore[union-attr]
+    assert "password:" in _text(at)
+    at = run("annotators.py")
+    table = next(f.value for f in at.dataframe if "state" in f.value.columns)
+    assert list(table["state"]) == ["not running"]
+    try:
+        _button(at, "start").click().run()
+        assert not at.exception, at.exception
+        assert "starting 1 Label Studio servers" in _text(at)  # the page returned while it starts
+        wait_for(lambda: manage.status(servers[0]).running, 30, "the server's process to exist")
+        at = run("annotators.py")
+        table = next(f.value for f in at.dataframe if "state" in f.value.columns)
+        assert list(table["state"]) == ["starting"] and not manage.status(servers[0]).answers
+        assert _button(at, "start").disabled  # no second start while one runs
+        (tmp_path / "ready").touch()
+        wait_for(lambda: manage.status(servers[0]).answers, 30, "the server to answer")
+        from tqaforge.app.jobs import find_job
+
+        job = find_job(f"labelstudio-start:{ws.root.resolve()}")
+        assert job is not None
+        job.future.result(30)
+        at = run("annotators.py")
+        table = next(f.value for f in at.dataframe if "state" in f.value.columns)
+        assert list(table["state"]) == ["running"] and table["pid"].iloc[0] == manage.status(servers[0]).pid
+        assert "dana@example.org: http://127.0.0.2" in _text(at)  # the start's own report, with the login line
+        _button(at, "stop").click().run()
+        assert not at.exception, at.exception
+        assert "stopped" in _text(at)
+        assert not manage.status(servers[0]).running
+    finally:
+        state = manage.status(servers[0])
+        if state.pid is not None:
+            os.killpg(state.pid, signal.SIGKILL)
+
+
+# --- Releases -------------------------------------------------------------------------------
+
+
+def test_releases_verify_shows_a_tampered_release(staged: Workspace, page, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(_release(staged), copy)
+    at = page("releases.py")
+    next(t for t in at.text_input if t.label.startswith("verify a release directory")).set_value(str(copy))
+    _button(at, "verify that directory").click().run()
+    assert at.success and not at.error  # control: the untouched copy verifies
+    base = copy / "data" / "base.jsonl"
+    base.write_text(base.read_text().replace('"', "'", 2))
+    next(t for t in at.text_input if t.label.startswith("verify a release directory")).set_value(str(copy))
+    _button(at, "verify that directory").click().run()
+    assert at.error and "changed: data/base.jsonl" in _plain(at.error[0])
+
+
+def test_releases_verify_of_a_directory_that_is_not_a_release(page, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    at = page("releases.py")
+    next(t for t in at.text_input if t.label.startswith("verify a release directory")).set_value(str(tmp_path))
+    _button(at, "verify that directory").click().run()
+    assert not at.exception, at.exception
+    assert at.error and "manifest" in _plain(at.error[0])
+
+
+def test_releases_diff_shows_the_rows_that_differ(staged: Workspace, page) -> None:
+    from tqaforge.release.build import ReleaseOptions, build_release
+
+    build_release(staged, ReleaseOptions(version="0.2.0", accept_low_agreement="demo", subsets=("base",), serializations=("csv",)))
+    at = page("releases.py")
+    next(s for s in at.selectbox if s.label == "release").set_value(str(_release(staged)))
+    _button(at, "diff").click().run()
+    assert not at.exception, at.exception
+    summary = next(c.value for c in at.code if "removed" in c.value)
+    assert "structure" in summary  # 0.2.0 holds the base items only: the variants are gone
+
+
+# --- Evaluations ----------------------------------------------------------------------------
+
+
+def _predictions(release: Path, model: str, right: bool) -> bytes:
+    lines = []
+    for ref in load_release(release).references:
+        if ref.subset == "base":
+            answer = ref.answer_text if right else "no idea"
+            lines.append({"id": ref.id, "model": model, "method": "DP", "prediction": f"Final Answer: {answer}"})
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_evaluations_score_two_uploads_and_compare_them(staged: Workspace, page) -> None:
+    release = _release(staged)
+    for name, right in (("good", True), ("poor", False)):
+        at = page("evaluations.py")
+        next(s for s in at.selectbox if s.label == "release").set_value(str(release)).run()
+        at.file_uploader[0].set_value((f"{name}.jsonl", _predictions(release, name, right), "application/json")).run()
+        _button(at, "score").click().run()
+        assert not at.exception, at.exception
+        assert not at.error, at.error
+        scores = staged.root / "evaluations" / release.name / name / "scores.json"
+        assert scores.is_file(), _text(at)
+        overall = [r for r in json.loads(scores.read_text())["rows"] if r["level"] == "overall" and r["subset"] == "base"]
+        # Right on every item but the chart ones (those need a program that draws the chart).
+        assert overall and (overall[0]["normalised"] > 90 if right else overall[0]["normalised"] == 0.0)
+    at = page("evaluations.py")
+    picker = next(m for m in at.multiselect if m.label.startswith("evaluations to put side by side"))
+    picker.set_value([o for o in picker.options if o.endswith("/ good") or o.endswith("/ poor")]).run()
+    assert not at.exception, at.exception
+    table = next(f.value for f in at.dataframe if "subset" in f.value.columns)
+    assert {"good/DP", "poor/DP"} <= set(table.columns)
+    base = table[table["subset"] == "base"].iloc[0]
+    assert base["good/DP"] > 90 and base["poor/DP"] == 0.0
+    comparison = next(c.value for c in at.code if "Paired comparisons" in c.value)
+    assert "good/DP" in comparison and "significant" in comparison
+
+
+def test_evaluations_a_malformed_predictions_file_writes_nothing(staged: Workspace, page) -> None:
+    release = _release(staged)
+    at = page("evaluations.py")
+    next(s for s in at.selectbox if s.label == "release").set_value(str(release)).run()
+    at.file_uploader[0].set_value(("broken.jsonl", b'{"id": "x", "prediction": \n not json at all\n', "application/json")).run()
+    _button(at, "score").click().run()
+    assert not at.exception, at.exception
+    assert at.error and "broken.jsonl" in _plain(at.error[0]) and "line" in _plain(at.error[0])
+    assert not (staged.root / "evaluations" / release.name / "broken").exists()
+
+
+def test_evaluations_a_release_path_that_is_not_a_release(staged: Workspace, page, tmp_path: Path) -> None:
+    at = page("evaluations.py")
+    next(s for s in at.selectbox if s.label == "release").set_value("").run()
+    next(t for t in at.text_input if t.label == "release directory").set_value(str(tmp_path))
+    at.file_uploader[0].set_value(("good.jsonl", b'{"id": "a", "prediction": "Final Answer: 1"}\n', "application/json")).run()
+    _button(at, "score").click().run()
+    assert not at.exception, at.exception
+    assert at.error and "manifest" in _plain(at.error[0])
+    assert not (staged.root / "evaluations" / tmp_path.name).exists()
+
+
+def test_evaluations_say_what_is_missing_to_ask_a_model(page) -> None:
+    at = page("evaluations.py")
+    assert "No model endpoint is set up for this workspace" in _text(at) or "Enter the model's name" in _text(at)
+    assert _button(at, "ask the model, then score its replies").disabled
+    assert "--model" not in _text(at)  # the app's words, not the CLI's flags
