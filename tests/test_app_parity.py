@@ -166,6 +166,61 @@ def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypa
             os.killpg(state.pid, signal.SIGKILL)
 
 
+def test_the_workspaces_one_server_starts_and_stops_from_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workspace of the earlier layout (no annotator has a server of their own): its one server."""
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.app.jobs import find_job
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(tmp_path / "ws", name="one")
+    config = ws.root / "tqaforge.toml"
+    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
+    monkeypatch.setenv("TQAFORGE_LABEL_STUDIO_VENV", str(_fake_label_studio(tmp_path)))
+    run = page_runner(ws.root, monkeypatch)
+    at = run("annotators.py")
+    assert "is not running" in _text(at).replace("\\", "")
+    assert _button(at, "stop the workspace's server").disabled
+    try:
+        _button(at, "start the workspace's server").click().run()
+        assert not at.exception, at.exception
+        wait_for(lambda: manage.status(ws.root).running, 30, "the server's process to exist")
+        at = run("annotators.py")
+        assert "is starting" in _text(at).replace("\\", "") and _button(at, "start the workspace's server").disabled
+        (tmp_path / "ready").touch()
+        job = find_job(f"labelstudio-start-one:{ws.root.resolve()}")
+        assert job is not None
+        job.future.result(30)
+        at = run("annotators.py")
+        shown = _text(at).replace("\\", "")
+        assert "is running" in shown and f"(pid {manage.status(ws.root).pid})" in shown, shown
+        _button(at, "stop the workspace's server").click().run()
+        assert "stopped" in _text(at)
+        assert not manage.status(ws.root).running
+    finally:
+        state = manage.status(ws.root)
+        if state.pid is not None:
+            os.killpg(state.pid, signal.SIGKILL)
+
+
+def test_annotators_page_shows_the_real_servers_state(annotator_servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's real Label Studio servers (ana's and ben's, conftest): the page's status is the
+    library's, read only (nothing is started or stopped here: other tests share them)."""
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers as servers_of
+
+    at = page_runner(annotator_servers.root, monkeypatch)("annotators.py")
+    table = next(f.value for f in at.dataframe if "state" in f.value.columns)
+    states = dict(zip(table["annotator"], table["state"]))
+    assert states == {annotator_servers.ana: "running", annotator_servers.ben: "running"}
+    pids = dict(zip(table["annotator"], table["pid"]))
+    for server in servers_of(annotator_servers.root):
+        state = manage.status(server)
+        assert state.answers and pids[state.annotator] == state.pid
+    assert table["memory (MB)"].notna().all()
+    progress = next(f.value for f in at.dataframe if "assigned" in f.value.columns)
+    assert {annotator_servers.ana, annotator_servers.ben} <= set(progress["email"])
+
+
 # --- Releases -------------------------------------------------------------------------------
 
 

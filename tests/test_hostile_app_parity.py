@@ -119,6 +119,20 @@ def test_a_label_studio_that_fails_to_start_is_reported_and_leaves_nothing_runni
     assert not _button(at, "start").disabled  # it can be tried again
 
 
+def test_a_person_named_in_markdown_shows_as_text(staged: Workspace, page) -> None:
+    """Case: a name holding an image link and Streamlit directives, registered on the page, made
+    the browser fetch the image in the page's confirmation."""
+    from test_hostile_app_text import assert_text_only, hostile_texts
+
+    at = page("annotators.py")
+    name = hostile_texts("http://127.0.0.1:9")["name"]
+    next(t for t in at.text_input if t.label == "name").set_value(name)
+    _button(at, "register").click().run()
+    assert at.success, _text(at)
+    assert_text_only(at)
+    assert any(r["name"] == name for r in list_people(staged).rows)
+
+
 # --- compare_evaluations: saved evaluations that do not compare -------------------------------
 
 

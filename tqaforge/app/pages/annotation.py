@@ -30,7 +30,7 @@ elif state.running and state.answers:
     st.success(f"Label Studio runs at {md(state.url)} (pid {state.pid})")
     st.link_button("open Label Studio", state.url)
 else:
-    st.warning(f"Label Studio is not running for this workspace ({md(state.stale) if state.stale else 'start it with `tqaforge labelstudio start` or `make run`'}). "
+    st.warning(f"Label Studio is not running for this workspace ({md(state.stale) if state.stale else 'start it on the Annotators page'}). "
                "Push and pull need it; the figures below come from the store.")
 
 st.subheader("Progress per kind")

@@ -26,6 +26,7 @@ from tqaforge.people import list_people, merge, register
 st.title("Annotators")
 ws = workspace_or_stop()
 START_KEY = f"labelstudio-start:{ws.root.resolve()}"
+ONE_KEY = f"labelstudio-start-one:{ws.root.resolve()}"  # the workspace's one server (the earlier layout)
 
 st.subheader("People")
 people = list_people(ws)
@@ -122,7 +123,29 @@ if servers:
             results = job.future.result()
             st.code("\n".join([done.line() for done in results] + [""] + login_lines(results)[:-1]), language=None)
 else:
-    st.caption("no annotator has a server yet: give one a server above")
+    # The earlier layout: the workspace's one server (every account on it sees every project).
+    one = manage.status(ws.root)
+    one_job = find_job(ONE_KEY)
+    one_starting = one_job is not None and one_job.running
+    shown = "running" if one.running and one.answers else "starting" if one.running or one_starting else "not running"
+    st.caption(md(f"no annotator has a server yet: give one a server above. The workspace's one Label Studio "
+                  f"(every account on it sees every project) is {shown} at {one.url}."))
+    left, right = st.columns(2)
+    if left.button("start the workspace's server", disabled=one_starting or one.running):
+        one_job = start_job(ONE_KEY, "starting the workspace's Label Studio server", lambda: manage.start(ws.root))
+        one_starting = True
+    if right.button("stop the workspace's server", disabled=one_starting or not one.running):
+        st.code(manage.stop(ws.root).message, language=None)
+    if one_starting and one_job is not None:
+        st.info(md(f"{one_job.label} ({STARTUP_ESTIMATE}): {one_job.seconds:.0f} s so far; refresh the page to see it."))
+    elif one_job is not None:
+        error = one_job.future.exception()
+        if error is not None:
+            st.error(md(error))
+        else:
+            done = one_job.future.result()
+            st.code(f"Label Studio: {done.url} (pid {done.pid}); login {done.username}, password in {done.credentials_path}",
+                    language=None)
 
 st.subheader("Progress")
 progress = annotator_progress(ws, own_accounts(ws))
