@@ -288,8 +288,18 @@ def test_evaluations_score_two_uploads_and_compare_them(staged: Workspace, page)
     assert "good/DP" in comparison and "significant" in comparison
 
 
-def test_evaluations_say_what_is_missing_to_ask_a_model(page) -> None:
+def test_evaluations_say_what_is_missing_to_ask_a_model(page, monkeypatch: pytest.MonkeyPatch) -> None:
     at = page("evaluations.py")
-    assert "No model endpoint is set up for this workspace" in _text(at) or "Enter the model's name" in _text(at)
+    assert "No model endpoint is set up for this workspace" in _text(at).replace("\\", "")
     assert _button(at, "ask the model, then score its replies").disabled
     assert "--model" not in _text(at)  # the app's words, not the CLI's flags
+    # With an endpoint and no model name: the model is what is missing.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "tqaforge" / "app" / "pages" / "evaluations.py"),
+                           default_timeout=60).run()
+    next(t for t in at.text_input if t.label == "model").set_value("").run()
+    assert "Enter the model's name above." in _text(at).replace("\\", "") and "No model endpoint" not in _text(at)
+    assert _button(at, "ask the model, then score its replies").disabled
+    next(t for t in at.text_input if t.label == "model").set_value("gpt-x").run()
+    assert not _button(at, "ask the model, then score its replies").disabled

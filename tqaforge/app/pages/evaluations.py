@@ -57,13 +57,15 @@ with tab_model:
     model = st.text_input("model", value=str(ws.config.llm.values().get("model") or ""), placeholder="e.g. gpt-4o-mini")
     ready, missing = False, ""
     try:
-        llm = load_llm_settings(ws, model=model.strip() or None)
-        ready = bool([u for u in llm.endpoint_urls if u] or llm.api_key)
-        missing = "" if ready else ("No model endpoint is set up for this workspace: set OPENAI_BASE_URL and OPENAI_API_KEY "
-                                    "in the environment the app runs in (or [llm] base_url and api_key_env in tqaforge.toml), "
-                                    "then reload this page.")
+        # The endpoint is looked at whatever the model field holds: what is missing is said first.
+        llm = load_llm_settings(ws, model=model.strip() or "(none)")
+        endpoint = bool([u for u in llm.endpoint_urls if u] or llm.api_key)
+        ready = endpoint and bool(model.strip())
+        missing = ("" if ready else "Enter the model's name above." if endpoint else
+                   "No model endpoint is set up for this workspace: set OPENAI_BASE_URL and OPENAI_API_KEY in the "
+                   "environment the app runs in (or [llm] base_url and api_key_env in tqaforge.toml), then reload this page.")
     except ConfigError as exc:
-        missing = "Enter the model's name above." if not model.strip() else str(exc)
+        missing = str(exc)
     if missing:
         st.info(md(missing))
     with st.form("model-run"):
@@ -89,7 +91,10 @@ if not saved:
     st.caption("no evaluation yet: score a predictions file or ask a model above")
     st.stop()
 by_label = {f"{s.release} / {s.predictions}": EVALUATIONS / s.release / s.predictions for s in saved}
-picked = st.multiselect("evaluations to put side by side (two systems or more)", list(by_label))
+# The latest release's evaluations are shown side by side at first (there is something to see).
+first = [label for label, s in zip(by_label, saved) if s.release == saved[-1].release]
+picked = st.multiselect("evaluations to put side by side (two systems or more)", list(by_label),
+                        default=first if len(first) >= 2 else [])
 if picked:
     side = attempt(lambda: compare_evaluations([by_label[p] for p in picked]))
     if side is not None:
