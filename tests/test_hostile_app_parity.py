@@ -73,6 +73,21 @@ def test_evaluations_a_release_path_that_is_not_a_release(staged: Workspace, pag
     assert not (staged.root / "evaluations" / tmp_path.name).exists()
 
 
+def test_evaluations_an_upload_named_only_dots_stays_in_its_own_directory(staged: Workspace, page) -> None:
+    """Case: an upload named ``...jsonl`` (stem ``..``) wrote its scores above the release's directory."""
+    from test_app_parity import _predictions
+
+    release = _release(staged)
+    at = page("evaluations.py")
+    next(s for s in at.selectbox if s.label == "release").set_value(str(release)).run()
+    at.file_uploader[0].set_value(("...jsonl", _predictions(release, "dots", True), "application/json")).run()
+    _button(at, "score").click().run()
+    assert not at.exception and not at.error, _text(at)
+    assert (staged.root / "evaluations" / release.name / "predictions" / "scores.json").is_file()
+    assert not (staged.root / "evaluations" / "scores.json").exists()
+    assert not (staged.root / "evaluations" / release.name / "scores.json").exists()
+
+
 def test_evaluations_a_release_directory_that_does_not_exist(staged: Workspace, page, tmp_path: Path) -> None:
     at = page("evaluations.py")
     next(s for s in at.selectbox if s.label == "release").set_value("").run()

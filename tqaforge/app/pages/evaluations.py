@@ -32,7 +32,10 @@ release = Path(chosen or typed.strip())
 
 def score(predictions: Path, model_name: str | None) -> None:
     """Score ``predictions`` on the chosen release into EVALUATIONS/RELEASE/NAME."""
-    out = EVALUATIONS / release.resolve().name / predictions.stem
+    # The directory is named after the file, as the CLI names it; a name that is only dots would
+    # put the scores in the release's directory, or above it.
+    name = predictions.stem if predictions.stem.strip(".") else "predictions"
+    out = EVALUATIONS / release.resolve().name / name
     options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out)
     run_step("scoring", lambda on_progress: evaluate(options, ws=ws, on_progress=on_progress))
 
