@@ -254,7 +254,7 @@ PAGES = (
     ("review", ("of 56 proposed questions", "accept", "promote"), ("no proposed questions",)),
     ("answers", ("answer 59 · vote · status consistent · route verify", "SCoT #0"), ("No answers yet",)),
     ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
-    ("annotators", ("People", "demo-ana", "demo-ben", "Label Studio servers", "Progress"), ("no annotators yet",)),
+    ("annotators", ("People", "one person under two identities", "Label Studio servers", "Progress"), ("no annotators yet",)),
     ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
      ("No annotations yet", "no open items")),

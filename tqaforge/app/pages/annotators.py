@@ -22,6 +22,7 @@ from tqaforge.annotation.labelstudio.server import STARTUP_ESTIMATE
 from tqaforge.app.common import attempt, md, show_summary, workspace_or_stop
 from tqaforge.app.jobs import find_job, start_job
 from tqaforge.people import list_people, merge, register
+from tqaforge.printable import escape_controls
 
 st.title("Annotators")
 ws = workspace_or_stop()
@@ -71,7 +72,7 @@ if add_now:
     added = attempt(lambda: add_annotator_server(ws, new_email, name=new_name.strip() or None))
     if added is not None:
         st.success(md(f"{added.credentials.username} gets a server at {added.credentials.url}"))
-        st.code(f"login:    {added.credentials.username}\npassword: {added.credentials.password}", language=None)
+        st.code(escape_controls(f"login:    {added.credentials.username}\npassword: {added.credentials.password}"), language=None)
         st.caption("Pass the password on privately: it is shown once here (it stays in the server's credentials file).")
 
 servers = annotator_servers(ws.root)
@@ -101,7 +102,7 @@ if servers:
     if middle.button("stop", disabled=starting):
         stopped = attempt(lambda: stop_servers(ws.root, chosen or None))
         if stopped is not None:
-            st.code("\n".join(result.message for result in stopped), language=None)
+            st.code(escape_controls("\n".join(result.message for result in stopped)), language=None)
     right.button("refresh status")
     if starting and job is not None:
         running_job = job
@@ -121,7 +122,9 @@ if servers:
             st.error(md(error))
         else:
             results = job.future.result()
-            st.code("\n".join([done.line() for done in results] + [""] + login_lines(results)[:-1]), language=None)
+            with st.expander("the last start's report", expanded=True):
+                st.code(escape_controls("\n".join([done.line() for done in results] + [""] + login_lines(results)[:-1])),
+                        language=None)
 else:
     # The earlier layout: the workspace's one server (every account on it sees every project).
     one = manage.status(ws.root)
@@ -144,8 +147,8 @@ else:
             st.error(md(error))
         else:
             done = one_job.future.result()
-            st.code(f"Label Studio: {done.url} (pid {done.pid}); login {done.username}, password in {done.credentials_path}",
-                    language=None)
+            st.code(escape_controls(f"Label Studio: {done.url} (pid {done.pid}); login {done.username}, "
+                                    f"password in {done.credentials_path}"), language=None)
 
 st.subheader("Progress")
 progress = annotator_progress(ws, own_accounts(ws))
