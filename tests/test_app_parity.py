@@ -221,6 +221,35 @@ def test_annotators_page_shows_the_real_servers_state(annotator_servers, monkeyp
     assert {annotator_servers.ana, annotator_servers.ben} <= set(progress["email"])
 
 
+def test_push_and_pull_from_the_app_reach_each_annotators_real_server(annotator_servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Annotation page's push and pull on the run's real servers: the same push as
+    `tqaforge labelstudio push question_review` (every annotator, overlap 2; idempotent, so the
+    other tests of these servers find what they expect), then a pull; the Annotators page then
+    shows each one's tasks. Nothing is labelled here (other tests count the labels they make)."""
+    from labelstudio_helpers import open_servers_workspace
+    from sqlmodel import select
+
+    from tqaforge.schemas.records import LabelStudioTaskCopy
+
+    ws = open_servers_workspace(annotator_servers.root)
+    run = page_runner(annotator_servers.root, monkeypatch)
+    at = run("annotation.py")
+    next(s for s in at.selectbox if s.label == "kind").set_value("question_review")
+    _button(at, "push to Label Studio").click().run()
+    assert not at.exception and not at.error, _text(at)
+    with ws.session() as s:
+        copies = s.exec(select(LabelStudioTaskCopy).where(LabelStudioTaskCopy.kind == "question_review")).all()
+    assert {c.annotator for c in copies} == {annotator_servers.ana, annotator_servers.ben} and len(copies) == 6
+    assert all(c.ls_task_id is not None for c in copies)  # each is a task on its annotator's own server
+    _button(at, "pull every label").click().run()
+    assert not at.exception and not at.error, _text(at)
+    assert any("new labels" in c.value and "projects" in c.value for c in at.code), _text(at)  # the CLI's summary
+    at = run("annotators.py")
+    progress = next(f.value for f in at.dataframe if "assigned" in f.value.columns)
+    assigned = {r["email"]: r["assigned"] for _, r in progress.iterrows() if r["kind"] == "question_review"}
+    assert assigned == {annotator_servers.ana: 3, annotator_servers.ben: 3}
+
+
 # --- Releases -------------------------------------------------------------------------------
 
 
