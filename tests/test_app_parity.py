@@ -317,6 +317,29 @@ def test_evaluations_score_two_uploads_and_compare_them(staged: Workspace, page)
     assert "good/DP" in comparison and "significant" in comparison
 
 
+def test_evaluations_ask_a_model_then_score_its_replies(staged: Workspace, page, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model run (the real openai client against the suite's loopback server): the replies go
+    to evaluations/RELEASE/MODEL-METHOD.jsonl in the workspace, then are scored beside them."""
+    from openai_server import OpenAIServer
+
+    release = _release(staged)
+    with OpenAIServer(lambda body: "Final Answer: 42") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        at = page("evaluations.py")
+        next(s for s in at.selectbox if s.label == "release").set_value(str(release)).run()
+        next(t for t in at.text_input if t.label == "model").set_value("loopback-model").run()
+        next(n for n in at.number_input if n.label.startswith("ask only the first")).set_value(3)
+        _button(at, "ask the model, then score its replies").click().run()
+        assert not at.exception and not at.error, _text(at)
+        assert len(server.requests) == 3
+    predictions = staged.root / "evaluations" / release.name / "loopback-model-DP.jsonl"
+    assert [json.loads(line)["prediction"] for line in predictions.read_text().splitlines()] == ["Final Answer: 42"] * 3
+    scores = json.loads((staged.root / "evaluations" / release.name / "loopback-model-DP" / "scores.json").read_text())
+    assert scores["matched"] == 3
+    assert any("3 of 3 rows answered" in c.value for c in at.code), _text(at)  # the CLI's summaries
+
+
 def test_evaluations_say_what_is_missing_to_ask_a_model(page, monkeypatch: pytest.MonkeyPatch) -> None:
     at = page("evaluations.py")
     assert "No model endpoint is set up for this workspace" in _text(at).replace("\\", "")
