@@ -21,11 +21,13 @@ _POOL = ThreadPoolExecutor(4, thread_name_prefix="tqaforge-app-job")
 
 @dataclass(frozen=True)
 class Job:
-    """A step running (or done) in the background: what it is, when it began, its future."""
+    """A step running (or done) in the background: what it is, when it began, its future, and
+    what it acts on (``targets``; empty: everything of its kind)."""
 
     label: str
     began: float
     future: Future[Any]
+    targets: tuple[str, ...] = ()
 
     @property
     def running(self) -> bool:
@@ -36,14 +38,14 @@ class Job:
         return time.monotonic() - self.began
 
 
-def start_job(key: str, label: str, step: Callable[[], Any]) -> Job:
+def start_job(key: str, label: str, step: Callable[[], Any], *, targets: tuple[str, ...] = ()) -> Job:
     """Run ``step`` in the background under ``key``; while a job of that key still runs, that
     job is returned and nothing new starts."""
     with _LOCK:
         job = _JOBS.get(key)
         if job is not None and job.running:
             return job
-        job = Job(label, time.monotonic(), _POOL.submit(step))
+        job = Job(label, time.monotonic(), _POOL.submit(step), targets)
         _JOBS[key] = job
         return job
 

@@ -84,7 +84,7 @@ if servers:
     def state_of(each: manage.ServerStatus) -> str:
         if each.running and each.answers:
             return "running"
-        if each.running or starting:
+        if each.running or (starting and job is not None and (not job.targets or each.annotator in job.targets)):
             return "starting"
         return "not running"
 
@@ -97,7 +97,7 @@ if servers:
     if left.button("start", disabled=starting):
         who = chosen or None
         job = start_job(START_KEY, f"starting {len(chosen) or len(servers)} Label Studio servers",
-                        lambda: start_servers(ws.root, who))
+                        lambda: start_servers(ws.root, who), targets=tuple(chosen))
         starting = True
     if middle.button("stop", disabled=starting):
         stopped = attempt(lambda: stop_servers(ws.root, chosen or None))
