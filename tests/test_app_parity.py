@@ -115,6 +115,20 @@ http.server.HTTPServer((host, port), Ok).serve_forever()
     return venv
 
 
+def _end_fake(tmp_path: Path, key: str, pid_of) -> None:
+    """However the test ended: let a start still waiting finish (its pid file is written by
+    then), and end the stand-in's whole process group."""
+    from tqaforge.app.jobs import find_job
+
+    (tmp_path / "ready").touch()
+    job = find_job(key)
+    if job is not None:
+        wait_for(lambda: not job.running, 30, "the background start to end")
+    pid = pid_of()
+    if pid is not None:
+        os.killpg(pid, signal.SIGKILL)
+
+
 def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
@@ -161,9 +175,7 @@ def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypa
         assert "stopped" in _text(at)
         assert not manage.status(servers[0]).running
     finally:
-        state = manage.status(servers[0])
-        if state.pid is not None:
-            os.killpg(state.pid, signal.SIGKILL)
+        _end_fake(tmp_path, f"labelstudio-start:{ws.root.resolve()}", lambda: manage.status(servers[0]).pid)
 
 
 def test_the_workspaces_one_server_starts_and_stops_from_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,9 +209,7 @@ def test_the_workspaces_one_server_starts_and_stops_from_the_page(tmp_path: Path
         assert "stopped" in _text(at)
         assert not manage.status(ws.root).running
     finally:
-        state = manage.status(ws.root)
-        if state.pid is not None:
-            os.killpg(state.pid, signal.SIGKILL)
+        _end_fake(tmp_path, f"labelstudio-start-one:{ws.root.resolve()}", lambda: manage.status(ws.root).pid)
 
 
 def test_annotators_page_shows_the_real_servers_state(annotator_servers, monkeypatch: pytest.MonkeyPatch) -> None:
