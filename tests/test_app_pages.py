@@ -270,4 +270,4 @@ def test_annotation_shows_each_annotators_own_server(tmp_path: Path, monkeypatch
     assert not at.exception, at.exception
     text = _text(at).replace("\\", "")  # markdown escapes of @ and .
     assert "ana@lab.org's Label Studio is not running" in text and "ben@lab.org's Label Studio" in text, text
-    assert "-a EMAIL" in text, text
+    assert "Annotators page" in text and "tqaforge labelstudio" not in text, text  # the app's own controls

@@ -278,10 +278,14 @@ PAGES = (
     ("review", ("of 56 proposed questions", "accept", "promote"), ("no proposed questions",)),
     ("answers", ("answer 59 · vote · status consistent · route verify", "SCoT #0"), ("No answers yet",)),
     ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
+    ("annotators", ("People", "one person under two identities", "Label Studio servers", "Progress"), ("no annotators yet",)),
     ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
     ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
      ("No annotations yet", "no open items")),
     ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
+    # The demo's two evaluations side by side (picked by default): they score other items, so no test.
+    ("evaluations", ("Score a predictions file", "Compare systems", "probe-rule/DP", "demo-model/DP", "No significance test"),
+     ("no evaluation yet",)),
     # The demo's two evaluations, picked by default, and the report the demo wrote on them, shown without a click.
     ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report",
                 "the report written earlier", "health of release demo 0.1.0: UNHEALTHY", "[FAIL] suspect_gold: cannot be checked"),

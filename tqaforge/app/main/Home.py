@@ -28,9 +28,11 @@ PAGE_LIST = (
     ("review.py", "Review", ":material/rule:"),
     ("answers.py", "Answers", ":material/fact_check:"),
     ("variants.py", "Variants", ":material/shuffle:"),
+    ("annotators.py", "Annotators", ":material/badge:"),
     ("annotation.py", "Annotation", ":material/groups:"),
     ("agreement.py", "Agreement", ":material/handshake:"),
     ("releases.py", "Releases", ":material/inventory_2:"),
+    ("evaluations.py", "Evaluations", ":material/leaderboard:"),
     ("health.py", "Health", ":material/health_and_safety:"),
 )
 

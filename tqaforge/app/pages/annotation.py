@@ -24,14 +24,14 @@ if own:
         running = f"runs at {md(each.url)} (pid {each.pid})" if each.running and each.answers else "is not running"
         st.markdown(f"- {md(each.annotator or '')}'s Label Studio {running}")
     if not all(each.running and each.answers for each in states):
-        st.warning("Start the servers with `tqaforge labelstudio start` (all) or `-a EMAIL` (one); "
+        st.warning("Start the servers on the Annotators page (all, or the ones you choose); "
                    "push and pull skip a server that is down and name it.")
     state = next((each for each in states if each.running), state)
 elif state.running and state.answers:
     st.success(f"Label Studio runs at {md(state.url)} (pid {state.pid})")
     st.link_button("open Label Studio", state.url)
 else:
-    st.warning(f"Label Studio is not running for this workspace ({md(state.stale) if state.stale else 'start it with `tqaforge labelstudio start` or `make run`'}). "
+    st.warning(f"Label Studio is not running for this workspace ({md(state.stale) if state.stale else 'start it on the Annotators page'}). "
                "Push and pull need it; the figures below come from the store.")
 
 st.subheader("Progress per kind")

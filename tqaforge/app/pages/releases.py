@@ -27,6 +27,14 @@ if build_now:
     if built is not None:
         show_summary(built)
 
+with st.form("verify-path"):
+    elsewhere = st.text_input("verify a release directory (one downloaded or built elsewhere)")
+    verify_path = st.form_submit_button("verify that directory")
+if verify_path and elsewhere.strip():
+    checked = attempt(lambda: verify_release(Path(elsewhere.strip()).expanduser()))
+    if checked is not None:
+        (st.success if checked.ok else st.error)(md("\n".join(checked.lines())))
+
 releases = queries.list_releases(ws)
 if not releases:
     st.info("No release yet.")
@@ -54,8 +62,7 @@ if len(releases) >= 2:
 st.subheader("Evaluations")
 evaluations = saved_evaluations(ws.root / "evaluations")
 if not evaluations:
-    st.caption("no evaluation yet: scoring a predictions file against a release (the `tqaforge evaluate` command, "
-               "run in the workspace) writes evaluations/, shown here")
+    st.caption("no evaluation yet: score predictions or a model on the Evaluations page")
 for saved in evaluations:
     with st.expander(f"{md(saved.release)} / {md(saved.predictions)}: {md(saved.scores.get('matched'))} predictions"):
         rows = saved.summary_rows()
