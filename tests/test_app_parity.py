@@ -365,3 +365,35 @@ def test_evaluations_say_what_is_missing_to_ask_a_model(page, monkeypatch: pytes
     assert _button(at, "ask the model, then score its replies").disabled
     next(t for t in at.text_input if t.label == "model").set_value("gpt-x").run()
     assert not _button(at, "ask the model, then score its replies").disabled
+
+
+# --- Variants -----------------------------------------------------------------------------
+
+
+def test_variants_are_built_from_the_page(staged: Workspace, page) -> None:
+    """The Variants page builds the grid as `tqaforge variants build` does (build_variant_grid):
+    a new seed of one perturbation adds that seed's variants to the store, and nothing else."""
+    from sqlmodel import select
+
+    from tqaforge.schemas.records import Variant
+
+    def seeds() -> dict[int, int]:
+        with staged.session() as s:
+            rows = s.exec(select(Variant).where(Variant.perturbation == "shuffle_columns")).all()
+        found: dict[int, int] = {}
+        for v in rows:
+            found[v.seed] = found.get(v.seed, 0) + 1
+        return found
+
+    before = seeds()
+    assert 7 not in before
+    at = page("variants.py")
+    at.multiselect(key="grid-perturbations").set_value(["shuffle_columns"])
+    at.multiselect(key="grid-serializations").set_value(["csv"])
+    at.number_input(key="grid-seed").set_value(7)
+    at.checkbox(key="grid-overwrite").check()  # replace the prompts file the staged workspace made with other choices
+    next(b for b in at.button if b.label == "build variants").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    after = seeds()
+    assert after.get(7, 0) > 0 and {k: v for k, v in after.items() if k != 7} == before
+    assert any("variants" in c.value for c in at.code), "the build's summary is shown"

@@ -105,11 +105,11 @@ def test_a_stored_table_comes_back_with_its_metadata(workspace):
     assert load_items(workspace)[0].table.caption == "Norwegian cities"
 
 
-def test_answered_questions_list_the_agents_answers_first_then_gold_only_within_the_limit(workspace):
+def test_answered_questions_list_the_agents_answers_first_then_gold_only_a_page_at_a_time(workspace):
     """The Answers page's list: questions an agent answered come first (it has something to show
     side by side), then questions whose only answer is gold (a probe's, an import's); never a
-    question without an answer; at most ``limit``."""
-    from tqaforge.queries import answered_question_ids
+    question without an answer; a page at a time, every one reachable (``total``)."""
+    from tqaforge.queries import answered_questions
     from tqaforge.schemas.records import AnswerCandidate
 
     _store_table(workspace)
@@ -119,6 +119,10 @@ def test_answered_questions_list_the_agents_answers_first_then_gold_only_within_
     with workspace.session() as s:
         s.add(Question(id=unanswered, table_id=TABLE.id, text="nothing?", subtype="Counting", status="accepted"))
         s.add(AnswerCandidate(id="c" * 64, question_id=by_agent, method="DP", raw="Final Answer: 7", value="7", values=["7"]))
-    assert answered_question_ids(workspace) == [by_agent, *gold_only]
-    assert answered_question_ids(workspace, limit=2) == [by_agent, gold_only[0]]
-    assert unanswered not in answered_question_ids(workspace)
+    everything = answered_questions(workspace)
+    assert everything.items == [by_agent, *gold_only] and everything.total == 4
+    assert answered_questions(workspace, limit=2).items == [by_agent, gold_only[0]]
+    # The pages join up: the second page starts where the first stopped, across the two kinds.
+    assert answered_questions(workspace, limit=2, offset=2).items == gold_only[1:]
+    assert answered_questions(workspace, limit=2, offset=1).items == gold_only[:2]
+    assert answered_questions(workspace, limit=2, offset=4).items == [] and unanswered not in everything.items

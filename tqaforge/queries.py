@@ -453,16 +453,21 @@ def pick_large_tables(
     return [LargeTablePick(i, name, counts[i]) for name, ids in picked.items() for i in ids]
 
 
-def answered_question_ids(ws: Workspace, limit: int = 500) -> list[str]:
-    """Ids of questions with an answer, at most ``limit``: those the agents answered first (sorted),
-    then those whose only answer is a gold one (imported, or a probe's by rule: no model needed)."""
+def answered_questions(ws: Workspace, limit: int = 50, offset: int = 0) -> Page[str]:
+    """Ids of questions with an answer, one page of them: those the agents answered first (sorted),
+    then those whose only answer is a gold one (imported, or a probe's by rule: no model needed);
+    ``total`` counts both, so a pager reaches every one."""
+    by_agents_q = select(AnswerCandidate.question_id).distinct()
+    gold_only_q = (select(Answer.question_id).distinct()
+                   .where(col(Answer.question_id).not_in(select(AnswerCandidate.question_id).distinct())))
     with ws.session() as s:
-        by_agents = list(s.exec(select(AnswerCandidate.question_id).distinct()
-                                .order_by(col(AnswerCandidate.question_id)).limit(limit)).all())
-        any_answer = s.exec(select(Answer.question_id).distinct().order_by(col(Answer.question_id))
-                            .limit(limit + len(by_agents))).all()
-    seen = set(by_agents)
-    return by_agents + [q for q in any_answer if q not in seen][: max(limit - len(by_agents), 0)]
+        n_agents = s.exec(select(func.count()).select_from(by_agents_q.subquery())).one()
+        n_gold = s.exec(select(func.count()).select_from(gold_only_q.subquery())).one()
+        ids = list(s.exec(by_agents_q.order_by(col(AnswerCandidate.question_id)).offset(offset).limit(limit)).all())
+        if len(ids) < limit:
+            ids += s.exec(gold_only_q.order_by(col(Answer.question_id))
+                          .offset(max(offset - n_agents, 0)).limit(limit - len(ids))).all()
+    return Page(ids, n_agents + n_gold, offset, limit)
 
 
 def count_questions_by_table(ws: Workspace, table_ids: Sequence[str]) -> dict[str, int]:

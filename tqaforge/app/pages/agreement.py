@@ -113,7 +113,7 @@ for item in queue:
 settled = adjudication_flags(ws, status="settled", limit=20)
 if settled.total:
     st.subheader("Suspect gold settled by a person (evidence only)")
-    st.caption(settled.describe("flags") + ": a person's decision stays final; override it in the queue's task with "
-               "`tqaforge agreement resolve TASK LABEL --by NAME` if the evidence convinces you")
+    st.caption(settled.describe("flags") + ": a person's decision stays final; the finding is kept here as evidence "
+               "for whoever reads the item next")
     for flag in settled:
         st.markdown(f"- task {md(flag.task_id[:12], code=True)}: {md(flag.line())}")

@@ -8,17 +8,18 @@ import streamlit as st
 
 from tqaforge import queries
 from tqaforge.answers.show import question_answers
-from tqaforge.app.common import attempt, md, require_login, workspace_or_stop
+from tqaforge.app.common import attempt, md, paged, require_login, workspace_or_stop
 from tqaforge.printable import escape_controls
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
 st.title("Answers")
 ws = workspace_or_stop()
-answered = queries.answered_question_ids(ws, limit=500)
-if not answered:
-    st.info("No answers yet: run answer annotation on the Generate page (or `tqaforge generate answers`).")
+answered = paged("answers-page", lambda limit, offset: queries.answered_questions(ws, limit=limit, offset=offset),
+                 "answered questions", page_size=100)
+if not answered.items:
+    st.info("No answers yet: run answer annotation on the Generate page.")
     st.stop()
-chosen = st.selectbox("question", answered, format_func=lambda i: i[:12])
+chosen = st.selectbox("question", answered.items, format_func=lambda i: i[:12])
 shown = attempt(lambda: question_answers(ws, chosen))
 if shown is None:
     st.stop()
@@ -29,7 +30,7 @@ for a in shown.answers:
                 + (f" · route {md(a.route)}" if a.route else ""))
 if not shown.candidates:
     st.caption("no agent answered this question: its answer above is the gold (imported, or by rule for a probe); "
-               "agents answer with `tqaforge generate answers` (needs a model)")
+               "agents answer it when answer annotation runs on the Generate page (needs a model)")
 cols = st.columns(max(len(shown.candidates), 1))
 for column, c in zip(cols, shown.candidates):
     with column:

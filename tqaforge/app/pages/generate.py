@@ -92,7 +92,7 @@ with tab_probes:
 
     st.caption("Questions whose exact answers come from the table itself (rows, columns, a column's header, a cell, "
                "the range, whether it has a header), stored as proposed with their gold answer; the same seed adds "
-               "nothing the second time (`tqaforge generate probes`).")
+               "nothing the second time.")
     with st.form("probes"):
         kinds = st.multiselect("kinds", PROBE_KINDS, default=list(PROBE_KINDS))
         probe_tables = st.text_input("tables to probe (id prefixes, comma-separated; empty: all)")

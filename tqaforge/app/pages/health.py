@@ -49,8 +49,8 @@ def label(path: str) -> str:
 if found:
     st.caption(md(f"{len(found)} evaluations found in {evaluations_dir}: " + ", ".join(label(str(p)) for p in found)))
 else:
-    st.caption("no evaluation of any release yet: score predictions of this release (`tqaforge evaluate --release DIR "
-               "--predictions FILE`, run in the workspace, writes evaluations/), then pick them here")
+    st.caption("no evaluation of any release yet: score systems' predictions of this release on the Evaluations page "
+               "(it writes evaluations/), then pick them here")
 picked = st.multiselect("evaluations to report on (two or more systems)", [str(p) for p in found],
                         default=[str(p) for p in mine], format_func=label)
 if found and not picked:

@@ -1,5 +1,6 @@
-"""Variants: the original and the perturbed table side by side, changed cells highlighted; each
-serialization as the model would see it."""
+"""Variants: build the variant grid (what ``tqaforge variants build`` does: the same
+:func:`~tqaforge.variants.grid.build_variant_grid`); the original and the perturbed table side by
+side, changed cells highlighted; each serialization as the model would see it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.common import attempt, column_labels, md, paged, require_login, workspace_or_stop
+from tqaforge.app.common import attempt, column_labels, md, paged, require_login, run_step, workspace_or_stop
 from tqaforge.printable import escape_controls
-from tqaforge.tables.perturb import PERTURBATIONS
-from tqaforge.tables.serialize import SERIALIZATIONS, serialize
+from tqaforge.tables.perturb import PERTURBATIONS, TORR_PERTURBATIONS
+from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS, serialize
+from tqaforge.variants.grid import GridOptions, build_variant_grid
 from tqaforge.variants.view import show_variant
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
@@ -19,6 +21,23 @@ SIDE_BY_SIDE_COLUMNS = 4
 st.title("Variants")
 ws = workspace_or_stop()
 counts = queries.variant_counts(ws)
+with st.expander("build variants", expanded=not counts):
+    with st.form("build-variants"):
+        chosen_perturbations = st.multiselect("perturbations", list(PERTURBATIONS), default=["none", *TORR_PERTURBATIONS],
+                                              key="grid-perturbations")
+        chosen_serializations = st.multiselect("serializations (of the prompts file)", list(SERIALIZATIONS),
+                                               default=list(TORR_SERIALIZATIONS), key="grid-serializations")
+        seed = st.number_input("seed", min_value=0, max_value=2147483647, value=0, step=1, key="grid-seed")
+        every_status = st.checkbox("questions of every status (default: accepted ones only)")
+        keep_structural = st.checkbox("also move cells for questions that name positions (first, last, row...)")
+        overwrite = st.checkbox("replace a prompts file made with other choices", key="grid-overwrite")
+        build = st.form_submit_button("build variants", type="primary")
+    if build:
+        options = GridOptions(perturbations=tuple(chosen_perturbations), serializations=tuple(chosen_serializations),
+                              seeds=(int(seed),), status=None if every_status else "accepted", overwrite=overwrite,
+                              skip_structural=not keep_structural)
+        if run_step("building variants", lambda on_progress: build_variant_grid(ws, options, on_progress=on_progress)):
+            counts = queries.variant_counts(ws)
 present = [p for p in PERTURBATIONS if counts.get(p)]
 # The first perturbation that changes something opens by default ("none" is the table as it was).
 start = next((i for i, p in enumerate(present) if p != "none"), 0)
@@ -27,7 +46,8 @@ perturbation = st.selectbox("perturbation", present or ["(none)"], index=start,
 listing = paged("variants-page", lambda limit, offset: queries.list_variants(
     ws, perturbation=perturbation if present else None, limit=limit, offset=offset), "variants")
 if not listing.items:
-    st.info("No variants yet: `tqaforge variants build` (automatic) or value modifications in Label Studio.")
+    st.info("No variants yet: build them above (automatic perturbations), or make value modifications in Label Studio "
+            "(the Annotation page pushes them).")
     st.stop()
 # A built variant opens by default (a skipped one has no perturbed table to show).
 first_built = next((i for i, v in enumerate(listing) if v.status != "skipped"), 0)
