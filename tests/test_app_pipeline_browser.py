@@ -68,18 +68,20 @@ def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
     WebDriverWait(driver, timeout).until(lambda d: option in d.find_element(*box).text)
 
 
-def _type(driver, label: str, value: str, timeout: float = 60) -> None:
-    """Type ``value`` in the text input labelled ``label`` (Enter commits it to Streamlit)."""
+def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 60) -> None:
+    """Type ``value`` in the text input whose label starts with ``label`` (no quote in it). Enter
+    commits it to Streamlit; in a form, Enter would submit the form: there the caller passes
+    ``enter=False`` and clicks the form's button (which sends every field of it)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    where = (By.XPATH, f"//div[@data-testid='stTextInput'][.//label[normalize-space()='{label}']]//input")
+    where = (By.XPATH, f"//div[@data-testid='stTextInput'][.//label[starts-with(normalize-space(), '{label}')]]//input")
     field = WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(where))
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(Keys.DELETE)
-    field.send_keys(value, Keys.ENTER)
+    field.send_keys(value, *((Keys.ENTER,) if enter else ()))
 
 
 def _tab(driver, name: str, timeout: float = 60) -> None:
@@ -148,7 +150,7 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     _wait_for(driver, "generate questions", MODEL)
     _click(driver, "generate questions")
     wait_for(lambda: len(_questions(ws, QuestionStatus.PROPOSED)) >= 2, 120, "proposed questions")
-    _wait_for(driver, "questions")
+    _wait_for(driver, "cost $", timeout=120)  # the round's summary
     proposed = _questions(ws, QuestionStatus.PROPOSED)
     assert {q.table_id for q in proposed} == {table.id}
 
@@ -171,14 +173,14 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     _wait_for(driver, "Answer annotation")
     _tab(driver, "Answer annotation")
     _click(driver, "answer, vote and route")
-    wait_for(lambda: llm_answers(ws) >= 2, 120, "the agents' answers")
-    _wait_for(driver, "answers")
+    _wait_for(driver, "2 questions voted", "to people for verification: 2", timeout=120)
+    assert llm_answers(ws) >= 2
 
     # 6. Annotation: push answer verification to ana and ben; they label in Label Studio; pull.
     driver.get(url + "annotation")
     _wait_for(driver, "Label Studio runs at", "Push and pull")
     _pick(driver, "kind", "answer_verification")
-    _type(driver, "annotators (Label Studio logins, comma-separated; empty: the workspace's)", f"{ana},{ben}")
+    _type(driver, "annotators (Label Studio logins", f"{ana},{ben}", enter=False)
     _click(driver, "push to Label Studio")
     wait_for(lambda: len(_copies(ws)) == 4, 120, "four task copies (2 questions x 2 annotators)")
     copies = _copies(ws)
@@ -206,13 +208,15 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     # 8. Releases: build, then verify every file.
     driver.get(url + "releases")
     _wait_for(driver, "build the release")
+    # Two items, one disagreement: agreement is below any threshold, so the build needs a reason.
+    _type(driver, "accept agreement below the threshold", "two items in an end-to-end test", enter=False)
     _click(driver, "build the release")
     body = _wait_for(driver, "verify every file", timeout=120)
     release = ws.root / "releases"
     manifests = list(release.glob("*/manifest.json"))
     assert len(manifests) == 1, body
     _click(driver, "verify every file")
-    _wait_for(driver, "ok")
+    _wait_for(driver, "files match the manifest")
 
     # 9. Evaluations: two predictions files from the release's rows, scored, then compared.
     rows = [json.loads(line) for line in (manifests[0].parent / "data" / "base.jsonl").read_text().splitlines()]
@@ -232,6 +236,14 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     driver.get(url + "evaluations")
     body = _wait_for(driver, "Compare systems", "system-good", "system-bad")
     assert "system-good" in body and "system-bad" in body
+
+    # Control: the same Verify button sees a changed file (so its "match" above is a check).
+    with (manifests[0].parent / "data" / "base.jsonl").open("a", encoding="utf-8") as changed:
+        changed.write("\n")
+    driver.get(url + "releases")
+    _click(driver, "verify every file")
+    body = _wait_for(driver, "does NOT match its manifest")
+    assert "changed: data/base.jsonl" in body, body
 
 
 def _tables(ws) -> list[TableRecord]:
