@@ -56,16 +56,21 @@ def _body(driver) -> str:
 
 
 def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
-    """Choose ``option`` in the selectbox labelled ``label`` (open it, click the option)."""
+    """Choose ``option`` in the selectbox labelled ``label``: type it in its combobox, click the option."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    box = (By.XPATH, f"//div[@data-testid='stSelectbox'][.//label[normalize-space()='{label}']]//div[@data-baseweb='select']")
-    WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(box)).click()
-    item = (By.XPATH, f"//li[@role='option'][normalize-space()='{option}']")
+    box = (By.CSS_SELECTOR, f'[data-testid="stSelectbox"] input[role="combobox"][aria-label="{label}"]')
+    field = WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(box))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
+    field.click()
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(option)
+    item = (By.XPATH, f"//*[@role='option'][normalize-space()='{option}']")
     WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(item)).click()
-    WebDriverWait(driver, timeout).until(lambda d: option in d.find_element(*box).text)
+    WebDriverWait(driver, timeout).until(lambda d: d.find_element(*box).get_attribute("value") == option)
 
 
 def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 60) -> None:
