@@ -168,7 +168,7 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     WebDriverWait(driver, 60).until(lambda d: "Kirschen" in d.execute_script("return document.body.textContent"))
     for n in range(2):
         _click(driver, "accept")
-        wait_for(lambda: len(_questions(ws, QuestionStatus.ACCEPTED)) == n + 1, 60, "the decision to reach the store")
+        wait_for(lambda n=n: len(_questions(ws, QuestionStatus.ACCEPTED)) == n + 1, 60, "the decision to reach the store")
         _wait_for(driver, f"of {len(proposed) - n - 1} proposed questions")
     accepted = _questions(ws, QuestionStatus.ACCEPTED)
     assert len(accepted) == 2
@@ -199,11 +199,14 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
         annotate(ls_url, tokens[c.annotator], c.ls_task_id, result)
     _click(driver, "pull every label")
     wait_for(lambda: _labels(ws) == 4, 120, "the four labels to be pulled")
-    assert adjudication_queue(ws).total == 1
 
-    # 7. Agreement: the disagreement is in the queue; decide it.
+    # 7. Agreement: the rules decide the unanimous item and queue the disagreement; a person decides it.
     driver.get(url + "agreement")
-    _wait_for(driver, "Adjudication queue", disputed[:12])
+    _wait_for(driver, "Adjudication queue")
+    assert adjudication_queue(ws).total == 0  # nothing queued before the rules run (the button below does it)
+    _click(driver, "apply the rules to new labels")
+    _wait_for(driver, "answer_verification: 1 unanimous, 0 by rule, 1 open", disputed[:12], timeout=120)
+    assert adjudication_queue(ws).total == 1
     _click(driver, "decide")
     wait_for(lambda: adjudication_queue(ws).total == 0, 60, "the decision to reach the store")
     with ws.session() as s:
@@ -236,8 +239,9 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
         _wait_for(driver, "Score a predictions file")
         _type(driver, "or its path on this machine", str(predictions))
         _click(driver, "score")
-        wait_for(lambda: (ws.root / "evaluations").is_dir() and any(
-            p.name == predictions.stem for p in (ws.root / "evaluations").glob("*/*")), 120, f"{predictions.name} scored")
+        wait_for(lambda stem=predictions.stem: stem in _scored(ws), 120, f"{predictions.name} scored")
+    scored = _scored(ws)
+    assert set(scored) == {"system-good", "system-bad"}, scored
     driver.get(url + "evaluations")
     body = _wait_for(driver, "Compare systems", "system-good", "system-bad")
     assert "system-good" in body and "system-bad" in body
@@ -249,6 +253,13 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     _click(driver, "verify every file")
     body = _wait_for(driver, "does NOT match its manifest")
     assert "changed: data/base.jsonl" in body, body
+
+
+def _scored(ws) -> dict[str, Any]:
+    """The saved evaluations of the workspace, by predictions file name: their scores."""
+    from tqaforge.evaluate.harness import saved_evaluations
+
+    return {saved.predictions: saved.scores for saved in saved_evaluations(ws.root / "evaluations")}
 
 
 def _tables(ws) -> list[TableRecord]:
