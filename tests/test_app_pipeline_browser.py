@@ -244,7 +244,9 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     assert set(scored) == {"system-good", "system-bad"}, scored
     driver.get(url + "evaluations")
     body = _wait_for(driver, "Compare systems", "system-good", "system-bad")
-    assert "system-good" in body and "system-bad" in body
+    # Both picked by default and set side by side: the paired test's table, or why there is none.
+    WebDriverWait(driver, 120).until(lambda d: any(t in _body(d) for t in ("Paired comparisons of 2 systems", "No significance test")))
+    assert all(scores.get("matched") == 2 for scores in scored.values()), scored
 
     # Control: the same Verify button sees a changed file (so its "match" above is a check).
     with (manifests[0].parent / "data" / "base.jsonl").open("a", encoding="utf-8") as changed:
