@@ -11,8 +11,8 @@ started with ``running_app`` and the endpoint variables pointing at the loopback
 Then, clicks only: Tables (upload a CSV with decimal commas) -> Generate (a question round) ->
 Review (the table beside each question; accept) -> Generate's answer tab (answer, vote, route) ->
 Annotation (push answer_verification to ana and ben) -> the two annotators label through Label
-Studio's API with their own tokens (they disagree once) -> Annotation (pull) -> Agreement (decide
-the disagreement) -> Releases (build, verify every file) -> Evaluations (score two predictions
+Studio's API with their own tokens (they disagree once) -> Annotation (pull) -> Agreement (apply the
+rules: a button added for this test, then decide the disagreement queued) -> Releases (build, verify every file) -> Evaluations (score two predictions
 files written from the release's rows, compare them)."""
 
 from __future__ import annotations
