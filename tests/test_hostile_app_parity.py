@@ -220,3 +220,37 @@ def test_the_evaluations_page_shows_a_damaged_evaluation_as_a_message(staged: Wo
     picker.set_value([o for o in picker.options if o.startswith("demo-9.9.9")]).run()
     assert not at.exception, at.exception
     assert at.error and "items.jsonl:1" in _plain(at.error[0])
+
+
+def test_agreement_applying_the_rules_with_no_labels_says_so_and_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    """The Agreement page's "apply the rules to new labels" on a workspace with no label: the
+    library's "nothing to adjudicate" line, no traceback, no adjudication row."""
+    from app_demo import page_runner
+    from sqlmodel import select
+
+    from tqaforge.schemas.records import Adjudication
+    from tqaforge.store import init_workspace
+
+    ws = init_workspace(tmp_path / "ws", name="empty")
+    at = page_runner(ws.root, monkeypatch)("agreement.py")
+    _button(at, "apply the rules to new labels").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert any("nothing to adjudicate" in str(c.value) for c in at.code), [c.value for c in at.code]
+    with ws.session() as s:
+        assert s.exec(select(Adjudication)).first() is None
+
+
+def test_agreement_applying_the_rules_twice_changes_nothing_the_second_time(staged: Workspace, page) -> None:
+    """Idempotent from the app as from the CLI: a second click decides nothing new."""
+    from tqaforge.annotation.adjudication import adjudication_queue
+
+    at = page("agreement.py")
+    _button(at, "apply the rules to new labels").click().run()
+    queued = adjudication_queue(staged).total
+    at = page("agreement.py")
+    _button(at, "apply the rules to new labels").click().run()
+    assert not at.exception and not at.error
+    shown = "\n".join(str(c.value) for c in at.code)
+    ruled = [line for line in shown.splitlines() if "unanimous" in line]
+    assert ruled and all(line.endswith(" 0 new, 0 updated") for line in ruled), shown
+    assert adjudication_queue(staged).total == queued

@@ -8,14 +8,14 @@ from typing import Mapping
 
 import streamlit as st
 
-from tqaforge.annotation.adjudication import adjudication_queue, label_choices, resolve
+from tqaforge.annotation.adjudication import adjudicate, adjudication_queue, label_choices, resolve
 from tqaforge.annotation.agreement import AgreementResult
 from tqaforge.annotation.reopen import adjudication_flags
 from tqaforge.annotation.report import AgreementReport, Settings
 from tqaforge.annotation.report_cache import cached_agreement_report, report_inputs
 from tqaforge.annotation.report_format import kind_section
 from tqaforge.app.charts import agreement_domain, bar_spec, by_statistic, heatmap_spec, undefined_pairs
-from tqaforge.app.common import attempt, md, paged, require_login, workspace_or_stop
+from tqaforge.app.common import attempt, md, paged, require_login, show_summary, workspace_or_stop
 from tqaforge.queries import labels_by_source
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
@@ -89,6 +89,12 @@ def decide(task_id: str, label_json: str, by: str, note: str) -> None:
 
 
 st.subheader("Adjudication queue")
+# What `tqaforge agreement adjudicate` does: labels pulled since the last run are decided by rule
+# (unanimous, majority) or wait below for a person; without it the queue never sees new labels.
+if st.button("apply the rules to new labels", help="Unanimous and majority items are decided by rule; the rest wait here."):
+    ruled = attempt(lambda: adjudicate(ws))
+    if ruled is not None:
+        show_summary(ruled)
 queue = paged("adjudication-page", lambda limit, offset: adjudication_queue(ws, limit=limit, offset=offset), "open items",
               page_size=20)
 st.caption("suspect gold sent back by the health report shows its evidence")
