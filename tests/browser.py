@@ -100,7 +100,8 @@ def app_settled(driver: Any) -> bool:
         " && Array.from(document.images).every(i => i.complete);"))
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether ``url`` answers an HTTP GET (any status but an error) within 2 s."""
     try:
         urllib.request.urlopen(url, timeout=2).close()
         return True
@@ -118,7 +119,7 @@ def running_app(env: Mapping[str, str], change: Callable[[list[str]], list[str]]
                               stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
+        wait_for(lambda: answers(url + "_stcore/health"), 60, "streamlit to start")
         yield url
     finally:
         server.terminate()

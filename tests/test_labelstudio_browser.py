@@ -32,9 +32,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from browser import waiter
 from conftest import REPO, start_chrome
 from labelstudio_helpers import annotate, build_workspace, choice, new_email, signup
-from selenium.common.exceptions import NoSuchFrameException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -70,9 +70,8 @@ def browser(chromium: tuple[str, str], profile: Path) -> Iterator[WebDriver]:
 
 
 def wait(driver: WebDriver, timeout: float = WAIT) -> WebDriverWait:
-    return WebDriverWait(
-        driver, timeout, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException, NoSuchFrameException)
-    )
+    """The browser tests' one waiter (tests/browser.py), with Label Studio's timeout."""
+    return waiter(driver, timeout)
 
 
 def task_page(project_id: int, ls_task_id: int) -> str:
