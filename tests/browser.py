@@ -16,7 +16,13 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from conftest import free_port, wait_for
-from selenium.common.exceptions import NoSuchFrameException, StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    ElementNotInteractableException,
+    NoSuchFrameException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -76,6 +82,29 @@ def wait_for_elements(driver: Any, css: str, what: str, count: int = 1, timeout:
         elements = d.find_elements(By.CSS_SELECTOR, css)
         return elements if len(elements) >= count else None
     return wait_until(driver, found, what, timeout)
+
+
+def element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT) -> Any:
+    """The first displayed element found by ``(by, value)``, once there is one."""
+    def shown(d: Any) -> Any:
+        return next((e for e in d.find_elements(by, value) if e.is_displayed()), None)
+    return wait_until(driver, shown, what, timeout)
+
+
+def click_element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT) -> None:
+    """Click the first displayed element found by ``(by, value)``, found again on each try: a
+    click that lands on a re-rendered (stale) element or under an overlay did not happen, and is
+    tried again until it does; a click that happened is never repeated."""
+    def clicked(d: Any) -> bool:
+        found = next((e for e in d.find_elements(by, value) if e.is_displayed() and e.is_enabled()), None)
+        if found is None:
+            return False
+        try:
+            found.click()
+        except (ElementClickInterceptedException, ElementNotInteractableException):
+            return False
+        return True
+    wait_until(driver, clicked, f"{what} to be clicked", timeout)
 
 
 def click_button(driver: Any, label: str, timeout: float = WAIT) -> None:
