@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def browser_test_files() -> list[Path]:
-    """The test modules that drive Chromium: those asking for the ``chromium`` fixture."""
+    """The test modules that drive Chromium: a test or fixture of theirs asks for ``chromium``."""
     return [p for p in sorted((REPO / "tests").glob("test_*.py"))
-            if re.search(r"def test_\w+\([^)]*\bchromium\b", p.read_text(encoding="utf-8"))]
+            if re.search(r"def \w+\([^)]*\bchromium\b", p.read_text(encoding="utf-8"))]
 
 
 def _burn() -> None:
