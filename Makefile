@@ -15,7 +15,7 @@ LS_VENV ?= .venv-ls
 LABEL_STUDIO_VERSION ?= 1.23.2
 PYTEST_ARGS ?= --durations=30  # the slowest tests in every run's log (the CI must stay under 30 minutes)
 
-.PHONY: install labelstudio check test demo run app bench clean
+.PHONY: install labelstudio check test demo run app bench clean screenshots browser-stress
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tqaforge needs Python >= 3.11; set PYTHON=python3.11")'
@@ -53,6 +53,14 @@ demo: install
 run: demo labelstudio
 	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) --demo-login --push-pending \
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
+
+# The README's screenshots, one per app page, of a fresh demo workspace (headless Chromium).
+screenshots: install
+	PYTHONPATH=. $(BIN)/python tests/app_screenshots.py
+
+# Every browser test file three times in a row under one busy process per core (issue 29).
+browser-stress: install labelstudio
+	TQAFORGE_LABEL_STUDIO_VENV=$(abspath $(LS_VENV)) $(BIN)/python benchmarks/browser_stress.py
 
 bench: install
 	$(BIN)/python benchmarks/cli_startup.py

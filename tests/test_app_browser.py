@@ -1,72 +1,25 @@
 """The app in headless Chromium, in real time (Streamlit needs its live connection): Overview,
 Variants and Agreement render; a review decision and an adjudication made with clicks reach the
-store; screenshots of each (committed ones in docs/screenshots with TQAFORGE_SAVE_SCREENSHOTS=1)."""
+store; screenshots of each in the test's directory (the README's, one per page of the demo workspace, are
+made by tests/app_screenshots.py)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from app_demo import stage_everything
-from conftest import free_port, start_chrome, wait_for
+from browser import click_button, running_app, wait_for_elements, wait_for_text
+from conftest import start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.ingest import import_paths
-from tqaforge.launch import APP, app_command
+from tqaforge.launch import APP
 from tqaforge.people import register
 from tqaforge.schemas.enums import QuestionStatus
 from tqaforge.schemas.records import Question
 from tqaforge.store import init_workspace
-
-
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
-@contextmanager
-def running_app(env: Mapping[str, str], change: Callable[[list[str]], list[str]] = lambda command: command) -> Iterator[str]:
-    """The app (Home.py) served on a free loopback port with ``env``: yields its URL once it
-    answers, and stops it after. Started with the launcher's own command (``tqaforge app``,
-    ``make run``: the same Streamlit settings users get), ``change``d for a control."""
-    port = free_port()
-    server = subprocess.Popen(change(app_command("127.0.0.1", port)), env=dict(env), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health"), 60, "streamlit to start")
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
-
-
-def _wait_for(driver, *texts: str, timeout: float = 60) -> str:
-    """The page's text once every one of ``texts`` is on it (the page streams in: each is waited for)."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, timeout).until(lambda d: all(t in d.find_element(By.TAG_NAME, "body").text for t in texts))
-    return str(driver.find_element(By.TAG_NAME, "body").text)
-
-
-def _click(driver, label: str, timeout: float = 60) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    where = (By.XPATH, f"//button[.//p[normalize-space()='{label}']]")
-    button = WebDriverWait(driver, timeout).until(ec.presence_of_element_located(where))
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(where)).click()
 
 
 def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
@@ -78,29 +31,29 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1800")
         try:
             driver.get(url)
-            body = _wait_for(driver, "Annotation progress per kind", "Pipeline funnel", "Releases")
+            body = wait_for_text(driver, "Annotation progress per kind", "Pipeline funnel", "Releases")
             assert "Pipeline funnel" in body and all(p in body for p in ("Variants", "Agreement", "Releases"))
-            screenshot(driver, tmp_path, "app-overview")
+            screenshot(driver, tmp_path, "app-overview", keep=False)
 
             driver.get(url + "variants")
-            body = _wait_for(driver, "as the model sees it", "blue: moved")
+            body = wait_for_text(driver, "as the model sees it", "blue: moved")
             assert "shuffle_rows (" in body and "original" in body and "perturbed" in body and "blue: moved" in body
-            screenshot(driver, tmp_path, "app-variants")
+            screenshot(driver, tmp_path, "app-variants", keep=False)
 
             driver.get(url + "review")
-            _wait_for(driver, "proposed questions")
-            _click(driver, "accept")
-            _wait_for(driver, "showing 1-2 of 2 proposed questions")
+            wait_for_text(driver, "proposed questions")
+            click_button(driver, "accept")
+            wait_for_text(driver, "showing 1-2 of 2 proposed questions")
             with ws.session() as s:
                 accepted = [q for q in ids["questions"] if s.get(Question, q).status == QuestionStatus.ACCEPTED]  # type: ignore[union-attr]
             assert len(accepted) == 1
 
             driver.get(url + "agreement")
-            body = _wait_for(driver, "Adjudication queue", "question_typing: 6 items")
+            body = wait_for_text(driver, "Adjudication queue", "question_typing: 6 items")
             assert "question_typing: 6 items, 2 annotators" in body
             before = adjudication_queue(ws).total
-            screenshot(driver, tmp_path, "app-agreement")
-            _click(driver, "decide")
+            screenshot(driver, tmp_path, "app-agreement", keep=False)
+            click_button(driver, "decide")
             wait_for(lambda: adjudication_queue(ws).total == before - 1, 30, "the decision to reach the store")
             assert adjudication_queue(ws).total == before - 1
         finally:
@@ -115,11 +68,12 @@ def _first_view(url: str, chromium, profile: Path) -> tuple[str, str, int, bool]
     driver = start_chrome(chromium, profile, window="1400,1200")
     try:
         driver.get(url + "variants")
-        _wait_for(driver, "perturbation")  # the page's own words, rendered
-        sidebar = driver.find_element(By.CSS_SELECTOR, '[data-testid="stSidebar"]').text  # waited for: the page is in
-        main = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMainBlockContainer"]')
+        body = wait_for_text(driver, "perturbation")  # the page's own words, rendered
+        sidebar = wait_for_elements(driver, '[data-testid="stSidebar"]', "the sidebar")[0].text
+        main = wait_for_elements(driver, '[data-testid="stMainBlockContainer"]', "the main column")[0]
+        # The toolbar renders with the page (waited for above): its Deploy button is there or not by now.
         deploy = bool(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stAppDeployButton"]'))
-        return sidebar, str(driver.find_element(By.TAG_NAME, "body").text), int(main.size["width"]), deploy
+        return sidebar, body, int(main.size["width"]), deploy
     finally:
         driver.quit()
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from browser import click_button, running_app, wait_for_text
 from conftest import start_chrome
-from test_app_browser import _click, _wait_for, running_app
 
 from tests import health_sim as sim
 from tqaforge.annotation.reopen import adjudication_flags
@@ -24,15 +24,15 @@ def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> No
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,2000")
         try:
             driver.get(url + "health")
-            body = _wait_for(driver, "3 evaluations found", "no health report of candidate yet")
+            body = wait_for_text(driver, "3 evaluations found", "no health report of candidate yet")
             assert all(f"candidate / e{k}" in body for k in range(3))
-            _click(driver, "run the health report")
-            body = _wait_for(driver, "health of release sim 0.9.0: UNHEALTHY", "[FAIL] suspect_gold", "Item analysis")
+            click_button(driver, "run the health report")
+            body = wait_for_text(driver, "health of release sim 0.9.0: UNHEALTHY", "[FAIL] suspect_gold", "Item analysis")
             assert "1 of 1 checks fail" in body and "10 of 150 base items" in body
             assert (ws / "health" / "candidate" / HEALTH_JSON).is_file()
             # The same report again, its suspect gold filed in the adjudication queue; the page says what became of it.
-            _click(driver, "send suspect gold to adjudication")
-            body = _wait_for(driver, "10 queued, 0 already queued, 0 settled by a person", "Suspect gold sent to adjudication")
+            click_button(driver, "send suspect gold to adjudication")
+            body = wait_for_text(driver, "10 queued, 0 already queued, 0 settled by a person", "Suspect gold sent to adjudication")
             assert "suspect gold sent to adjudication: 10 queued" in body
             workspace = open_workspace(ws)
             try:

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from browser import answers, click_button, wait_for_elements, wait_for_text
 from conftest import free_port, start_chrome, wait_for
-from test_app_browser import _answers, _click, _wait_for
 from test_labelstudio_browser import screenshot
 
 from tqaforge.logins import LOGIN_ENV, add_user
@@ -33,7 +33,7 @@ def launched_app(workspace: Path, *extra: str) -> Iterator[str]:
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/"
-        wait_for(lambda: _answers(url + "_stcore/health") or proc.poll() is not None, 60, "the app to start")
+        wait_for(lambda: answers(url + "_stcore/health") or proc.poll() is not None, 60, "the app to start")
         assert proc.poll() is None, f"the launcher exited with {proc.returncode}"
         yield url
     finally:
@@ -42,51 +42,44 @@ def launched_app(workspace: Path, *extra: str) -> Iterator[str]:
 
 
 def _sign_in(driver, name: str, password: str) -> None:
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    fields = WebDriverWait(driver, 60).until(
-        lambda d: (found := d.find_elements(By.CSS_SELECTOR, "input[type=text], input[type=password]")) and len(found) == 2 and found)
+    fields = wait_for_elements(driver, "input[type=text], input[type=password]", "the sign-in form's two fields", count=2)
     for field, text in zip(fields, (name, password)):
         # Select and delete what is there (clear() empties the DOM but not Streamlit's state).
         field.send_keys(Keys.CONTROL, "a")
         field.send_keys(Keys.DELETE)
         field.send_keys(text)
-    _click(driver, "Sign in")
+    click_button(driver, "Sign in")
 
 
 def test_login_flow_in_chromium(tmp_path: Path, chromium) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
     ws = init_workspace(tmp_path / "ws", name=CANARY)
     add_user(ws.root, "ada", PASSWORD)
     with launched_app(ws.root, "--require-login") as url:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1400")
         try:
             driver.get(url + "tables?_tqaforge_signed_in_as=ada")  # a deep link with a forged session key
-            body = _wait_for(driver, "tqaforge: sign in", "User name", "Password")
+            body = wait_for_text(driver, "tqaforge: sign in", "User name", "Password")
             assert CANARY not in body and "min numeric share" not in body and "Import files" not in body
 
             _sign_in(driver, "ada", "not the password")
-            body = _wait_for(driver, "Wrong user name or password.")
+            body = wait_for_text(driver, "Wrong user name or password.")
             assert CANARY not in body and "Sign out" not in body
 
             _sign_in(driver, "ada", PASSWORD)
-            body = _wait_for(driver, "Sign out", "signed in as ada", "min numeric share")  # the Tables page asked for
+            body = wait_for_text(driver, "Sign out", "signed in as ada", "min numeric share")  # the Tables page asked for
             assert "tqaforge: sign in" not in body and "Wrong user name" not in body
 
             driver.get(url)  # a new browser tab load is a new session: sign in again
-            body = _wait_for(driver, "tqaforge: sign in")
+            body = wait_for_text(driver, "tqaforge: sign in")
             assert "Releases" not in body and "Taxonomy and seeds" not in body  # the page list is hidden too
             screenshot(driver, tmp_path, "app-sign-in")
             _sign_in(driver, "ada", PASSWORD)
-            body = _wait_for(driver, "Pipeline funnel", CANARY, "Sign out", "Taxonomy and seeds")  # and now shown
+            body = wait_for_text(driver, "Pipeline funnel", CANARY, "Sign out", "Taxonomy and seeds")  # and now shown
 
-            _click(driver, "Sign out")
-            WebDriverWait(driver, 60).until(lambda d: "tqaforge: sign in" in d.find_element(By.TAG_NAME, "body").text)
-            body = driver.find_element(By.TAG_NAME, "body").text
+            click_button(driver, "Sign out")
+            body = wait_for_text(driver, "tqaforge: sign in")
             assert CANARY not in body and "Pipeline funnel" not in body
         finally:
             driver.quit()
@@ -101,7 +94,7 @@ def test_without_the_switch_the_loopback_app_opens_directly(tmp_path: Path, chro
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1400")
         try:
             driver.get(url)
-            body = _wait_for(driver, "Pipeline funnel", CANARY)
+            body = wait_for_text(driver, "Pipeline funnel", CANARY)
             assert "tqaforge: sign in" not in body
         finally:
             driver.quit()

@@ -16,11 +16,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
+from app_screenshots import PAGES, page_stems, show_page
+from browser import running_app
 from conftest import start_chrome
 from demo_agents import QUESTIONS, demo_replies
 from demo_agents import answers as answers_by_rule
@@ -28,7 +29,6 @@ from demo_agents import render as render_replies
 from demo_predictions import PREDICTIONS, probe_predictions, render
 from labelstudio_helpers import new_email, signup
 from sqlmodel import select
-from test_app_browser import running_app
 
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.annotation.labelstudio.client import client_settings
@@ -268,62 +268,15 @@ def test_the_shipped_agent_replies_are_the_rule(demo_root: Path) -> None:
 
 # --- every app page in Chromium -------------------------------------------------------------------
 
-#: (path, texts the page shows once rendered, its empty states, which must be absent).
-PAGES = (
-    ("", ("Pipeline funnel", "Annotation progress per kind", "Questions per subtype", "Releases"),
-     ("no release yet", "no annotation tasks yet")),
-    ("tables", ("of 54 tables", "rows and"), ("no tables",)),
-    ("taxonomy", ("taxonomy tablebench", "Seed questions ("), ("Seed questions (0)",)),
-    ("generate", ("Question rounds", "Probes (no model)"), ()),
-    ("review", ("of 56 proposed questions", "accept", "promote"), ("no proposed questions",)),
-    ("answers", ("answer 59 · vote · status consistent · route verify", "SCoT #0"), ("No answers yet",)),
-    ("variants", ("original", "perturbed", "as the model sees it"), ("No variants yet", "no variants")),
-    ("annotators", ("People", "one person under two identities", "Label Studio servers", "Progress"), ("no annotators yet",)),
-    ("annotation", ("Progress per kind", "task copies pushed, per annotator login"), ("no annotation tasks yet",)),
-    ("agreement", ("question_review: 7 items, 2 annotators, 14 labels", "Adjudication queue", "of 1 open items"),
-     ("No annotations yet", "no open items")),
-    ("releases", ("Evaluations", "demo-0.1.0 / probes_dp: 60 predictions", "demo-0.1.0 / tablebench_sample_dp: 36 predictions"), ("No release yet", "no evaluation yet")),
-    # The demo's two evaluations side by side (picked by default): they score other items, so no test.
-    ("evaluations", ("Score a predictions file", "Compare systems", "probe-rule/DP", "demo-model/DP", "No significance test"),
-     ("no evaluation yet",)),
-    # The demo's two evaluations, picked by default, and the report the demo wrote on them, shown without a click.
-    ("health", ("Health", "2 evaluations found", "demo-0.1.0 / probes_dp", "demo-0.1.0 / tablebench_sample_dp", "run the health report",
-                "the report written earlier", "health of release demo 0.1.0: UNHEALTHY", "[FAIL] suspect_gold: cannot be checked"),
-     ("No release yet", "no evaluation of any release yet", "no health report of")),
-)
-
-
-def _body(driver) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.TAG_NAME, "body").text)
-
-
-def _shows(driver, texts: tuple[str, ...]) -> bool:
-    """Whether every one of ``texts`` is on the page (it streams in: waited for, never slept on)."""
-    page = _body(driver)
-    return all(t in page for t in texts)
-
 
 def test_every_app_page_of_the_demo_shows_something(demo_root: Path, chromium, tmp_path: Path) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # Every page of the app is visited (the overview is the default page, at /).
-    assert sorted(p for p, _, _ in PAGES if p) == sorted(f.stem for f in PAGES_DIR.glob("*.py") if f.stem != "overview")
+    # Every page of the app is visited (the overview is the default page, at /): PAGES names each of
+    # Home.py's PAGE_LIST, which lists every page file.
+    assert sorted(PAGES) == sorted(page_stems()) == sorted(f.stem for f in PAGES_DIR.glob("*.py"))
     with running_app({**_env(), "TQAFORGE_WORKSPACE": str(demo_root)}) as url:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,2400")
         try:
-            for path, shown, empty in PAGES:
-                driver.get(url + path)
-                try:
-                    WebDriverWait(driver, 60).until(partial(_shows, texts=shown))
-                except Exception as exc:
-                    text = _body(driver)
-                    raise AssertionError(f"page /{path}: missing {[t for t in shown if t not in text]}:\n{text[:3000]}") from exc
-                text = _body(driver)
-                assert not [e for e in empty if e in text], f"page /{path} shows an empty state:\n{text[:3000]}"
-                assert "Traceback" not in text and not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stException']"), \
-                    f"/{path}:\n{text[:3000]}"
+            for stem in page_stems():
+                show_page(driver, url, stem)  # its texts waited for, none of its empty states, no exception
         finally:
             driver.quit()

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 
 import pytest
 from app_demo import page_runner, stage_everything
+from browser import app_settled, page_text, wait_for_text, wait_until
 from conftest import free_port, start_chrome, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as hs
@@ -341,21 +342,11 @@ def streamlit(script: Path, env: dict[str, str]) -> Iterator[str]:
         server.wait(timeout=20)
 
 
-def _wait_for_text(driver: Any, text: str, timeout: float = 60) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, timeout).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
-
-
 def _images_from(driver: Any, server: CountingServer) -> int:
     return int(driver.execute_script("return document.querySelectorAll(arguments[0]).length;", f'img[src^="{server.url}"]'))
 
 
 def test_chromium_fetches_nothing_from_an_image_link_in_a_question(tmp_path: Path, chromium, attacker: CountingServer) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
     ws = init_workspace(tmp_path / "ws", name="browser")
     ids = add_hostile(ws, attacker.url)
     attacker.paths.clear()
@@ -368,8 +359,8 @@ def test_chromium_fetches_nothing_from_an_image_link_in_a_question(tmp_path: Pat
                            "st.write('control page done')\n", encoding="utf-8")
         with streamlit(control, {}) as url:
             driver.get(url)
-            _wait_for_text(driver, "control page done")
-            WebDriverWait(driver, 30).until(lambda d: "/question.png" in attacker.paths)
+            wait_for_text(driver, "control page done")
+            wait_until(driver, lambda d: "/question.png" in attacker.paths, "the control's image to be fetched", 30)
             assert _images_from(driver, attacker) >= 1
         attacker.paths.clear()
 
@@ -380,12 +371,12 @@ def test_chromium_fetches_nothing_from_an_image_link_in_a_question(tmp_path: Pat
                 ("answers", "sandbox:"),  # the candidate, its code and output
             ):
                 driver.get(url + path)
-                _wait_for_text(driver, rendered)  # words of ours, shown after the data
-                WebDriverWait(driver, 30).until(  # every image the page has is loaded (or failed)
-                    lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete);"))
+                wait_for_text(driver, rendered)  # words of ours, shown after the data
+                # The script's run is over and every image the page has is loaded (or failed).
+                wait_until(driver, app_settled, f"/{path} to finish", 30)
                 assert attacker.paths == [], (path, attacker.paths)
                 assert _images_from(driver, attacker) == 0, path
-                body = driver.find_element(By.TAG_NAME, "body").text
+                body = page_text(driver)
                 assert f"![q]({attacker.url}/question.png)" in body, body[:2000]  # shown as text
         assert ids["question"]
     finally:

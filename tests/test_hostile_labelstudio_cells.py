@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from browser import click_element
 from labelstudio_helpers import new_email, signup
 from selenium.webdriver.common.by import By
 from sqlmodel import select
@@ -72,7 +73,7 @@ def test_hostile_cells_show_as_text_and_map_to_their_ids(label_studio, sqlite_wo
         click_cell(a, "r0c0")  # unmarked again
         assert marked(a) == {"h1", "r1c1", "r1c2"}
         assert "pwned" not in a.title
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, copy.ls_task_id))
     pulled = pull(ws, settings, kinds=["relevant_cells"])
     assert (pulled.recorded, pulled.problems) == (1, []), pulled.lines()

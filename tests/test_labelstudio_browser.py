@@ -32,9 +32,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from browser import click_element, element, wait_for_text, waiter
 from conftest import REPO, start_chrome
 from labelstudio_helpers import annotate, build_workspace, choice, new_email, signup
-from selenium.common.exceptions import NoSuchFrameException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -70,9 +70,8 @@ def browser(chromium: tuple[str, str], profile: Path) -> Iterator[WebDriver]:
 
 
 def wait(driver: WebDriver, timeout: float = WAIT) -> WebDriverWait:
-    return WebDriverWait(
-        driver, timeout, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException, NoSuchFrameException)
-    )
+    """The browser tests' one waiter (tests/browser.py), with Label Studio's timeout."""
+    return waiter(driver, timeout)
 
 
 def task_page(project_id: int, ls_task_id: int) -> str:
@@ -84,10 +83,9 @@ def login(driver: WebDriver, url: str, email: str, then: str, password: str = PA
     """Log in through Label Studio's own login page, as a person would, landing on ``then`` (a
     path: the page a person was sent to, e.g. a task's link)."""
     driver.get(f"{url}/user/login/?next={quote(then, safe='')}")
-    wait(driver).until(lambda d: d.find_elements(By.ID, "email"))
-    driver.find_element(By.ID, "email").send_keys(email)
-    driver.find_element(By.ID, "password").send_keys(password)
-    driver.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
+    element(driver, By.ID, "email", "the login form").send_keys(email)
+    element(driver, By.ID, "password", "the password field").send_keys(password)
+    click_element(driver, By.CSS_SELECTOR, "#login-form button[type=submit]", "the login button")
     wait(driver).until(lambda d: "/user/login" not in d.current_url)
 
 
@@ -128,7 +126,7 @@ def project_links(driver: WebDriver, url: str | None, must_show: int) -> set[int
 
 def click_choice(driver: WebDriver, value: str) -> None:
     """Click the choice whose value is ``value`` (Label Studio names each radio after its value)."""
-    driver.find_element(By.XPATH, f"//label[contains(@class,'lsf-choice__checkbox')][.//input[@name='{value}']]").click()
+    click_element(driver, By.XPATH, f"//label[contains(@class,'lsf-choice__checkbox')][.//input[@name='{value}']]", f"the choice {value!r}")
 
 
 def chosen(driver: WebDriver) -> set[str]:
@@ -221,17 +219,16 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
     with browser(chromium, tmp_path / "ana") as a:
         login(a, url, ana, then="/projects/")
         assert mine.ls_project_id in project_links(a, None, must_show=mine.ls_project_id)
-        a.find_element(By.CSS_SELECTOR, f"a[href='/projects/{mine.ls_project_id}/data']").click()
-        wait(a).until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Label All Tasks']"))
-        a.find_element(By.XPATH, "//button[normalize-space()='Label All Tasks']").click()
+        click_element(a, By.CSS_SELECTOR, f"a[href='/projects/{mine.ls_project_id}/data']", "ana's project")
+        click_element(a, By.XPATH, "//button[normalize-space()='Label All Tasks']", "Label All Tasks")
         wait(a).until(_table_shown)
-        body = a.find_element(By.TAG_NAME, "body").text
+        body = wait_for_text(a, question.text)
         assert question.text in body and "Category: NumericalReasoning / Aggregation" in body
         assert chosen(a) == set()
         click_choice(a, "accept")
         click_choice(a, "yes")
         assert chosen(a) == {"accept", "yes"}
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, mine.ls_task_id))
     [made] = annotations_of(url, admin, mine.ls_task_id)
     assert made["completed_by"] == ana_id and not made["was_cancelled"]
@@ -255,7 +252,7 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
         listed = project_links(b, None, must_show=bens.ls_project_id)
         assert mine.ls_project_id in listed, "community Label Studio lists every project to every member"
         open_task(b, url, bens.ls_project_id, bens.ls_task_id)
-        assert question.text in b.find_element(By.TAG_NAME, "body").text
+        wait_for_text(b, question.text)
         assert submitted_tabs(b) == {} and chosen(b) == set()
         assert b.find_elements(By.CSS_SELECTOR, ".lsf-annotation-button_draft")  # only his own, empty one
         open_task(b, url, mine.ls_project_id, mine.ls_task_id)
@@ -293,7 +290,7 @@ def test_in_a_shared_project_the_second_annotator_sees_the_first_ones_label(
     with browser(chromium, tmp_path / "ben") as b:
         login(b, url, ben, then=task_page(project["id"], task["id"]))  # the task's link, as sent to him
         open_task(b, None, project["id"], task["id"])
-        assert question.text in b.find_element(By.TAG_NAME, "body").text
+        wait_for_text(b, question.text)
         # Ben sees Ana's annotation: her tab (her e-mail), and her choices checked on his screen.
         assert submitted_tabs(b) == {made["id"]: ana}
         assert chosen(b) == {"reject", "no"}
@@ -323,7 +320,7 @@ def test_a_label_another_member_changed_in_an_annotators_project_is_not_pulled_a
         open_task(b, None, mine.ls_project_id, mine.ls_task_id)
         assert submitted_tabs(b) == {made["id"]: ana} and chosen(b) == {"accept", "yes"}
         click_choice(b, "reject")
-        b.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-update-button]").click()
+        click_element(b, By.CSS_SELECTOR, "[data-testid=bottombar-update-button]", "Update")
         wait(b).until(lambda _: annotations_of(url, admin, mine.ls_task_id)[0].get("updated_by") == ben_id)
     [changed] = annotations_of(url, admin, mine.ls_task_id)
     assert (changed["id"], changed["completed_by"], changed["updated_by"]) == (made["id"], ana_id, ben_id)
@@ -370,7 +367,7 @@ def test_labelling_screen_of_every_kind(label_studio, sqlite_workspace, chromium
         for kind in kinds:
             copy = held[(kind, ana)]
             open_task(a, None if copy is first else url, copy.ls_project_id, copy.ls_task_id)
-            body = a.find_element(By.TAG_NAME, "body").text
+            body = wait_for_text(a, shown[kind], question_of(ws, copy).text)
             assert shown[kind] in body and question_of(ws, copy).text in body, kind
             assert submitted_tabs(a) == {} and chosen(a) == set()
             if kind == "relevant_cells":  # the README's screen is a shipped table's: test_labelstudio_browser_cells.py

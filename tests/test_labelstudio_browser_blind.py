@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 import httpx
+from browser import click_element
 from labelstudio_helpers import add_proposed_question, build_workspace, own_login, project_of
 from PIL import Image, ImageDraw
 from selenium.webdriver.common.by import By
@@ -108,7 +109,7 @@ def _label(driver: WebDriver, url: str, token: str, copy: LabelStudioTaskCopy, d
     opened = _screen_text(driver)
     click_choice(driver, decision)
     click_choice(driver, "yes")
-    driver.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+    click_element(driver, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
     wait(driver).until(lambda _: annotations_of(url, token, copy.ls_task_id))
     return opened
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from browser import click_element, element, wait_for_text
 from conftest import REPO
 from labelstudio_helpers import annotate, new_email, signup
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
@@ -74,7 +75,7 @@ def marked(driver: WebDriver) -> set[str]:
 def click_cell(driver: WebDriver, cell_id: str) -> None:
     """Click a cell and wait until the screen shows it toggled."""
     before = cell_id in marked(driver)
-    cell(driver, cell_id).click()
+    click_element(driver, By.XPATH, f"//div[contains(@class,'tq-cells')]//label[.//input[@name='{cell_id}']]", f"the cell {cell_id}")
     wait(driver).until(lambda d: (cell_id in marked(d)) != before)
 
 
@@ -110,12 +111,12 @@ def test_annotator_clicks_three_cells_of_a_shipped_table_and_the_pull_holds_exac
         for cell_id in ("r0c2", "r1c2", "r3c2", "r2c2"):
             click_cell(a, cell_id)
         unmarked_colour = cell(a, "r3c3").find_element(By.XPATH, "..").value_of_css_property("background-color")
-        assert cell(a, "r3c2").find_element(By.XPATH, "..").value_of_css_property("background-color") != unmarked_colour
+        wait(a).until(lambda d: cell(d, "r3c2").find_element(By.XPATH, "..").value_of_css_property("background-color") != unmarked_colour)
         click_cell(a, "r3c2")
         assert marked(a) == {"r0c2", "r1c2", "r2c2"}
-        ActionChains(a).move_to_element(a.find_element(By.XPATH, "//h1|//h2|//h3|//h4")).perform()  # no cell under the mouse
+        ActionChains(a).move_to_element(element(a, By.XPATH, "//h1|//h2|//h3|//h4", "a heading")).perform()  # no cell under the mouse
         screenshot(a, tmp_path, "labelstudio-relevant_cells")
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, copy.ls_task_id))
     pulled = pull(ws, settings, kinds=["relevant_cells"])
     assert (pulled.recorded, pulled.problems, pulled.sent_back) == (1, [], 0), pulled.lines()
@@ -145,13 +146,13 @@ def test_a_refused_selection_comes_back_to_the_annotator_with_the_reason_on_the_
     assert (refused.recorded, refused.sent_back) == (0, 1), refused.lines()
     with browser(chromium, tmp_path / "ana") as a:
         open_cells_screen(a, url, ana, copy.ls_project_id, copy.ls_task_id, 11 * 10)
-        body = a.find_element(By.TAG_NAME, "body").text
+        body = wait_for_text(a, "Sent back: cell [12, 6] lies outside the table")
         assert "Sent back: cell [12, 6] lies outside the table" in body and "submit again" in body
         assert marked(a) == set()
         screenshot(a, tmp_path, "labelstudio-sent-back")
         click_cell(a, "h6")
         click_cell(a, "r9c6")
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, copy.ls_task_id))
     fixed = pull(ws, settings, kinds=["relevant_cells"])
     assert (fixed.recorded, fixed.sent_back, fixed.problems) == (1, 0, []), fixed.lines()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from browser import click_element, element, page_text
 from labelstudio_helpers import new_email, signup
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -26,7 +27,7 @@ from tqaforge.variants.human import SHORTENED
 
 
 def _screen_ready(driver, needle: str) -> bool:
-    return needle in driver.find_element(By.TAG_NAME, "body").text and bool(driver.find_elements(By.CSS_SELECTOR, ".lsf-choices input"))
+    return needle in page_text(driver) and bool(driver.find_elements(By.CSS_SELECTOR, ".lsf-choices input"))
 
 
 def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio, sqlite_workspace, chromium, tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
         wait(a).until(lambda d: _screen_ready(d, question_text))
         for cell in ("r1c1", "r2c1"):  # clicked in the table (the README's screenshot: test_labelstudio_browser_cells.py)
             click_cell(a, cell)
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, cells_copy.ls_task_id))
     pulled = pull(ws, settings, kinds=["relevant_cells"])
     assert (pulled.recorded, pulled.problems) == (1, [])
@@ -76,19 +77,19 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
         # Each table box starts with the shortened table; the annotator edits it in place and adds
         # it (Shift+Enter, as the box says), then types the new answer (Enter adds it).
         for name, grid in (("changed_table", changed_grid), ("same_table", same_grid)):
-            box = a.find_element(By.NAME, name)
+            box = element(a, By.NAME, name, f"the box {name}")
             assert box.get_attribute("value") == to_grid(table)
             box.click()
             box.send_keys(Keys.CONTROL, "a")
             box.send_keys(Keys.DELETE)
             box.send_keys(grid)
             box.send_keys(Keys.SHIFT, Keys.ENTER)
-        answer = a.find_element(By.NAME, "changed_answer")
+        answer = element(a, By.NAME, "changed_answer", "the answer box")
         answer.click()
         answer.send_keys("42", Keys.ENTER)
         # Added, each box turns into the text it holds (editable again with its pencil).
         wait(a).until(lambda d: not d.find_elements(By.NAME, "changed_table") and not d.find_elements(By.NAME, "same_table"))
-        a.find_element(By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]").click()
+        click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, mod_copy.ls_task_id))
     pulled = pull(ws, settings, kinds=["value_modification"])
     assert (pulled.recorded, pulled.problems) == (1, []), pulled.problems
@@ -110,6 +111,6 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
         assert set(data) == {"table_html", "question", "tqaforge_task_id", "feedback"} and data["feedback"] == ""
     with browser(chromium, tmp_path / "ben") as b:
         login(b, url, ben, then=task_page(reanswer.ls_project_id, reanswer.ls_task_id))
-        wait(b).until(lambda d: question_text in d.find_element(By.TAG_NAME, "body").text and d.find_elements(By.NAME, "answer"))
-        assert "Answer on this table" not in b.find_element(By.TAG_NAME, "body").text
+        wait(b).until(lambda d: question_text in page_text(d) and d.find_elements(By.NAME, "answer"))
+        assert "Answer on this table" not in page_text(b)
         screenshot(b, tmp_path, "labelstudio-blind_reanswer")
