@@ -22,12 +22,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from browser import click_button, element, running_app, wait_for_text, wait_until
 from conftest import start_chrome, wait_for
 from labelstudio_helpers import annotate, choice, new_email, signup, text
 from openai_server import OpenAIServer
 from sqlmodel import select
 from test_answers import method_of, say
-from test_app_browser import _click, _wait_for, running_app
 from test_generation import model_reply
 
 from tqaforge.annotation.adjudication import adjudication_queue
@@ -59,18 +59,16 @@ def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
     """Choose ``option`` in the selectbox labelled ``label``: type it in its combobox, click the option."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    box = (By.CSS_SELECTOR, f'[data-testid="stSelectbox"] input[role="combobox"][aria-label="{label}"]')
-    field = WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(box))
+    box = f'[data-testid="stSelectbox"] input[role="combobox"][aria-label="{label}"]'
+    field = element(driver, By.CSS_SELECTOR, box, f"the selectbox {label!r}", timeout)
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
     field.click()
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(option)
-    item = (By.XPATH, f"//*[@role='option'][normalize-space()='{option}']")
-    WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(item)).click()
-    WebDriverWait(driver, timeout).until(lambda d: d.find_element(*box).get_attribute("value") == option)
+    element(driver, By.XPATH, f"//*[@role='option'][normalize-space()='{option}']", f"the option {option!r}", timeout).click()
+    wait_until(driver, lambda d: d.find_element(By.CSS_SELECTOR, box).get_attribute("value") == option,
+               f"{option!r} chosen in {label!r}", timeout)
 
 
 def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 60) -> None:
@@ -79,11 +77,9 @@ def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 6
     ``enter=False`` and clicks the form's button (which sends every field of it)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    where = (By.XPATH, f"//div[@data-testid='stTextInput'][.//label[starts-with(normalize-space(), '{label}')]]//input")
-    field = WebDriverWait(driver, timeout).until(ec.element_to_be_clickable(where))
+    where = f"//div[@data-testid='stTextInput'][.//label[starts-with(normalize-space(), '{label}')]]//input"
+    field = element(driver, By.XPATH, where, f"the text input {label!r}", timeout)
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(Keys.DELETE)
     field.send_keys(value, *((Keys.ENTER,) if enter else ()))
@@ -91,24 +87,22 @@ def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 6
 
 def _tab(driver, name: str, timeout: float = 60) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    where = (By.XPATH, f"//*[@role='tab'][contains(., '{name}')]")
-    tab = WebDriverWait(driver, timeout).until(ec.presence_of_element_located(where))
+    where = f"//*[@role='tab'][contains(., '{name}')]"
+    tab = wait_until(driver, lambda d: next(iter(d.find_elements(By.XPATH, where)), None), f"the tab {name!r}", timeout)
     driver.execute_script("arguments[0].click();", tab)
-    WebDriverWait(driver, timeout).until(lambda d: d.find_element(*where).get_attribute("aria-selected") == "true")
+    wait_until(driver, lambda d: d.find_element(By.XPATH, where).get_attribute("aria-selected") == "true",
+               f"the tab {name!r} selected", timeout)
 
 
 def _upload(driver, path: Path, nth: int = 0, timeout: float = 60) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    inputs = WebDriverWait(driver, timeout).until(lambda d: d.find_elements(By.CSS_SELECTOR, "input[type=file]"))
+    inputs = wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "input[type=file]"), "the file uploader", timeout)
     inputs[nth].send_keys(str(path))
     # The uploader lists the file once it holds it (its name shortened in the middle: not waited on).
-    WebDriverWait(driver, timeout).until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChip"]')
-                                         and not d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChipIconSpinner"]'))
+    wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChip"]')
+               and not d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChipIconSpinner"]'), "the uploaded file's chip", timeout)
 
 
 def test_the_whole_pipeline_from_the_app_alone(label_studio, tmp_path: Path, chromium) -> None:
@@ -137,58 +131,58 @@ def test_the_whole_pipeline_from_the_app_alone(label_studio, tmp_path: Path, chr
 
 def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, str]) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     ana, ben = sorted(tokens)
 
     # 2. Tables: upload the CSV with decimal commas; the summary names the new table.
     driver.get(url + "tables")
-    _wait_for(driver, "Import files")
+    wait_for_text(driver, "Import files")
     driver.find_element(By.XPATH, "//summary[.//p[starts-with(normalize-space(), 'Import files')]]").click()
     _upload(driver, MESSY)
-    _click(driver, "import")
+    click_button(driver, "import")
     wait_for(lambda: _tables(ws), 120, "the uploaded table to reach the store")
     (table,) = _tables(ws)
-    _wait_for(driver, table.id[:12])
+    wait_for_text(driver, table.id[:12])
     assert table.n_rows == 3 and table.numeric_share > 0.5, table  # 1.234,5 read as a number, not as text
 
     # 3. Generate: one question round on it.
     driver.get(url + "generate")
-    _wait_for(driver, "generate questions", MODEL)
-    _click(driver, "generate questions")
+    wait_for_text(driver, "generate questions", MODEL)
+    click_button(driver, "generate questions")
     wait_for(lambda: len(_questions(ws, QuestionStatus.PROPOSED)) >= 2, 120, "proposed questions")
-    _wait_for(driver, "cost $", timeout=120)  # the round's summary
+    wait_for_text(driver, "cost $", timeout=120)  # the round's summary
     proposed = _questions(ws, QuestionStatus.PROPOSED)
     assert {q.table_id for q in proposed} == {table.id}
 
     # 4. Review: the table is shown beside the question; accept two.
     driver.get(url + "review")
-    _wait_for(driver, "proposed questions", f"table {table.id[:12]}: showing 3 of 3 rows and 4 of 4 columns")
+    wait_for_text(driver, "proposed questions", f"table {table.id[:12]}: showing 3 of 3 rows and 4 of 4 columns")
     # Each question's card holds its table as a data grid (drawn on a canvas: its cells are in the
     # grid's accessible copy, read through textContent, not in the visible text).
-    WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')) >= len(proposed))
-    WebDriverWait(driver, 60).until(lambda d: "Kirschen" in d.execute_script("return document.body.textContent"))
+    wait_until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')) >= len(proposed),
+               "a table beside each proposed question", 60)
+    wait_until(driver, lambda d: "Kirschen" in d.execute_script("return document.body.textContent"), "a cell of the table", 60)
     for n in range(2):
-        _click(driver, "accept")
+        click_button(driver, "accept")
         wait_for(lambda n=n: len(_questions(ws, QuestionStatus.ACCEPTED)) == n + 1, 60, "the decision to reach the store")
-        _wait_for(driver, f"of {len(proposed) - n - 1} proposed questions")
+        wait_for_text(driver, f"of {len(proposed) - n - 1} proposed questions")
     accepted = _questions(ws, QuestionStatus.ACCEPTED)
     assert len(accepted) == 2
 
     # 5. Answers: every agent answers the accepted questions; votes route them to people.
     driver.get(url + "generate")
-    _wait_for(driver, "Answer annotation")
+    wait_for_text(driver, "Answer annotation")
     _tab(driver, "Answer annotation")
-    _click(driver, "answer, vote and route")
-    _wait_for(driver, "2 questions voted", "to people for verification: 2", timeout=120)
+    click_button(driver, "answer, vote and route")
+    wait_for_text(driver, "2 questions voted", "to people for verification: 2", timeout=120)
     assert _answers(ws) >= 2
 
     # 6. Annotation: push answer verification to ana and ben; they label in Label Studio; pull.
     driver.get(url + "annotation")
-    _wait_for(driver, "Label Studio runs at", "Push and pull")
+    wait_for_text(driver, "Label Studio runs at", "Push and pull")
     _pick(driver, "kind", "answer_verification")
     _type(driver, "annotators (Label Studio logins", f"{ana},{ben}", enter=False)
-    _click(driver, "push to Label Studio")
+    click_button(driver, "push to Label Studio")
     wait_for(lambda: len(_copies(ws)) == 4, 120, "four task copies (2 questions x 2 annotators)")
     copies = _copies(ws)
     assert {c.annotator for c in copies} == {ana, ben}
@@ -199,17 +193,17 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
         else:
             result = [choice("decision", "answer", "correct")]
         annotate(ls_url, tokens[c.annotator], c.ls_task_id, result)
-    _click(driver, "pull every label")
+    click_button(driver, "pull every label")
     wait_for(lambda: _labels(ws) == 4, 120, "the four labels to be pulled")
 
     # 7. Agreement: the rules decide the unanimous item and queue the disagreement; a person decides it.
     driver.get(url + "agreement")
-    _wait_for(driver, "Adjudication queue")
+    wait_for_text(driver, "Adjudication queue")
     assert adjudication_queue(ws).total == 0  # nothing queued before the rules run (the button below does it)
-    _click(driver, "apply the rules to new labels")
-    _wait_for(driver, "answer_verification: 1 unanimous, 0 by rule, 1 open", disputed[:12], timeout=120)
+    click_button(driver, "apply the rules to new labels")
+    wait_for_text(driver, "answer_verification: 1 unanimous, 0 by rule, 1 open", disputed[:12], timeout=120)
     assert adjudication_queue(ws).total == 1
-    _click(driver, "decide")
+    click_button(driver, "decide")
     wait_for(lambda: adjudication_queue(ws).total == 0, 60, "the decision to reach the store")
     with ws.session() as s:
         decided = s.exec(select(Adjudication).where(Adjudication.task_id == disputed)).one()
@@ -217,16 +211,16 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
 
     # 8. Releases: build, then verify every file.
     driver.get(url + "releases")
-    _wait_for(driver, "build the release")
+    wait_for_text(driver, "build the release")
     # Two items, one disagreement: agreement is below any threshold, so the build needs a reason.
     _type(driver, "accept agreement below the threshold", "two items in an end-to-end test", enter=False)
-    _click(driver, "build the release")
-    body = _wait_for(driver, "verify every file", timeout=120)
+    click_button(driver, "build the release")
+    body = wait_for_text(driver, "verify every file", timeout=120)
     release = ws.root / "releases"
     manifests = list(release.glob("*/manifest.json"))
     assert len(manifests) == 1, body
-    _click(driver, "verify every file")
-    _wait_for(driver, "files match the manifest")
+    click_button(driver, "verify every file")
+    wait_for_text(driver, "files match the manifest")
 
     # 9. Evaluations: two predictions files from the release's rows, scored, then compared.
     rows = [json.loads(line) for line in (manifests[0].parent / "data" / "base.jsonl").read_text().splitlines()]
@@ -238,23 +232,24 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
                                 for r in rows))
     driver.get(url + "evaluations")
     for predictions in (good, bad):
-        _wait_for(driver, "Score a predictions file")
+        wait_for_text(driver, "Score a predictions file")
         _type(driver, "or its path on this machine", str(predictions))
-        _click(driver, "score")
+        click_button(driver, "score")
         wait_for(lambda stem=predictions.stem: stem in _scored(ws), 120, f"{predictions.name} scored")
     scored = _scored(ws)
     assert scored == {"system-good": [100.0], "system-bad": [0.0]}, scored  # each file scored against the gold
     driver.get(url + "evaluations")
-    body = _wait_for(driver, "Compare systems", "system-good", "system-bad")
+    body = wait_for_text(driver, "Compare systems", "system-good", "system-bad")
     # Both picked by default and set side by side: the paired test's table, or why there is none.
-    WebDriverWait(driver, 120).until(lambda d: any(t in _body(d) for t in ("Paired comparisons of 2 systems", "No significance test")))
+    wait_until(driver, lambda d: any(t in _body(d) for t in ("Paired comparisons of 2 systems", "No significance test")),
+               "the comparison of the two systems", 120)
 
     # Control: the same Verify button sees a changed file (so its "match" above is a check).
     with (manifests[0].parent / "data" / "base.jsonl").open("a", encoding="utf-8") as changed:
         changed.write("\n")
     driver.get(url + "releases")
-    _click(driver, "verify every file")
-    body = _wait_for(driver, "does NOT match its manifest")
+    click_button(driver, "verify every file")
+    body = wait_for_text(driver, "does NOT match its manifest")
     assert "changed: data/base.jsonl" in body, body
 
 

@@ -308,6 +308,10 @@ def test_ptrace_and_signals_to_the_worker(box: Sandbox) -> None:
 
 FORK_AND_TOUCH = """
     import os
+    # Each child keeps its memory until every child is forked (it waits for the pipe to close):
+    # the children hold their blocks at the same time however the machine schedules them, so the
+    # count below does not depend on load (a child that exited early would free its block).
+    hold, release = os.pipe()
     kids = []
     for i in range({children}):
         try:
@@ -316,12 +320,15 @@ FORK_AND_TOUCH = """
             print('fork refused', type(exc).__name__)
             break
         if pid == 0:
+            os.close(release)
             block = bytearray({mb} * 1024 * 1024)
             for j in range(0, len(block), 4096):
                 block[j] = 1
             print('touched', i, flush=True)
+            os.read(hold, 1)  # until the parent has forked them all
             os._exit(0)
         kids.append(pid)
+    os.close(release)
     for pid in kids:
         os.waitpid(pid, 0)
     print('parent done')
@@ -334,7 +341,7 @@ def test_fork_bomb_with_memory_is_capped_as_a_whole(box: Sandbox) -> None:
     limits = Limits(memory_mb=256, processes=32, wall_seconds=30, cpu_seconds=30)
     r = run(box, FORK_AND_TOUCH.format(children=12, mb=200), limits)
     touched = r.stdout.count("touched")
-    # 12 x 200 MB touched under a 256 MB limit for the program: at most one child can have finished.
+    # 12 x 200 MB held at once under a 256 MB limit for the program: at most one child gets its block.
     assert touched <= 1, r
     assert r.outcome is Outcome.MEMORY and "256 MB" in (r.error or ""), r
     # Control: with room for all of them, every child touches its 200 MB (the test can see them).

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from browser import click_element, element, wait_for_text, waiter
+from browser import click_element, element, wait_for_text, wait_until, waiter
 from conftest import REPO, start_chrome
 from labelstudio_helpers import annotate, build_workspace, choice, new_email, signup
 from selenium.webdriver.common.by import By
@@ -132,6 +132,13 @@ def click_choice(driver: WebDriver, value: str) -> None:
 def chosen(driver: WebDriver) -> set[str]:
     """The values whose radio is checked on the screen."""
     return {i.get_attribute("name") or "" for i in driver.find_elements(By.CSS_SELECTOR, ".lsf-choices input") if i.is_selected()}
+
+
+def shows_hers(driver: WebDriver, tabs: dict[int, str], choices: set[str]) -> None:
+    """Wait until the task's page shows exactly these submitted annotations and checked choices
+    (the annotation panel renders after the task's text: a single read can come too early)."""
+    wait_until(driver, lambda d: submitted_tabs(d) == tabs and chosen(d) == choices,
+               f"the submitted annotations {tabs} with {sorted(choices)} checked")
 
 
 def submitted_tabs(driver: WebDriver) -> dict[int, str]:
@@ -256,7 +263,7 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
         assert submitted_tabs(b) == {} and chosen(b) == set()
         assert b.find_elements(By.CSS_SELECTOR, ".lsf-annotation-button_draft")  # only his own, empty one
         open_task(b, url, mine.ls_project_id, mine.ls_task_id)
-        assert submitted_tabs(b) == {made["id"]: ana} and chosen(b) == {"accept", "yes"}
+        shows_hers(b, {made["id"]: ana}, {"accept", "yes"})
     with api(url, ben_token) as as_ben:  # the API agrees: his token lists and reads her project
         assert as_ben.get(f"/api/projects/{mine.ls_project_id}/").status_code == 200
     assert pull(ws, settings).recorded == 0  # looking changes nothing
@@ -292,8 +299,7 @@ def test_in_a_shared_project_the_second_annotator_sees_the_first_ones_label(
         open_task(b, None, project["id"], task["id"])
         wait_for_text(b, question.text)
         # Ben sees Ana's annotation: her tab (her e-mail), and her choices checked on his screen.
-        assert submitted_tabs(b) == {made["id"]: ana}
-        assert chosen(b) == {"reject", "no"}
+        shows_hers(b, {made["id"]: ana}, {"reject", "no"})
         screenshot(b, tmp_path, "labelstudio-shared-project-second-annotator")
 
 
@@ -318,7 +324,7 @@ def test_a_label_another_member_changed_in_an_annotators_project_is_not_pulled_a
     with browser(chromium, tmp_path / "ben") as b:
         login(b, url, ben, then=task_page(mine.ls_project_id, mine.ls_task_id))
         open_task(b, None, mine.ls_project_id, mine.ls_task_id)
-        assert submitted_tabs(b) == {made["id"]: ana} and chosen(b) == {"accept", "yes"}
+        shows_hers(b, {made["id"]: ana}, {"accept", "yes"})
         click_choice(b, "reject")
         click_element(b, By.CSS_SELECTOR, "[data-testid=bottombar-update-button]", "Update")
         wait(b).until(lambda _: annotations_of(url, admin, mine.ls_task_id)[0].get("updated_by") == ben_id)

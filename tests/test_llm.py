@@ -440,7 +440,9 @@ def test_requests_per_minute_spacing(workspace: Workspace) -> None:
     # so the burst is measured from the first arrival, the spacing from the fifth).
     for i in range(5, 10):
         assert t[i] - t[4] >= (i - 4) * 0.25 - 0.04, t
-    assert 1.5 - 0.15 <= t[-1] < 2.5, t
+    # Not slower than the rate either. (No lower bound from the first arrival: under load the
+    # burst's first request can reach the server late, after the limiter's clock started.)
+    assert t[-1] < 2.5, t
 
 
 def test_tokens_per_minute_limit(workspace: Workspace) -> None:
