@@ -294,7 +294,7 @@ def test_budget_stop_keeps_what_was_finished(workspace, sandbox):
         llm = llm_settings(server, max_cost=0.02, prices={MODEL: Price(input=10.0, output=10.0)}, default_max_tokens=100)
         summary = generate_answers(ws, AnswerOptions(max_tokens=100), llm, sandbox=sandbox)
     assert summary.stop_reason is not None and summary.stop_reason.value == "budget"
-    assert summary.failed and "larger --max-cost" in summary.advice
+    assert summary.failed and "larger budget" in summary.advice
     assert summary.questions_done < 6
     assert len(votes_by_question(ws)) == summary.questions_done
 

@@ -488,7 +488,7 @@ def test_budget_stops_before_the_call(sqlite_workspace, tmp_path):
         assert server.requests == []
     # The stop is the summary's (as for question rounds and answers), with the budget's advice.
     assert summary.stop_reason is StopReason.BUDGET and summary.failed and summary.questions == 0
-    assert "--max-cost" in (summary.advice or "") and "budget" in (summary.stopped or "").lower()
+    assert "larger budget" in (summary.advice or "") and "budget" in (summary.stopped or "").lower()
     assert {text: q.question_type for text, q in _questions(sqlite_workspace).items()} == imported  # nothing typed
 
 

@@ -119,7 +119,7 @@ def test_the_budget_caps_the_requests_and_the_report_counts_the_items_not_asked(
         if budget == 0.1:
             assert 0 < found.asked < N_ITEMS and found.not_asked == N_ITEMS - found.asked
             text = "\n".join(found.lines())
-            assert f"{found.not_asked} items NOT ASKED (not counted as unanswerable)" in text and "--max-cost" in text
+            assert f"{found.not_asked} items NOT ASKED (not counted as unanswerable)" in text and "larger budget" in text
             data = found.as_dict()
             assert data["not_asked"] == found.not_asked and data["stopped"]
             # A share is of the items asked: the unasked are never counted as answered wrong.

@@ -277,12 +277,12 @@ def _stop_case(case: str, workspace: Workspace, server: OpenAIServer) -> LLMSett
 def test_the_summary_says_what_stopped_the_run(sqlite_workspace, case, reason):
     """What a new user hit: "run the command again (with a larger --max-cost)" was printed after
     a missing key, a 500 or a dead endpoint. The summary carries a typed stop reason and
-    advice that names --max-cost only for the budget."""
+    advice that names a larger budget only for the budget."""
     import_tables(sqlite_workspace, 1)
     with OpenAIServer(lambda body: Scripted(status=500)) as server:
         summary = generate_questions(sqlite_workspace, gen_options(), _stop_case(case, sqlite_workspace, server))
     assert summary.stop_reason is reason and summary.failed and summary.stopped
-    assert ("--max-cost" in summary.advice) == (reason is StopReason.BUDGET)
+    assert ("larger budget" in summary.advice) == (reason is StopReason.BUDGET)
 
 
 def test_a_run_where_every_step_got_an_invalid_reply_failed(workspace):

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -46,7 +45,7 @@ from tqaforge.files import atomic_write_text
 from tqaforge.llm.budget import Budget
 from tqaforge.llm.gateway import Gateway
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
-from tqaforge.llm.step import CallSummary, HasCalls, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, HasCalls, ReplyStep, RunnerOptions, run_name, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import render
 from tqaforge.schemas.enums import AnswerMethod
@@ -160,12 +159,7 @@ def run_model(ws: Workspace, options: ModelRunOptions, *, llm: LLMSettings | Non
     return summary
 
 
-def _run_name(family: str, *parts: str) -> str:
-    """A step name of this run's own: its claims split this run's work among its workers only."""
-    return f"{family}:{':'.join(parts)[:100]}:{uuid.uuid4().hex[:12]}"
-
-
-class _Answering:
+class _Answering(ReplyStep[Reference]):
     """The model run as a step (:mod:`tqaforge.llm.step`): a piece is a row of the release; its
     result the reply's text. The replies are kept here, in this run (the predictions file is
     written from them at the end), so the work left is the rows this run has not answered yet;
@@ -173,28 +167,16 @@ class _Answering:
     whole of it; claims only split one run's rows among its workers."""
 
     def __init__(self, release: Release, refs: list[Reference], method: AnswerMethod, options: ModelRunOptions) -> None:
+        super().__init__("evaluate", (options.model, method.value, release.name), refs)
         self.release, self.refs, self.method, self.options = release, refs, method, options
-        self.name = _run_name("evaluate", options.model, method.value, release.name)
-        self.replies: dict[str, str] = {}
-
-    def pending(self) -> list[Reference]:
-        return [r for r in self.refs if r.id not in self.replies]
 
     def key(self, piece: Reference) -> str:
         return piece.id
 
-    async def call(self, gw: Gateway, piece: Reference) -> str:
-        options = self.options
-        messages = [{"role": "user", "content": _prompt(self.release, piece, self.method, options.serialization)}]
-        try:
-            done = await gw.complete(messages, purpose=f"evaluate_{self.method.value.lower()}",
-                                     temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed)
-        except InvalidReply:
-            return ""  # a reply the gateway could not use: scored as unparsed, the call is on record
-        return done.text
-
-    def commit(self, piece: Reference, result: str) -> None:
-        self.replies[piece.id] = result
+    def request(self, piece: Reference) -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+        o = self.options
+        return ([{"role": "user", "content": _prompt(self.release, piece, self.method, o.serialization)}],
+                f"evaluate_{self.method.value.lower()}", {"temperature": o.temperature, "max_tokens": o.max_tokens, "seed": o.seed})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +262,7 @@ class _Judging:
     this run has not judged yet, and its claims are this run's own."""
 
     def __init__(self, model: str, items: Sequence[_Item], result: JudgeRun) -> None:
-        self.name = _run_name("judge", model)
+        self.name = run_name("judge", model)
         self.result = result
         # Keys name an item within the step: hashed, as models, methods and ids may be long.
         self.items = {self._key(i): i for i in items}

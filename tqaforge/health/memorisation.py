@@ -54,13 +54,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tqaforge.errors import HealthError, InvalidReply
+from tqaforge.errors import HealthError
 from tqaforge.evaluate.predictions import BASE_CONFIG, Release
 from tqaforge.llm.budget import Budget
-from tqaforge.llm.gateway import Gateway
 from tqaforge.llm.runner import StopReason
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, ReplyStep, RunnerOptions, run_step
 from tqaforge.printable import escape_controls
 from tqaforge.prompts import render
 from tqaforge.store import Workspace
@@ -441,34 +440,20 @@ def probe_memorisation(ws: Workspace, release: Release, options: MemorisationOpt
     return result
 
 
-class _Probing:
+class _Probing(ReplyStep[Probe]):
     """The probes as a step (:mod:`tqaforge.llm.step`): a piece is a probe, its result the reply's
-    text. Like the model run (``evaluate --model``) the replies stay in this run; the work left is
-    the probes this run has not answered, in table order, so a stop by the budget leaves whole
-    tables at the end unprobed."""
+    text (empty for a reply the gateway could not use: it matches nothing, the call on record).
+    Like the model run (``evaluate --model``) the replies stay in this run; the work left is the
+    probes this run has not answered, in table order, so a stop by the budget leaves whole tables
+    at the end unprobed."""
 
     def __init__(self, release: str, options: MemorisationOptions, tables: list[TableProbes]) -> None:
-        import uuid
-
+        super().__init__("health_memorisation", (options.model, release), [p for t in tables for p in t.probes])
         self.options = options
-        self.name = f"health_memorisation:{options.model}:{release}"[:100] + f":{uuid.uuid4().hex[:12]}"
-        self.probes = [p for t in tables for p in t.probes]
-        self.replies: dict[str, str] = {}
-
-    def pending(self) -> list[Probe]:
-        return [p for p in self.probes if p.key not in self.replies]
 
     def key(self, piece: Probe) -> str:
         return piece.key
 
-    async def call(self, gw: Gateway, piece: Probe) -> str:
-        messages = [{"role": role, "content": content} for role, content in piece.messages]
-        try:
-            done = await gw.complete(messages, purpose=f"health_memorisation_{piece.kind}", temperature=0.0,
-                                     max_tokens=piece.max_tokens, seed=self.options.seed)
-        except InvalidReply:
-            return ""  # a reply the gateway could not use matches nothing; the call is on record
-        return done.text
-
-    def commit(self, piece: Probe, result: str) -> None:
-        self.replies[piece.key] = result
+    def request(self, piece: Probe) -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+        return ([{"role": role, "content": content} for role, content in piece.messages], f"health_memorisation_{piece.kind}",
+                {"temperature": 0.0, "max_tokens": piece.max_tokens, "seed": self.options.seed})

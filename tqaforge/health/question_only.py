@@ -28,20 +28,18 @@ before it are kept in the ledger, so running again pays only for the rest.
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from tqaforge.errors import ConfigError, HealthError, InvalidReply
+from tqaforge.errors import ConfigError, HealthError
 from tqaforge.evaluate.predictions import BASE_CONFIG, Prediction, Reference, Release
 from tqaforge.evaluate.scoring import gold_table, is_chart, score_one
 from tqaforge.health.bias import BiasOptions, answer_bias
 from tqaforge.llm.budget import Budget
-from tqaforge.llm.gateway import Gateway
 from tqaforge.llm.runner import StopReason
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
-from tqaforge.llm.step import CallSummary, RunnerOptions, run_step
+from tqaforge.llm.step import CallSummary, ReplyStep, RunnerOptions, run_step
 from tqaforge.progress import Progress
 from tqaforge.prompts import format_rules, render
 from tqaforge.store import Workspace
@@ -157,7 +155,7 @@ class QuestionOnlySection:
                f" ({self.skipped} charts or table answers left out)"]
         if self.not_asked:
             out.append(f"  {self.not_asked} items NOT ASKED (not counted as unanswerable): {self.stopped or 'the budget'};"
-                       " run again with a larger --max-cost to ask them (the calls made are stored)")
+                       " run again with a larger budget to ask them (the calls made are stored)")
         for s in self.subtypes:
             more = f", {s.not_asked} not asked" if s.not_asked else ""
             out.append(f"  {s.subtype} ({s.asked} asked{more}): {s.right} right without the table ({s.share_right:.0%}),"
@@ -249,31 +247,19 @@ def _score(section: QuestionOnlySection, refs: Sequence[Reference], replies: dic
         section.subtypes.append(figures)
 
 
-class _Asking:
+class _Asking(ReplyStep[Reference]):
     """The asking as a step (:mod:`tqaforge.llm.step`): a piece is a base item; its result the
-    reply's text. Like ``evaluate --model`` the replies stay in this run (the work left is the
-    items it has not asked yet); the ledger makes asking again free."""
+    reply's text (empty for a reply the gateway could not use: scored wrong, the call on record).
+    Like ``evaluate --model`` the replies stay in this run (the work left is the items it has not
+    asked yet); the ledger makes asking again free."""
 
     def __init__(self, refs: list[Reference], options: QuestionOnlyOptions, model: str) -> None:
-        self.refs, self.options = refs, options
-        # A name of this run's own: its claims split this run's items among its workers only.
-        self.name = f"health_question_only:{model[:100]}:{uuid.uuid4().hex[:12]}"
-        self.replies: dict[str, str] = {}
-
-    def pending(self) -> list[Reference]:
-        return [r for r in self.refs if r.id not in self.replies]
+        super().__init__("health_question_only", (model,), refs)
+        self.options = options
 
     def key(self, piece: Reference) -> str:
         return piece.id
 
-    async def call(self, gw: Gateway, piece: Reference) -> str:
-        messages = [{"role": "user", "content": question_only_prompt(piece)}]
-        try:
-            done = await gw.complete(messages, purpose="health_question_only", temperature=0.0,
-                                     max_tokens=self.options.max_tokens, seed=self.options.seed)
-        except InvalidReply:
-            return ""  # a reply the gateway could not use (empty, too large): scored wrong, the call is on record
-        return done.text
-
-    def commit(self, piece: Reference, result: str) -> None:
-        self.replies[piece.id] = result
+    def request(self, piece: Reference) -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+        return ([{"role": "user", "content": question_only_prompt(piece)}], "health_question_only",
+                {"temperature": 0.0, "max_tokens": self.options.max_tokens, "seed": self.options.seed})

@@ -623,7 +623,7 @@ def memorisation_section(ctx: HealthContext) -> HealthSection | None:
     if limit is not None and found.not_probed:
         checks = [Check("memorised", "memorisation", 0.0, limit, False,
                         f"{len(found.not_probed)} of {found.selected} tables not probed (stopped: {found.stopped}); "
-                        "run again with a larger --max-cost", checked=False)]
+                        "run again with a larger budget", checked=False)]
     else:
         checks = check("memorised", "memorisation", len(found.of(MEMORISED)), found.selected, limit, what)
     return HealthSection("memorisation", "Memorisation probes (model)", tuple(found.lines()), found.as_dict(), tuple(checks),

@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import uuid
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -51,7 +52,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sqlmodel import col, delete
 
-from tqaforge.errors import ConfigError, LLMError, StoreError
+from tqaforge.errors import ConfigError, InvalidReply, LLMError, StoreError
 from tqaforge.llm import batches
 from tqaforge.llm.budget import Budget, open_budget
 from tqaforge.llm.calls import Deferred, PutAside
@@ -63,7 +64,7 @@ from tqaforge.progress import Progress
 from tqaforge.schemas.records import WorkClaim
 from tqaforge.store import Workspace
 
-__all__ = ["TRANSPORTS", "CallSummary", "HasCalls", "ModelCalls", "RunnerOptions", "Step", "run_step", "run_step_async"]
+__all__ = ["TRANSPORTS", "CallSummary", "HasCalls", "ModelCalls", "ReplyStep", "RunnerOptions", "Step", "run_name", "run_step", "run_step_async"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -96,6 +97,50 @@ class Step(Protocol[P, R]):
         A step that starts tasks of its own on the gateway may also have ``async def aclose()``:
         the runner awaits it at the end of each pass, before it closes the pass's gateway."""
         ...
+
+
+def run_name(family: str, *parts: str) -> str:
+    """A step name of this run's own (``family:parts:random``): its claims split this run's work
+    among its workers only (a step whose results stay in the run, not in the store)."""
+    return f"{family}:{':'.join(parts)[:100]}:{uuid.uuid4().hex[:12]}"
+
+
+class ReplyStep(Generic[P]):
+    """A step whose results stay in this run, not in the store: each piece's reply text in
+    :attr:`replies` by key (the model run of ``evaluate --model``, question-only answering, the
+    memorisation probes). The work left is what this run has not answered yet; the ledger makes
+    asking again free. A subclass gives the pieces, each one's :meth:`key` and its
+    :meth:`request`; a reply the gateway cannot use (empty, too large) counts as the empty text,
+    its call on record.
+
+    ``name`` is this run's own (:func:`run_name`)."""
+
+    def __init__(self, family: str, parts: Sequence[str], pieces: Sequence[P]) -> None:
+        self.name = run_name(family, *parts)
+        self.pieces = list(pieces)
+        self.replies: dict[str, str] = {}
+
+    def key(self, piece: P) -> str:
+        raise NotImplementedError
+
+    def request(self, piece: P) -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+        """The piece's messages, the ledger's purpose and the other arguments of
+        :meth:`~tqaforge.llm.gateway.Gateway.complete` (temperature, max_tokens, seed)."""
+        raise NotImplementedError
+
+    def pending(self) -> list[P]:
+        return [p for p in self.pieces if self.key(p) not in self.replies]
+
+    async def call(self, gateway: Gateway, piece: P) -> str:
+        messages, purpose, arguments = self.request(piece)
+        try:
+            done = await gateway.complete(messages, purpose=purpose, **arguments)
+        except InvalidReply:
+            return ""  # a reply the gateway could not use: the empty text (scored wrong, matches nothing)
+        return done.text
+
+    def commit(self, piece: P, result: str) -> None:
+        self.replies[self.key(piece)] = result
 
 
 @dataclass(frozen=True)
@@ -255,15 +300,12 @@ class HasCalls:
 
 
 _REMEDY = {
-    StopReason.BUDGET: "run the command again with a larger --max-cost to resume",
-    StopReason.AUTH: "set the API key (OPENAI_API_KEY or the variable named by [llm] api_key_env) and run the "
-                     "command again to resume",
+    StopReason.BUDGET: "run again with a larger budget to resume",  # the CLI's --max-cost, the app's budget field
+    StopReason.AUTH: "set the API key (OPENAI_API_KEY or the variable named by [llm] api_key_env) and run again to resume",
     StopReason.IMPOSSIBLE_USAGE: "the endpoint's token counts cannot be trusted: check OPENAI_BASE_URL / [llm] "
-                                 "base_url before running the command again",
-    StopReason.UNREACHABLE: "start the model server (or point OPENAI_BASE_URL / [llm] base_url at one) and run the "
-                            "command again to resume",
-    StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is the model name right?) and run the command again "
-                         "to resume",
+                                 "base_url before running again",
+    StopReason.UNREACHABLE: "start the model server (or point OPENAI_BASE_URL / [llm] base_url at one) and run again to resume",
+    StopReason.ENDPOINT: "fix the problem above (is the endpoint up, is the model name right?) and run again to resume",
 }
 _DEFERRED = object()  # a piece's result when one of its requests was put aside
 
