@@ -116,10 +116,10 @@ for item in queue:
         if st.button("decide", key=f"decide-{item.task_id}"):
             decide(item.task_id, picked, who, note)
 
-settled = adjudication_flags(ws, status="settled", limit=20)
-if settled.total:
+if adjudication_flags(ws, status="settled", limit=1).total:
     st.subheader("Suspect gold settled by a person (evidence only)")
-    st.caption(settled.describe("flags") + ": a person's decision stays final; the finding is kept here as evidence "
-               "for whoever reads the item next")
+    st.caption("a person's decision stays final; the finding is kept here as evidence for whoever reads the item next")
+    settled = paged("settled-flags-page", lambda limit, offset: adjudication_flags(ws, status="settled", limit=limit,
+                                                                                   offset=offset), "flags", page_size=20)
     for flag in settled:
         st.markdown(f"- task {md(flag.task_id[:12], code=True)}: {md(flag.line())}")
