@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from tqaforge.llm import LLMSettings
+    from tqaforge.store import Workspace
 
 N_PER_SUBTYPE = 10
 YES_NO_QUESTION = "Is the club of player {i} listed among the winners?"
@@ -72,3 +76,27 @@ def table_cells(release: Path) -> set[str]:
             if str(value) and str(value) not in questions:
                 found.add(str(value))
     return found
+
+
+@pytest.fixture(scope="module", name="release")
+def bench_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The benchmark's release (shared by a module's tests)."""
+    return build_release(tmp_path_factory.mktemp("qonly"))
+
+
+@pytest.fixture(name="ws")
+def fresh_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A fresh workspace (its own ledger: nothing answered from another test's calls)."""
+    from tqaforge.store import init_workspace
+
+    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
+    made = init_workspace(tmp_path / "ws", name="t")
+    yield made
+    made.close()
+
+
+def llm_of(server: Any, model: str, **kw: Any) -> LLMSettings:
+    """The scripted server's settings for ``model``: short backoffs, so retries take no time."""
+    from tqaforge.llm import LLMSettings
+
+    return LLMSettings(model=model, base_url=server.url, api_key="sk-test", backoff_s=0.01, backoff_max_s=0.02, **kw)

@@ -142,7 +142,7 @@ def test_a_model_is_offered_only_with_an_endpoint(built: tuple[Path, Path], monk
         _run(at)
         assert len(server.requests) > asked  # the probes were sent
         assert "Memorisation probes (model)" in {e.label for e in at.expander}
-        assert "2 of" in _text(at)
+        assert "(the first 2 of " in _text(at)  # the cap reached the probes
 
 
 def test_send_suspect_gold_fills_the_queue(built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

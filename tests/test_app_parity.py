@@ -129,16 +129,22 @@ def _end_fake(tmp_path: Path, key: str, pid_of) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tqaforge.annotation.labelstudio import manage
-    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
+def _with_fake_label_studio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str):
+    """A fresh workspace on a free port whose `label-studio` is the stand-in, and its page runner."""
     from tqaforge.store import init_workspace
 
-    ws = init_workspace(tmp_path / "ws", name="servers")
+    ws = init_workspace(tmp_path / "ws", name=name)
     config = ws.root / "tqaforge.toml"
     config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
     monkeypatch.setenv("TQAFORGE_LABEL_STUDIO_VENV", str(_fake_label_studio(tmp_path)))
-    run = page_runner(ws.root, monkeypatch)
+    return ws, page_runner(ws.root, monkeypatch)
+
+
+def test_label_studio_servers_add_start_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tqaforge.annotation.labelstudio import manage
+    from tqaforge.annotation.labelstudio.annotator_servers import annotator_servers
+
+    ws, run = _with_fake_label_studio(tmp_path, monkeypatch, "servers")
     at = run("annotators.py")
     assert "no annotator has a server yet" in _text(at)
     next(t for t in at.text_input if t.label.startswith("annotator's e-mail")).set_value("dana@example.org")
@@ -182,13 +188,8 @@ def test_the_workspaces_one_server_starts_and_stops_from_the_page(tmp_path: Path
     """A workspace of the earlier layout (no annotator has a server of their own): its one server."""
     from tqaforge.annotation.labelstudio import manage
     from tqaforge.app.jobs import find_job
-    from tqaforge.store import init_workspace
 
-    ws = init_workspace(tmp_path / "ws", name="one")
-    config = ws.root / "tqaforge.toml"
-    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
-    monkeypatch.setenv("TQAFORGE_LABEL_STUDIO_VENV", str(_fake_label_studio(tmp_path)))
-    run = page_runner(ws.root, monkeypatch)
+    ws, run = _with_fake_label_studio(tmp_path, monkeypatch, "one")
     at = run("annotators.py")
     assert "is not running" in _text(at).replace("\\", "")
     assert _button(at, "stop the workspace's server").disabled
@@ -397,3 +398,16 @@ def test_variants_are_built_from_the_page(staged: Workspace, page) -> None:
     after = seeds()
     assert after.get(7, 0) > 0 and {k: v for k, v in after.items() if k != 7} == before
     assert any("variants" in c.value for c in at.code), "the build's summary is shown"
+
+
+def test_a_server_s_state_in_a_word() -> None:
+    """The Annotators page's state column: running only when it answers; a process that does not
+    answer yet, or a start under way, is starting."""
+    from tqaforge.annotation.labelstudio.manage import ServerStatus
+
+    def status(pid: int | None, answers: bool) -> ServerStatus:
+        return ServerStatus(Path("."), "http://127.0.0.1:1", pid, answers, None, False, Path("c"), Path("l"))
+
+    assert status(7, True).state() == "running" and status(7, True).state(starting=True) == "running"
+    assert status(7, False).state() == "starting"
+    assert status(None, False).state() == "not running" and status(None, False).state(starting=True) == "starting"

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from openai_server import OpenAIServer
-from question_only_bench import N_PER_SUBTYPE, build_release, says_yes, table_cells
+from question_only_bench import N_PER_SUBTYPE, bench_release, fresh_workspace, llm_of, says_yes, table_cells  # noqa: F401  (the release and ws fixtures)
 from test_hostile_budget import MODEL, PRICE, check_capped, greedy, ledger
 from typer.testing import CliRunner
 
@@ -31,22 +30,8 @@ from tqaforge.store import Workspace, init_workspace
 N_ITEMS = 2 * N_PER_SUBTYPE
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_release(tmp_path_factory.mktemp("qonly"))
-
-
-@pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    """A fresh workspace (its own ledger: nothing answered from another test's calls)."""
-    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
-    made = init_workspace(tmp_path / "ws", name="t")
-    yield made
-    made.close()
-
-
 def _llm(server: OpenAIServer, **kw: object) -> LLMSettings:
-    return LLMSettings(model=MODEL, base_url=server.url, api_key="sk-test", backoff_s=0.01, **kw)  # type: ignore[arg-type]
+    return llm_of(server, MODEL, **kw)
 
 
 def test_the_subtype_answerable_without_the_table_is_flagged_and_a_second_run_is_free(release: Path, ws: Workspace) -> None:

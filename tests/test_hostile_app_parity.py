@@ -254,3 +254,22 @@ def test_agreement_applying_the_rules_twice_changes_nothing_the_second_time(stag
     ruled = [line for line in shown.splitlines() if "unanimous" in line]
     assert ruled and all(line.endswith(" 0 new, 0 updated") for line in ruled), shown
     assert adjudication_queue(staged).total == queued
+
+
+def test_the_cli_gives_a_file_named_only_dots_its_own_directory_too(staged: Workspace, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same case through `tqaforge evaluate` (one default directory, the library's, for both)."""
+    from test_app_parity import _predictions
+    from typer.testing import CliRunner
+
+    from tqaforge.cli import app
+
+    release = _release(staged)
+    dots = tmp_path / "...jsonl"
+    dots.write_bytes(_predictions(release, "dots", True))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["evaluate", "--release", str(release), "--predictions", str(dots)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "evaluations" / release.name / "predictions" / "scores.json").is_file()
+    assert not (tmp_path / "evaluations" / "scores.json").exists()
+    assert not (tmp_path / "evaluations" / release.name / "scores.json").exists()

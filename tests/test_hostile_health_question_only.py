@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from openai_server import OpenAIServer, Scripted
-from question_only_bench import N_PER_SUBTYPE, build_release
+from question_only_bench import N_PER_SUBTYPE, bench_release, fresh_workspace, llm_of  # noqa: F401  (the release and ws fixtures)
 from test_hostile_budget import MODEL, ledger
 
 from tqaforge.errors import ConfigError, HealthError
@@ -20,27 +20,14 @@ from tqaforge.health import HealthOptions, Thresholds
 from tqaforge.health.question_only import QuestionOnlyOptions, question_only
 from tqaforge.health.report import HealthContext, question_only_section
 from tqaforge.llm import LLMSettings
-from tqaforge.store import Workspace, init_workspace
+from tqaforge.store import Workspace
 
 pytestmark = pytest.mark.hostile
 N_ITEMS = 2 * N_PER_SUBTYPE
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_release(tmp_path_factory.mktemp("qonly-hostile"))
-
-
-@pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    monkeypatch.delenv("TQAFORGE_DATABASE_URL", raising=False)
-    made = init_workspace(tmp_path / "ws", name="t")
-    yield made
-    made.close()
-
-
 def _llm(server: OpenAIServer, **kw: Any) -> LLMSettings:
-    return LLMSettings(model=MODEL, base_url=server.url, api_key="sk-test", backoff_s=0.01, backoff_max_s=0.02, **kw)
+    return llm_of(server, MODEL, **kw)
 
 
 def test_empty_garbage_and_huge_replies_are_scored_wrong(release: Path, ws: Workspace) -> None:

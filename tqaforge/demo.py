@@ -327,12 +327,14 @@ def _health(ws: Workspace, release: Path) -> list[str]:
     """Step 10: the health report of the release on its two evaluations, written where the app's
     Health page finds it (``health/RELEASE``), once. No IRT fit (slow) and no model: the default
     thresholds, so its verdict says what two systems cannot tell (the item checks want five)."""
+    from tqaforge.evaluate.harness import default_evaluation_dir
     from tqaforge.health import HEALTH_JSON, HealthOptions, run, write_report
+    from tqaforge.health.report import default_health_dir
 
-    out = ws.root / "health" / release.name
+    out = default_health_dir(release, ws.root)
     if (out / HEALTH_JSON).exists():
         return [f"already written ({out})"]
-    evaluations = tuple(ws.root / "evaluations" / release.name / Path(name).stem for name in DEMO_PREDICTIONS)
+    evaluations = tuple(default_evaluation_dir(release, Path(name), ws.root) for name in DEMO_PREDICTIONS)
     report = run(HealthOptions(release=release, evaluations=evaluations, workspace=ws.root))
     write_report(report, out)
     return [f"health of release {report.release}: {report.verdict()}", f"written to {out}"]

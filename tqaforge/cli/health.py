@@ -50,7 +50,7 @@ def health_cmd(
     """Item analysis, differences that count, label quality, duplicates, answer bias and (--model) question-only answering and memorisation probes of a release; exit 1 when a threshold fails."""
     from tqaforge.errors import HealthError
     from tqaforge.health import HealthOptions, run, write_report
-    from tqaforge.health.report import MODEL_CHECKS
+    from tqaforge.health.report import MODEL_CHECKS, default_health_dir
 
     if send_suspects and workspace is None:
         raise HealthError("--send-suspects needs the workspace whose adjudication queue takes them", hint="add --workspace DIR")
@@ -60,7 +60,7 @@ def health_cmd(
                             model_checks=tuple(model_check) or MODEL_CHECKS,
                             thresholds=thresholds_from(thresholds, max_suspect_gold=max_suspect_gold, min_systems=min_systems))
     report = run(options)
-    write_report(report, out or Path("health") / release.resolve().name, plots=options.plots)
+    write_report(report, out or default_health_dir(release), plots=options.plots)
     if send_suspects and workspace is not None:
         from tqaforge.health.suspects import send_suspects as send
 
@@ -72,9 +72,7 @@ def health_cmd(
             print_summary(sent)
     else:
         print_summary(report, as_json)
-    for section in report.sections:
-        calls = getattr(section.source, "calls", None)
-        if calls is not None:  # not in the report (its bytes do not depend on the cache): on stderr
-            typer.echo(f"{section.name} calls: {calls.line()}", err=True)
+    for name, calls in report.calls():  # not in the report (its bytes do not depend on the cache): on stderr
+        typer.echo(f"{name} calls: {calls.line()}", err=True)
     if not report.passed:
         raise typer.Exit(1)

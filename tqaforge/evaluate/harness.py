@@ -376,6 +376,14 @@ def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
     return rows, w
 
 
+def default_evaluation_dir(release: Path, predictions: Path, root: Path = Path(".")) -> Path:
+    """Where ``evaluate`` writes unless told: ``ROOT/evaluations/RELEASE/PREDICTIONS`` (the
+    predictions file's name). A name of dots only (``...jsonl`` has the stem ``..``) would put the
+    scores in the release's directory or above it: such a file's scores go under ``predictions``."""
+    name = predictions.stem if predictions.stem.strip(".") else "predictions"
+    return root / "evaluations" / release.resolve().name / name
+
+
 def evaluate(options: EvaluateOptions, *, ws: Workspace | None = None, on_progress: Progress | None = None,
              sandbox_factory: Callable[[], Sandbox] | None = None, judge_budget: Budget | None = None) -> EvaluationReport:
     """Score ``options.predictions`` on ``options.release`` (module docs) and write the outputs;
@@ -476,7 +484,7 @@ def _report(options: EvaluateOptions, release: Release, matched: Matched, scored
     report.torr, report.kendall_w = _torr(scored)
     report.formats = format_understanding(scored)
     report.large_tables = large_table_understanding(scored)
-    out = options.out or Path("evaluations") / options.release.resolve().name / options.predictions.stem
+    out = options.out or default_evaluation_dir(options.release, options.predictions)
     report.outputs = write_outputs(report, out, plots=options.plots)
     try:
         report.outputs.insert(1, str(write_item_scores(scored, out / ITEMS_FILE, release=release.name, rows=len(scored))))

@@ -333,6 +333,12 @@ class HealthReport:
     def passed(self) -> bool:
         return not self.failed
 
+    def calls(self) -> list[tuple[str, Any]]:
+        """(section name, its :class:`~tqaforge.llm.step.CallSummary`) of each section that asked
+        a model: what the calls cost, shown beside the report, never in it (the report's bytes
+        must not depend on the cache)."""
+        return [(s.name, calls) for s in self.sections if (calls := getattr(s.source, "calls", None)) is not None]
+
     def verdict(self) -> str:
         if not self.checks:
             return "no threshold checked"
@@ -696,6 +702,11 @@ def report_files(report: HealthReport) -> dict[str, bytes]:
     """``health.json`` and ``health.md`` as bytes (what a release carries; deterministic)."""
     text = escape_controls(json.dumps(report.as_dict(), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False), json=True)
     return {HEALTH_JSON: (text + "\n").encode("utf-8"), HEALTH_MD: report.markdown().encode("utf-8")}
+
+
+def default_health_dir(release: Path, root: Path = Path(".")) -> Path:
+    """Where ``tqaforge health`` writes unless told: ``ROOT/health/RELEASE``."""
+    return root / "health" / release.resolve().name
 
 
 def write_report(report: HealthReport, out: Path, *, plots: bool = True) -> list[str]:

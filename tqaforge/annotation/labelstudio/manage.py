@@ -419,6 +419,13 @@ class ServerStatus:
     def running(self) -> bool:
         return self.pid is not None
 
+    def state(self, starting: bool = False) -> str:
+        """In a word: "running" (it answers), "starting" (its process is up but does not answer
+        yet, or ``starting``: a start of it is under way), else "not running"."""
+        if self.running and self.answers:
+            return "running"
+        return "starting" if self.running or starting else "not running"
+
     def to_dict(self) -> dict[str, Any]:
         return {"workspace": str(self.workspace), "url": self.url, "running": self.running, "answers": self.answers,
                 "pid": self.pid, "username": self.username, "demo_login": self.demo_login,

@@ -82,14 +82,10 @@ starting = job is not None and job.running
 if servers:
     states = [manage.status(server) for server in servers]
 
-    def state_of(each: manage.ServerStatus) -> str:
-        if each.running and each.answers:
-            return "running"
-        if each.running or (starting and job is not None and (not job.targets or each.annotator in job.targets)):
-            return "starting"
-        return "not running"
+    def being_started(each: manage.ServerStatus) -> bool:
+        return starting and job is not None and (not job.targets or each.annotator in job.targets)
 
-    st.dataframe(pd.DataFrame([{"annotator": each.annotator, "state": state_of(each), "url": each.url, "pid": each.pid,
+    st.dataframe(pd.DataFrame([{"annotator": each.annotator, "state": each.state(being_started(each)), "url": each.url, "pid": each.pid,
                                 "memory (MB)": None if each.rss_mb is None else round(each.rss_mb)} for each in states]),
                  width="stretch", hide_index=True)
     logins = [each.annotator or "" for each in states]
@@ -131,7 +127,7 @@ else:
     one = manage.status(ws.root)
     one_job = find_job(ONE_KEY)
     one_starting = one_job is not None and one_job.running
-    shown = "running" if one.running and one.answers else "starting" if one.running or one_starting else "not running"
+    shown = one.state(one_starting)
     st.caption(md(f"no annotator has a server yet: give one a server above. The workspace's one Label Studio "
                   f"(every account on it sees every project) is {shown} at {one.url}."))
     left, right = st.columns(2)

@@ -13,7 +13,7 @@ import streamlit as st
 from tqaforge import queries
 from tqaforge.app.common import attempt, md, require_login, run_step, show_summary, workspace_or_stop
 from tqaforge.errors import ConfigError
-from tqaforge.evaluate.harness import EvaluateOptions, evaluate, saved_evaluations
+from tqaforge.evaluate.harness import EvaluateOptions, default_evaluation_dir, evaluate, saved_evaluations
 from tqaforge.evaluate.model_run import ModelRunOptions, default_predictions_path, run_model
 from tqaforge.evaluate.side_by_side import compare_evaluations
 from tqaforge.llm.settings import configured_endpoint
@@ -32,11 +32,8 @@ release = Path(chosen or typed.strip())
 
 
 def score(predictions: Path, model_name: str | None) -> None:
-    """Score ``predictions`` on the chosen release into EVALUATIONS/RELEASE/NAME."""
-    # The directory is named after the file, as the CLI names it; a name that is only dots would
-    # put the scores in the release's directory, or above it.
-    name = predictions.stem if predictions.stem.strip(".") else "predictions"
-    out = EVALUATIONS / release.resolve().name / name
+    """Score ``predictions`` on the chosen release where the CLI run in the workspace writes them."""
+    out = default_evaluation_dir(release, predictions, ws.root)
     options = EvaluateOptions(release=release, predictions=predictions, model=model_name, out=out)
     run_step("scoring", lambda on_progress: evaluate(options, ws=ws, on_progress=on_progress))
 

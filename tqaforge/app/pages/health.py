@@ -19,7 +19,7 @@ from tqaforge.app.common import attempt, md, require_login, show_summary, worksp
 from tqaforge.errors import ConfigError, HealthError
 from tqaforge.health import THRESHOLD_TEXT, HealthOptions, HealthReport, Thresholds, run, write_report
 from tqaforge.health.leakage import default_references
-from tqaforge.health.report import MODEL_CHECK_TEXT, MODEL_CHECKS
+from tqaforge.health.report import MODEL_CHECK_TEXT, MODEL_CHECKS, default_health_dir
 from tqaforge.health.saved import SavedHealth, find_saved_health, read_saved_health, scored_evaluations
 from tqaforge.health.suspects import send_suspects
 from tqaforge.llm.settings import configured_endpoint
@@ -34,7 +34,7 @@ if not releases:
     st.stop()
 chosen = st.selectbox("release", [r.path or "" for r in releases], format_func=lambda p: Path(p).name)
 root = Path(chosen)
-out = ws.root / "health" / root.name  # where `tqaforge health` writes by default, run in the workspace
+out = default_health_dir(root, ws.root)  # where `tqaforge health` run in the workspace writes
 
 evaluations_dir = ws.root / "evaluations"
 found = scored_evaluations(evaluations_dir)
@@ -142,10 +142,8 @@ def show_report(report: HealthReport) -> None:
     show(f"health of release {report.release}: {report.verdict()}", report.passed, [c.line() for c in report.checks],
          [(s.title, s.lines()[1:]) for s in report.sections], [Path(p) for p in report.outputs if p.endswith(".png")])
     st.caption(md("written: " + ", ".join(report.outputs)))
-    for section in report.sections:
-        calls = getattr(section.source, "calls", None)
-        if calls is not None:
-            show_summary(calls)
+    for _, calls in report.calls():
+        show_summary(calls)
 
 
 def show_saved(saved: SavedHealth) -> None:
