@@ -9,13 +9,20 @@ with known abilities and difficulties; a seeded draw), except the planted items:
   probability sigmoid(A * (-ability_s)): the strong ones fail together, the weak ones pass;
 - ``SOLVED_BY_ALL`` / ``SOLVED_BY_NONE``: every system right / wrong;
 - the twins ``twin-a`` and ``twin-b`` have abilities 0.50 and 0.52: a true difference far below
-  what 150 items can detect.
+  what 150 items can detect;
+- ``DUPLICATED_TABLES`` (five): an item's table is a near copy of another item's (one of its 14
+  values changed: the same table entered twice, the second time with a typo);
+- ``CONSTANT_SUBTYPE``: twenty yes/no items (``CONSTANT_ITEMS``), 17 of whose golds are "Yes".
+
+Everything else is clean, as a real benchmark's items are: each item its own six-row table of
+distinct made-up keys and numbers, the gold in a row drawn at random, a question of its own words.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +33,13 @@ A = 2.0
 WRONG_GOLD = tuple(range(10))
 SOLVED_BY_ALL = (10, 11, 12, 13)
 SOLVED_BY_NONE = (14, 15, 16, 17)
-PLANTED = set(WRONG_GOLD) | set(SOLVED_BY_ALL) | set(SOLVED_BY_NONE)
+#: Item -> the item whose table it nearly copies (both are planted: a duplicate has two sides).
+DUPLICATED_TABLES = {18: 23, 19: 24, 20: 25, 21: 26, 22: 27}
+CONSTANT_SUBTYPE = "Multi-hop FactChecking"
+CONSTANT_ITEMS = tuple(range(28, 48))
+PLANTED = (set(WRONG_GOLD) | set(SOLVED_BY_ALL) | set(SOLVED_BY_NONE) | set(DUPLICATED_TABLES)
+           | set(DUPLICATED_TABLES.values()) | set(CONSTANT_ITEMS))
+ROWS = 6
 ABILITIES = {**{f"sys{k:02d}": float(v) for k, v in enumerate(np.linspace(-2.0, 2.0, 12))}, "twin-a": 0.50, "twin-b": 0.52}
 TWINS = ("twin-a/DP", "twin-b/DP")
 
@@ -35,16 +48,43 @@ def item_id(i: int) -> str:
     return hashlib.md5(f"health-sim-{i}".encode()).hexdigest()
 
 
-def write_benchmark(path: Path) -> Path:
-    """The made-up TableBench file: half FactChecking_MatchBased, half NumericalReasoning_Counting."""
+def _words(rng: random.Random, n: int) -> list[str]:
+    """``n`` distinct made-up words."""
+    syllables = ["ka", "lo", "mi", "ren", "sut", "vo", "da", "pel", "qui", "zor", "bax", "nim", "tog", "ule", "fey"]
+    return rng.sample(sorted({a + b + c for a in syllables for b in syllables for c in syllables}), n)
+
+
+def items() -> list[dict[str, object]]:
+    """The made-up TableBench rows (module docs): the clean ones half FactChecking_MatchBased, half
+    NumericalReasoning_Counting."""
+    rng = random.Random(2026)
+    words = iter(_words(rng, 3 * N_ITEMS + ROWS * N_ITEMS))
+    numbers = iter(rng.sample(range(10_000, 100_000), ROWS * N_ITEMS))
+    tables = [[[next(words), str(next(numbers))] for _ in range(ROWS)] for _ in range(N_ITEMS)]
+    for i, original in DUPLICATED_TABLES.items():
+        copy = [list(row) for row in tables[original]]
+        copy[rng.randrange(ROWS)][1] = str(int(copy[0][1]) + 1)  # one value mistyped
+        tables[i] = copy
     rows = []
     for i in range(N_ITEMS):
-        qtype, sub = ("FactChecking", "MatchBased") if i % 2 else ("NumericalReasoning", "Counting")
-        rows.append({"id": item_id(i), "qtype": qtype, "qsubtype": sub,
-                     "table": {"columns": ["key", "value"], "data": [[f"k{i}", str(1000 + i)], [f"j{i}", str(2000 + i)]]},
-                     "question": f"What is the value of k{i}?", "answer": str(1000 + i)})
+        row = rng.randrange(ROWS)
+        key, value = tables[i][row]
+        a, b = next(words), next(words)
+        if i in CONSTANT_ITEMS:
+            qtype, sub = "FactChecking", CONSTANT_SUBTYPE
+            question, answer = f"Is the {a} {b} of {key} above {rng.randrange(10_000, 100_000)}?", "Yes" if i < 45 else "No"
+        else:
+            qtype, sub = ("FactChecking", "MatchBased") if i % 2 else ("NumericalReasoning", "Counting")
+            question, answer = f"What is the {a} {b} of {key}?", value
+        rows.append({"id": item_id(i), "qtype": qtype, "qsubtype": sub, "table": {"columns": ["key", "value"], "data": tables[i]},
+                     "question": question, "answer": answer})
+    return rows
+
+
+def write_benchmark(path: Path) -> Path:
+    """The made-up TableBench file (:func:`items`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path.write_text("".join(json.dumps(r) + "\n" for r in items()), encoding="utf-8")
     return path
 
 

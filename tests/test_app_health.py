@@ -43,6 +43,10 @@ def test_health_page_runs_the_report_then_shows_it_again(built: tuple[Path, Path
     written = (out / HEALTH_JSON).read_bytes()
     assert written == report_files(expected)[HEALTH_JSON]
     assert [Path(i.proto.imgs[0].caption).name for i in at.get("image")] == ["difficulty.png", "discrimination.png"]
+    # Every flagged item listed with its reasons: the simulation's planted ones (tests/health_sim.py).
+    assert expected.flagged_line() in text and expected.flagged_line().startswith("items flagged: 48 of 150")
+    (listed,) = at.dataframe
+    assert dict(zip(listed.value["item"], listed.value["reasons"])) == {k: ", ".join(v) for k, v in expected.flagged_items().items()}
 
     again = page("health.py")  # a fresh visit: the report on disk, not run again
     assert (out / HEALTH_JSON).read_bytes() == written

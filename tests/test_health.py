@@ -55,21 +55,34 @@ def test_evaluate_keeps_every_row_score(simulation: tuple[Path, Path, list[Path]
 
 
 def test_report_finds_every_planted_defect(simulation: tuple[Path, Path, list[Path]]) -> None:
+    """One benchmark, one report: the four kinds of defect the simulation plants (wrong gold, five
+    duplicated tables, a subtype a constant answers, two systems too close to tell apart) are each
+    found, and at most 2% of the clean items are flagged by any section."""
     root, _, evaluations = simulation
     ids = _row_ids(root / "candidate")
+    number = {row: i for i, row in ids.items()}
     report = run(_options(root, evaluations))
     assert report.analysis is not None
     flags = {s.item_id: set(s.flags) for s in report.analysis.items}
     assert {i for i in range(sim.N_ITEMS) if "suspect_gold" in flags[ids[i]]} == set(sim.WRONG_GOLD)
     assert {i for i in range(sim.N_ITEMS) if "solved_by_all" in flags[ids[i]]} == set(sim.SOLVED_BY_ALL)
     assert {i for i in range(sim.N_ITEMS) if "solved_by_none" in flags[ids[i]]} == set(sim.SOLVED_BY_NONE)
-    clean = [i for i in range(sim.N_ITEMS) if i not in sim.PLANTED]
-    assert sum(bool(flags[ids[i]]) for i in clean) <= 0.02 * len(clean)
     # The adjudication requests name exactly the wrong-gold items, with the strong systems failing.
     items = next(s for s in report.sections if s.name == "items")
     requests = items.data["adjudication_requests"]
     assert {r["item_id"] for r in requests} == {ids[i] for i in sim.WRONG_GOLD}
     assert all("sys11/DP" in r["wrong"] or "sys10/DP" in r["wrong"] for r in requests)
+    # The five duplicated tables: each pair found as a near copy (13 of 15 distinct values shared), both ways.
+    leakage = next(s for s in report.sections if s.name == "leakage")
+    pairs = {(number[d.items[0]], number[d.other_items[0]]) for d in leakage.source.tables}
+    assert pairs == set(sim.DUPLICATED_TABLES.items()) | {(b, a) for a, b in sim.DUPLICATED_TABLES.items()}
+    assert {d.kind for d in leakage.source.tables} == {"near"} and not leakage.source.questions
+    assert all(d.jaccard == pytest.approx(13 / 15) for d in leakage.source.tables)
+    # The constant subtype: "Yes" scores 17 of 20; no other subtype is flagged.
+    bias = next(s for s in report.sections if s.name == "bias")
+    assert bias.source.constant_flagged == [sim.CONSTANT_SUBTYPE] and not bias.source.position_flagged
+    constant = next(t for t in bias.source.subtypes if t.subtype == sim.CONSTANT_SUBTYPE)
+    assert constant.best_constant == "Yes" and constant.best_score == pytest.approx(17 / 20)
     # The twins: their observed difference is below the minimum detectable one, and the report says so.
     differences = next(s for s in report.sections if s.name == "differences")
     pair = next(p for p in differences.data["systems"]["pairs"] if {p["first"], p["second"]} == set(sim.TWINS))
@@ -78,10 +91,32 @@ def test_report_finds_every_planted_defect(simulation: tuple[Path, Path, list[Pa
     # The strongest and the weakest systems are told apart.
     extremes = next(p for p in differences.data["systems"]["pairs"] if {p["first"], p["second"]} == {"sys00/DP", "sys11/DP"})
     assert extremes["significant"]
-    # The default threshold (5% suspect gold) fails: 10 of 150.
+    # Item by item over every section: each planted item flagged for its own reason, few clean ones.
+    flagged = {number[item]: set(why) for item, why in report.flagged_items().items()}
+    assert {i for i, why in flagged.items() if "table_duplicate" in why} == set(sim.DUPLICATED_TABLES) | set(sim.DUPLICATED_TABLES.values())
+    assert {i for i, why in flagged.items() if "constant_answer" in why} == set(sim.CONSTANT_ITEMS)
+    assert sim.PLANTED <= set(flagged)
+    clean = [i for i in range(sim.N_ITEMS) if i not in sim.PLANTED]
+    assert len(clean) == 102 and sum(i in flagged for i in clean) <= 0.02 * len(clean)
+    assert report.flagged_line() == (f"items flagged: {len(flagged)} of 150 base items (suspect_gold 10, solved_by_all 4, "
+                                     f"solved_by_none 4, table_duplicate 10, constant_answer 20)")
+    assert report.lines()[1] == "  " + report.flagged_line()
+    # The default threshold (5% suspect gold) fails: 10 of 150; duplicates and bias are reported, not checked.
     assert not report.passed
     (failed,) = report.failed
     assert failed.name == "suspect_gold" and failed.value == pytest.approx(10 / 150, abs=1e-6)
+
+
+def test_the_checks_of_duplicates_and_bias_fail_on_the_planted_defects(simulation: tuple[Path, Path, list[Path]]) -> None:
+    """The same report with the leakage and bias thresholds set: the duplicated tables' items are not
+    duplicated items (their questions differ), so that check passes; the constant subtype fails the
+    bias check (1 of 3 subtypes)."""
+    root, _, evaluations = simulation
+    thresholds = Thresholds.parse("max_duplicated=0.02, max_biased_subtypes=0.2, max_suspect_gold=none")
+    report = run(_options(root, evaluations, thresholds=thresholds))
+    results = {c.name: (c.passed, c.detail) for c in report.checks}
+    assert results["duplicated"] == (True, "0 of 150 items whose question and table recur in another item")
+    assert results["biased_subtypes"][0] is False and results["biased_subtypes"][1].startswith("1 of 3 subtypes")
 
 
 def test_report_files_are_written_and_deterministic(simulation: tuple[Path, Path, list[Path]], tmp_path: Path) -> None:

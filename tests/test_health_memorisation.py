@@ -85,6 +85,8 @@ def test_the_memorised_tables_are_flagged_and_a_second_run_costs_nothing(
     assert sorted(section["none"]) == sorted(ids[ITEM[k]] for k in (1, 3, 5))
     assert section["some_evidence"] == [ids[ITEM[6]]] and section["not_probed"] == []
     assert section["share_with_evidence"] == pytest.approx(4 / 7)
+    # The report's item list names every item on a memorised table (and no other) for that reason.
+    assert {item for item, why in data["flagged_items"].items() if "memorised" in why} == {ids[ITEM[k]] for k in (0, 2, 4)}
     one_row = next(t for t in section["tables"] if t["item"] == ids[ITEM[6]])
     assert set(one_row["skipped"]) == {HEADER, ROWS} and one_row["evidence"] == [CELLS]
     check = next(c for c in data["checks"] if c["name"] == "memorised")

@@ -136,10 +136,13 @@ def test_the_section_in_the_report_and_the_command(release: Path, ws: Workspace,
                                    thresholds=thresholds), builders=[question_only_section])
         section = report.sections[0]
         assert section.name == "question_only" and section.data["flagged"] == ["MatchBased"]
+        match_based = {r.id for r in load_release(release).references if r.subset == "base" and r.qsubtype == "MatchBased"}
+        assert report.flagged_items() == {item: ("question_only",) for item in sorted(match_based)} and match_based
         assert [(c.name, c.value, c.passed) for c in report.checks] == [("question_only", 0.5, False)]
         loose = run(HealthOptions(release=release, evaluations=(evaluation,), workspace=ws.root, model=MODEL,
                                   question_only_threshold=0.95, thresholds=thresholds), builders=[question_only_section])
         assert loose.passed and loose.sections[0].data["flagged"] == []  # 0.9 right is not above 0.95
+        assert loose.flagged_items() == {}
         result = CliRunner().invoke(app, ["health", "--release", str(release), "--evaluations", str(evaluation),
                                           "--workspace", str(ws.root), "--model", MODEL, "--model-check", "question_only",
                                           "--no-plots", "--out", str(tmp_path / "h"),

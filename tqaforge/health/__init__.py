@@ -1,6 +1,7 @@
 """Benchmark health (issue 28): a stage after ``evaluate`` (:mod:`tqaforge.health.report`)."""
 
 from tqaforge.health.report import (
+    FLAG_TEXT,
     HEALTH_JSON,
     HEALTH_MD,
     SECTION_BUILDERS,
@@ -21,6 +22,6 @@ from tqaforge.health.report import (
 )
 
 __all__ = [
-    "HEALTH_JSON", "HEALTH_MD", "SECTION_BUILDERS", "Check", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
+    "FLAG_TEXT", "HEALTH_JSON", "HEALTH_MD", "SECTION_BUILDERS", "Check", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
     "SectionBuilder", "THRESHOLD_TEXT", "Thresholds", "UnhealthyRelease", "check", "release_gate", "report_files", "run", "write_report",
 ]

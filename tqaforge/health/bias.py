@@ -355,6 +355,12 @@ def listed_options(question: str) -> ListedOptions | None:
     return ListedOptions(first, first_exact, middle, last)
 
 
+def subtype_of(ref: Reference) -> str:
+    """The subtype a reference is grouped under by the bias and question-only sections: its
+    ``qsubtype``, else its ``qtype``, else ``(none)``."""
+    return ref.qsubtype or ref.qtype or "(none)"
+
+
 def answer_bias(references: Sequence[Reference], tables: Sequence[Table | None] | None = None,
                 options: BiasOptions = BiasOptions()) -> BiasSection:
     """The answer-bias section of ``references`` (their ``tables`` in the same order, for position
@@ -369,7 +375,7 @@ def answer_bias(references: Sequence[Reference], tables: Sequence[Table | None] 
         if is_chart(ref) or gold_table(ref) is not None or not ref.answer:
             skipped += 1
             continue
-        group = groups[ref.qsubtype or ref.qtype or "(none)"]
+        group = groups[subtype_of(ref)]
         group[0].append(ref)
         group[1].append(table)
     section = BiasSection(options, skipped=skipped)

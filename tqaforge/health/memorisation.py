@@ -52,7 +52,7 @@ import io
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from tqaforge.errors import HealthError
 from tqaforge.evaluate.predictions import BASE_CONFIG, Release
@@ -399,18 +399,27 @@ def _score(t: TableProbes, replies: dict[str, str]) -> None:
 # The run
 
 
+def _base_tables(release: Release) -> Iterator[tuple[str, Table]]:
+    """(item id, table) of each base item of ``release``, in release order."""
+    for ref in release.references:
+        if ref.subset == "base" and ref.config == BASE_CONFIG:
+            yield ref.id, Table.from_dict(dict(release.table(ref)))
+
+
+def items_showing(release: Release, tables: set[str]) -> list[str]:
+    """The base items of ``release`` whose table is one of ``tables`` (``Table.id`` values)."""
+    return [item for item, table in _base_tables(release) if table.id in tables]
+
+
 def select_tables(release: Release, max_tables: int | None) -> tuple[list[tuple[Table, str, int]], int]:
     """The distinct tables of the release's base items, in release order: (table, first item,
     items showing it); the first ``max_tables``; and how many distinct tables there are."""
     seen: dict[str, list[Any]] = {}
-    for ref in release.references:
-        if ref.subset != "base" or ref.config != BASE_CONFIG:
-            continue
-        table = Table.from_dict(dict(release.table(ref)))
+    for item, table in _base_tables(release):
         if table.id in seen:
             seen[table.id][2] += 1
         else:
-            seen[table.id] = [table, ref.id, 1]
+            seen[table.id] = [table, item, 1]
     chosen = list(seen.values())
     return [(t, i, n) for t, i, n in chosen[: max_tables if max_tables is not None else len(chosen)]], len(chosen)
 

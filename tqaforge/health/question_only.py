@@ -35,7 +35,7 @@ from typing import Any, Sequence
 from tqaforge.errors import ConfigError, HealthError
 from tqaforge.evaluate.predictions import BASE_CONFIG, Prediction, Reference, Release
 from tqaforge.evaluate.scoring import gold_table, is_chart, score_one
-from tqaforge.health.bias import BiasOptions, answer_bias
+from tqaforge.health.bias import BiasOptions, answer_bias, subtype_of
 from tqaforge.llm.budget import Budget
 from tqaforge.llm.runner import StopReason
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
@@ -229,7 +229,7 @@ def _score(section: QuestionOnlySection, refs: Sequence[Reference], replies: dic
     constants = {s.subtype: s for s in answer_bias(refs, None, BiasOptions(min_items=o.min_items)).subtypes}
     groups: dict[str, list[Reference]] = defaultdict(list)
     for ref in refs:
-        groups[ref.qsubtype or ref.qtype or "(none)"].append(ref)
+        groups[subtype_of(ref)].append(ref)
     for name in sorted(groups):
         best = constants.get(name)
         figures = SubtypeQuestionOnly(name, len(groups[name]), best_constant=best.best_constant if best else "",

@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # the release build (Parquet and all) is loaded only by the g
     from tqaforge.release.build import AttachedReport
 
 __all__ = [
-    "HEALTH_JSON", "HEALTH_MD", "THRESHOLD_TEXT", "Check", "Evaluation", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
+    "FLAG_TEXT", "HEALTH_JSON", "HEALTH_MD", "THRESHOLD_TEXT", "Check", "Evaluation", "HealthContext", "HealthOptions", "HealthReport", "HealthSection",
     "SECTION_BUILDERS", "SectionBuilder", "Thresholds", "run", "write_report",
 ]
 
@@ -258,6 +258,40 @@ def check(name: str, section: str, count: int, total: int, limit: float | None, 
     return [Check(name, section, round(value, 6), limit, value <= limit, f"{count} of {total} {what}")]
 
 
+#: Why an item is flagged, by reason (the keys of ``HealthSection.flagged`` and of the report's
+#: ``flagged_items``): the item analysis's flags, then one per kind of finding of the other sections.
+FLAG_TEXT: dict[str, str] = {
+    SUSPECT_GOLD: "the strong systems fail it and the weak ones pass: its gold may be wrong",
+    SOLVED_BY_ALL: "every system gets it right",
+    SOLVED_BY_NONE: "no system gets it right",
+    "table_duplicate": "its table is an exact or near copy of another release table or of a reference set's",
+    "question_duplicate": "its question is an exact or near copy of another release question or of a reference set's",
+    "constant_answer": "its subtype is answered by a constant",
+    "position": "its subtype's gold sits at one end of the table more often than chance",
+    "first_option": "its subtype's gold is the first option the question lists more often than chance",
+    "question_only": "its subtype is answered right by a model with the table withheld",
+    "memorised": "a model reproduces its table (memorisation probes)",
+}
+
+
+def subtype_flags(release: Release, reasons: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The base items of each subtype in ``reasons`` (subtype -> reasons), with those reasons."""
+    from tqaforge.health.bias import subtype_of
+
+    return {r.id: tuple(reasons[subtype_of(r)]) for r in release.references
+            if r.subset == "base" and r.config == BASE_CONFIG and subtype_of(r) in reasons}
+
+
+def merge_flags(*parts: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """Item -> reasons of several parts, each item's reasons in :data:`FLAG_TEXT` order, no repeats."""
+    order = {name: k for k, name in enumerate(FLAG_TEXT)}
+    merged: dict[str, set[str]] = {}
+    for part in parts:
+        for item, why in part.items():
+            merged.setdefault(item, set()).update(why)
+    return {item: tuple(sorted(why, key=lambda w: (order.get(w, len(order)), w))) for item, why in sorted(merged.items()) if why}
+
+
 @dataclass(frozen=True)
 class HealthSection:
     """One section of the report: its ``name`` (a key), ``title``, text ``body`` (lines), JSON
@@ -271,6 +305,9 @@ class HealthSection:
     checks: tuple[Check, ...] = ()
     #: The summary object the section was built from (the item analysis draws the plots), not serialised.
     source: Any = field(default=None, compare=False, repr=False)
+    #: The release items this section flags, each with its reasons (keys of :data:`FLAG_TEXT`);
+    #: :meth:`HealthReport.flagged_items` merges them over the sections.
+    flagged: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [self.title, *("  " + line if line else "" for line in self.body), *("  " + c.line() for c in self.checks)]
@@ -320,6 +357,8 @@ class HealthReport:
     sections: list[HealthSection]
     analysis: ItemAnalysis | None = None
     outputs: list[str] = field(default_factory=list)
+    #: The release's base items (the denominator of :meth:`flagged_items`' share).
+    n_items: int = 0
 
     @property
     def checks(self) -> list[Check]:
@@ -339,6 +378,18 @@ class HealthReport:
         must not depend on the cache)."""
         return [(s.name, calls) for s in self.sections if (calls := getattr(s.source, "calls", None)) is not None]
 
+    def flagged_items(self) -> dict[str, tuple[str, ...]]:
+        """Every release item some section flags, with its reasons (keys of :data:`FLAG_TEXT`):
+        the items to look at first, whatever the thresholds say."""
+        return merge_flags(*(s.flagged for s in self.sections))
+
+    def flagged_line(self) -> str:
+        """``items flagged: N of M base items (reason k, ...)``."""
+        flagged = self.flagged_items()
+        counts = {name: sum(name in why for why in flagged.values()) for name in FLAG_TEXT}
+        detail = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+        return f"items flagged: {len(flagged)} of {self.n_items} base items" + (f" ({detail})" if detail else "")
+
     def verdict(self) -> str:
         if not self.checks:
             return "no threshold checked"
@@ -347,7 +398,7 @@ class HealthReport:
         return f"UNHEALTHY: {len(self.failed)} of {len(self.checks)} checks fail (" + "; ".join(c.line()[7:] for c in self.failed) + ")"
 
     def lines(self) -> list[str]:
-        out = [f"health of release {self.release}: {self.verdict()}"]
+        out = [f"health of release {self.release}: {self.verdict()}", f"  {self.flagged_line()}"]
         for e in self.evaluations:
             out.append(f"  evaluation {e['path']} (release {e['release']}): {e['rows']} rows, {len(e['systems'])} systems")
         for s in self.sections:
@@ -358,10 +409,11 @@ class HealthReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"release": self.release, "passed": self.passed, "verdict": self.verdict(), "evaluations": self.evaluations,
-                "checks": [asdict(c) for c in self.checks], "sections": [s.as_dict() for s in self.sections]}
+                "checks": [asdict(c) for c in self.checks], "sections": [s.as_dict() for s in self.sections],
+                "n_items": self.n_items, "flagged_items": {k: list(v) for k, v in self.flagged_items().items()}}
 
     def markdown(self) -> str:
-        out = [f"# Health of release {_md(self.release)}", "", f"**{_md(self.verdict())}**", ""]
+        out = [f"# Health of release {_md(self.release)}", "", f"**{_md(self.verdict())}**", "", _md(self.flagged_line()), ""]
         if self.checks:
             out += ["| check | section | value | limit | result | detail |", "|---|---|---|---|---|---|"]
             out += [f"| {c.name} | {c.section} | {f'{c.value:.2%}' if c.checked else 'cannot be checked'} | {c.limit:.2%} | {'pass' if c.passed else 'FAIL'} | {_md(c.detail)} |"
@@ -465,7 +517,8 @@ def items_section(ctx: HealthContext) -> HealthSection | None:
               + check("solved_by_none", "items", sum(SOLVED_BY_NONE in s.flags for s in enough), len(enough), t.max_solved_by_none, what))
     data = analysis.as_dict()
     data["adjudication_requests"] = [asdict(r) for r in adjudication_requests(analysis)]
-    return HealthSection("items", "Item analysis", tuple(analysis.lines()), data, tuple(checks), analysis)
+    flagged = {s.item_id: tuple(s.flags) for s in analysis.items if s.flags}
+    return HealthSection("items", "Item analysis", tuple(analysis.lines()), data, tuple(checks), analysis, flagged)
 
 
 def _common(scores: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, dict[str, float]], int]:
@@ -545,7 +598,7 @@ def labels_section(ctx: HealthContext) -> HealthSection | None:
 def leakage_section(ctx: HealthContext) -> HealthSection:
     """Exact and near duplicates of the release's tables and questions, within it and against the
     reference sets (:mod:`tqaforge.health.leakage`; no model)."""
-    from tqaforge.health.leakage import LeakageOptions, release_leakage
+    from tqaforge.health.leakage import RELEASE, LeakageOptions, release_leakage
 
     found = release_leakage(ctx.options.release, LeakageOptions(references=ctx.options.references), release=ctx.release)
     t = ctx.options.thresholds
@@ -553,8 +606,11 @@ def leakage_section(ctx: HealthContext) -> HealthSection:
                      "items whose question and table recur in a reference set"),
               *check("duplicated", "leakage", len(found.internal_items), found.n_items, t.max_duplicated,
                      "items whose question and table recur in another item")]
+    tables = {item: ("table_duplicate",) for d in found.tables
+              for item in (*d.items, *(d.other_items if d.other_source == RELEASE else ()))}
+    questions = {d.item: ("question_duplicate",) for d in found.questions}
     return HealthSection("leakage", "Memorisation and leakage (duplicates)", tuple(found.lines()), found.as_dict(),
-                         tuple(checks), source=found)
+                         tuple(checks), source=found, flagged=merge_flags(tables, questions))
 
 
 def bias_section(ctx: HealthContext) -> HealthSection:
@@ -566,7 +622,13 @@ def bias_section(ctx: HealthContext) -> HealthSection:
     flagged = set(found.constant_flagged) | set(found.position_flagged) | set(found.first_option_flagged)
     checks = check("biased_subtypes", "bias", len(flagged), len(found.subtypes), ctx.options.thresholds.max_biased_subtypes,
                    "subtypes a constant answer, the gold's table position or the first listed option gives away")
-    return HealthSection("bias", "Answer bias", tuple(found.lines()), found.as_dict(), tuple(checks), source=found)
+    reasons: dict[str, list[str]] = {}
+    for reason, subtypes in (("constant_answer", found.constant_flagged), ("position", found.position_flagged),
+                             ("first_option", found.first_option_flagged)):
+        for name in subtypes:
+            reasons.setdefault(name, []).append(reason)
+    return HealthSection("bias", "Answer bias", tuple(found.lines()), found.as_dict(), tuple(checks), source=found,
+                         flagged=subtype_flags(ctx.release, reasons))
 
 
 def question_only_section(ctx: HealthContext) -> HealthSection | None:
@@ -597,7 +659,8 @@ def question_only_section(ctx: HealthContext) -> HealthSection | None:
     checks = check("question_only", "question_only", len(found.flagged), len(found.checkable), limit,
                    f"{what} (more than {o.question_only_threshold:.0%}, {o.question_only_min_items} items asked or more)")
     return HealthSection("question_only", "Answerable from the question alone", tuple(found.lines()), found.as_dict(),
-                         tuple(checks), source=found)
+                         tuple(checks), source=found,
+                         flagged=subtype_flags(ctx.release, {name: ["question_only"] for name in found.flagged}))
 
 
 def memorisation_section(ctx: HealthContext) -> HealthSection | None:
@@ -615,7 +678,7 @@ def memorisation_section(ctx: HealthContext) -> HealthSection | None:
     if o.workspace is None:
         raise HealthError(f"memorisation probes with model {o.model} need a workspace: its store holds the ledger of calls "
                           "(the cache and the budget)", hint="add --workspace DIR (the workspace the release was built from)")
-    from tqaforge.health.memorisation import MEMORISED, MemorisationOptions, probe_memorisation
+    from tqaforge.health.memorisation import MEMORISED, MemorisationOptions, items_showing, probe_memorisation
     from tqaforge.store import open_workspace
 
     options = MemorisationOptions(model=o.model, max_cost=o.max_cost, max_tables=o.memorisation_tables, seed=o.memorisation_seed)
@@ -632,8 +695,9 @@ def memorisation_section(ctx: HealthContext) -> HealthSection | None:
                         "run again with a larger budget", checked=False)]
     else:
         checks = check("memorised", "memorisation", len(found.of(MEMORISED)), found.selected, limit, what)
+    flagged = {item: ("memorised",) for item in items_showing(ctx.release, {t.table for t in found.of(MEMORISED)})}
     return HealthSection("memorisation", "Memorisation probes (model)", tuple(found.lines()), found.as_dict(), tuple(checks),
-                         source=found)
+                         source=found, flagged=flagged)
 
 
 #: The builders, run in order: each a ``SectionBuilder`` returning a :class:`HealthSection` (its
@@ -660,7 +724,8 @@ def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = N
             if isinstance(section.source, ItemAnalysis):
                 analysis = section.source
     evaluations = [{"path": e.path, "release": e.release, "rows": len(e.rows), "systems": list(e.systems)} for e in ctx.evaluations]
-    return HealthReport(ctx.release.name, evaluations, sections, analysis)
+    n_items = sum(r.subset == "base" and r.config == BASE_CONFIG for r in ctx.release.references)
+    return HealthReport(ctx.release.name, evaluations, sections, analysis, n_items=n_items)
 
 
 # ---------------------------------------------------------------------------------------------

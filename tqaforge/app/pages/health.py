@@ -17,7 +17,7 @@ from tqaforge import queries
 from tqaforge.annotation.reopen import ALREADY_QUEUED, ALREADY_SETTLED, QUEUED, SETTLED, UNKNOWN, SentSuspects
 from tqaforge.app.common import attempt, md, require_login, show_summary, workspace_or_stop
 from tqaforge.errors import ConfigError, HealthError
-from tqaforge.health import THRESHOLD_TEXT, HealthOptions, HealthReport, Thresholds, run, write_report
+from tqaforge.health import FLAG_TEXT, THRESHOLD_TEXT, HealthOptions, HealthReport, Thresholds, run, write_report
 from tqaforge.health.leakage import default_references
 from tqaforge.health.report import MODEL_CHECK_TEXT, MODEL_CHECKS, default_health_dir
 from tqaforge.health.saved import SavedHealth, find_saved_health, read_saved_health, scored_evaluations
@@ -142,8 +142,18 @@ def show_report(report: HealthReport) -> None:
     show(f"health of release {report.release}: {report.verdict()}", report.passed, [c.line() for c in report.checks],
          [(s.title, s.lines()[1:]) for s in report.sections], [Path(p) for p in report.outputs if p.endswith(".png")])
     st.caption(md("written: " + ", ".join(report.outputs)))
+    show_flagged(report)
     for _, calls in report.calls():
         show_summary(calls)
+
+
+def show_flagged(report: HealthReport) -> None:
+    """Every item some section flags, with its reasons: the items to look at first."""
+    flagged = report.flagged_items()
+    st.subheader("Items flagged")
+    st.caption(md(report.flagged_line() + ". " + "; ".join(f"{name}: {text}" for name, text in FLAG_TEXT.items())))
+    if flagged:
+        st.dataframe([{"item": item, "reasons": ", ".join(why)} for item, why in flagged.items()], hide_index=True)
 
 
 def show_saved(saved: SavedHealth) -> None:
