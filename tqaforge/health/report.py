@@ -386,8 +386,12 @@ class HealthReport:
     def flagged_line(self) -> str:
         """``items flagged: N of M base items (reason k, ...)``."""
         flagged = self.flagged_items()
-        counts = {name: sum(name in why for why in flagged.values()) for name in FLAG_TEXT}
-        detail = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+        counts: dict[str, int] = {}
+        for why in flagged.values():
+            for name in why:
+                counts[name] = counts.get(name, 0) + 1
+        order = {name: k for k, name in enumerate(FLAG_TEXT)}  # a custom section's reasons after the known ones
+        detail = ", ".join(f"{name} {counts[name]}" for name in sorted(counts, key=lambda n: (order.get(n, len(order)), n)))
         return f"items flagged: {len(flagged)} of {self.n_items} base items" + (f" ({detail})" if detail else "")
 
     def verdict(self) -> str:
