@@ -282,14 +282,21 @@ def subtype_flags(release: Release, reasons: Mapping[str, Sequence[str]]) -> dic
             if r.subset == "base" and r.config == BASE_CONFIG and subtype_of(r) in reasons}
 
 
+_REASON_RANK = {name: k for k, name in enumerate(FLAG_TEXT)}
+
+
+def reason_order(reason: str) -> tuple[int, str]:
+    """Sort key of a reason: :data:`FLAG_TEXT`'s order, a custom section's reasons after (by name)."""
+    return _REASON_RANK.get(reason, len(_REASON_RANK)), reason
+
+
 def merge_flags(*parts: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
-    """Item -> reasons of several parts, each item's reasons in :data:`FLAG_TEXT` order, no repeats."""
-    order = {name: k for k, name in enumerate(FLAG_TEXT)}
+    """Item -> reasons of several parts, each item's reasons in :func:`reason_order`, no repeats."""
     merged: dict[str, set[str]] = {}
     for part in parts:
         for item, why in part.items():
             merged.setdefault(item, set()).update(why)
-    return {item: tuple(sorted(why, key=lambda w: (order.get(w, len(order)), w))) for item, why in sorted(merged.items()) if why}
+    return {item: tuple(sorted(why, key=reason_order)) for item, why in sorted(merged.items()) if why}
 
 
 @dataclass(frozen=True)
@@ -390,8 +397,7 @@ class HealthReport:
         for why in flagged.values():
             for name in why:
                 counts[name] = counts.get(name, 0) + 1
-        order = {name: k for k, name in enumerate(FLAG_TEXT)}  # a custom section's reasons after the known ones
-        detail = ", ".join(f"{name} {counts[name]}" for name in sorted(counts, key=lambda n: (order.get(n, len(order)), n)))
+        detail = ", ".join(f"{name} {counts[name]}" for name in sorted(counts, key=reason_order))
         return f"items flagged: {len(flagged)} of {self.n_items} base items" + (f" ({detail})" if detail else "")
 
     def verdict(self) -> str:
