@@ -5,7 +5,7 @@ condition come true later, it never makes a test read a page before it is there.
 reads is what the condition saw (``wait_for_text`` returns the text it matched), so there is no
 second, single-shot look after the wait that could catch the page mid-rerun. Streamlit replaces
 elements as it re-renders, so stale elements and vanished frames count as "not yet".
-``tests/test_browser_waits.py`` checks that no browser test calls ``time.sleep``.
+``tests/test_browser_waits.py`` checks that no browser test waits a fixed time (no sleep call).
 """
 
 from __future__ import annotations
