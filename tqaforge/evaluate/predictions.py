@@ -81,6 +81,10 @@ class Release:
     def name(self) -> str:
         return escape_controls(f"{self.manifest.get('name', '?')} {self.manifest.get('version', '?')}", lines=False)
 
+    def base_references(self) -> list[Reference]:
+        """The references of the base items: subset ``base``, unperturbed configuration."""
+        return [r for r in self.references if r.subset == "base" and r.config == BASE_CONFIG]
+
     def table(self, ref: Reference) -> Mapping[str, Any]:
         """The table of ``ref`` (``{"header": [...], "rows": [[...]]}``), read from its subset's Parquet file."""
         import pyarrow.parquet as pq

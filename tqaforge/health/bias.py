@@ -44,7 +44,7 @@ import numpy as np
 
 from tqaforge.answers.parse import split_answer
 from tqaforge.errors import ConfigError
-from tqaforge.evaluate.predictions import BASE_CONFIG, Prediction, Reference, Release, load_release
+from tqaforge.evaluate.predictions import Prediction, Reference, Release, load_release
 from tqaforge.evaluate.scoring import gold_table, is_chart, score_one
 from tqaforge.generation.dedup import tokens
 from tqaforge.health.leakage import table_of
@@ -388,5 +388,5 @@ def answer_bias(references: Sequence[Reference], tables: Sequence[Table | None] 
 def release_bias(root: Path, options: BiasOptions = BiasOptions(), *, release: Release | None = None) -> BiasSection:
     """The answer-bias section of the base items of the release at ``root``."""
     loaded = release if release is not None else load_release(root)
-    refs = [r for r in loaded.references if r.subset == "base" and r.config == BASE_CONFIG]
+    refs = loaded.base_references()
     return answer_bias(refs, [table_of(loaded.table(r)) for r in refs], options)

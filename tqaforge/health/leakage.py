@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tqaforge.errors import ConfigError, ReaderError
-from tqaforge.evaluate.predictions import BASE_CONFIG, Release, load_release
+from tqaforge.evaluate.predictions import Release, load_release
 from tqaforge.generation.dedup import rouge_l, tokens
 from tqaforge.tables.matching import fold_text
 from tqaforge.tables.readers import detect_format, read_path
@@ -291,9 +291,7 @@ def ngram_overlap(a: Sequence[str], b: Sequence[str], n: int = 3) -> float:
 def release_items(release: Release) -> list[Item]:
     """The base items of a loaded release with their tables."""
     out = []
-    for ref in release.references:
-        if ref.subset != "base" or ref.config != BASE_CONFIG:
-            continue
+    for ref in release.base_references():
         out.append(Item(ref.id, RELEASE, ref.question, table_of(release.table(ref))))
     return out
 

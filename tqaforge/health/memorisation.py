@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from tqaforge.errors import HealthError
-from tqaforge.evaluate.predictions import BASE_CONFIG, Release
+from tqaforge.evaluate.predictions import Release
 from tqaforge.llm.budget import Budget
 from tqaforge.llm.runner import StopReason
 from tqaforge.llm.settings import LLMSettings, load_llm_settings
@@ -401,9 +401,8 @@ def _score(t: TableProbes, replies: dict[str, str]) -> None:
 
 def _base_tables(release: Release) -> Iterator[tuple[str, Table]]:
     """(item id, table) of each base item of ``release``, in release order."""
-    for ref in release.references:
-        if ref.subset == "base" and ref.config == BASE_CONFIG:
-            yield ref.id, Table.from_dict(dict(release.table(ref)))
+    for ref in release.base_references():
+        yield ref.id, Table.from_dict(dict(release.table(ref)))
 
 
 def items_showing(release: Release, tables: set[str]) -> list[str]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from tqaforge.errors import ConfigError, HealthError
-from tqaforge.evaluate.predictions import BASE_CONFIG, Prediction, Reference, Release
+from tqaforge.evaluate.predictions import Prediction, Reference, Release
 from tqaforge.evaluate.scoring import gold_table, is_chart, score_one
 from tqaforge.health.bias import BiasOptions, answer_bias, subtype_of
 from tqaforge.llm.budget import Budget
@@ -193,7 +193,7 @@ def question_only_prompt(ref: Reference) -> str:
 
 def scorable(release: Release) -> tuple[list[Reference], int]:
     """The base items a final answer is scored on (in release order), and how many were left out."""
-    base = [r for r in release.references if r.subset == "base" and r.config == BASE_CONFIG]
+    base = release.base_references()
     kept = [r for r in base if r.answer and not is_chart(r) and gold_table(r) is None]
     return kept, len(base) - len(kept)
 

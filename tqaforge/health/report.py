@@ -278,8 +278,7 @@ def subtype_flags(release: Release, reasons: Mapping[str, Sequence[str]]) -> dic
     """The base items of each subtype in ``reasons`` (subtype -> reasons), with those reasons."""
     from tqaforge.health.bias import subtype_of
 
-    return {r.id: tuple(reasons[subtype_of(r)]) for r in release.references
-            if r.subset == "base" and r.config == BASE_CONFIG and subtype_of(r) in reasons}
+    return {r.id: tuple(reasons[subtype_of(r)]) for r in release.base_references() if subtype_of(r) in reasons}
 
 
 _REASON_RANK = {name: k for k, name in enumerate(FLAG_TEXT)}
@@ -734,7 +733,7 @@ def run(options: HealthOptions, *, builders: Sequence[SectionBuilder] | None = N
             if isinstance(section.source, ItemAnalysis):
                 analysis = section.source
     evaluations = [{"path": e.path, "release": e.release, "rows": len(e.rows), "systems": list(e.systems)} for e in ctx.evaluations]
-    n_items = sum(r.subset == "base" and r.config == BASE_CONFIG for r in ctx.release.references)
+    n_items = len(ctx.release.base_references())
     return HealthReport(ctx.release.name, evaluations, sections, analysis, n_items=n_items)
 
 
