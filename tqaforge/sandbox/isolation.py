@@ -39,6 +39,7 @@ import ctypes
 import errno
 import os
 import resource
+import stat
 import sys
 import sysconfig
 from typing import Any
@@ -178,8 +179,11 @@ def set_rlimits(cpu_seconds: float, memory_mb: int, file_mb: int, open_files: in
     """CPU, address space (this process's current size + memory_mb), file size, files, processes, no cores."""
     cpu = max(1, int(-(-cpu_seconds // 1)))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft limit, SIGKILL a second later
-    with open("/proc/self/statm") as fh:
-        current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)  # not open(): no io objects in the child
+    try:
+        current = int(os.read(fd, 256).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.close(fd)
     address_space = current + memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * 1024 * 1024,) * 2)
@@ -202,13 +206,17 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+_CAP_HEADER = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words; pid 0: this process
+_CAP_DATA = (_CapData * 2)()  # all zero: no capability (made once: a forked child only passes them)
+
+
 def drop_capabilities() -> None:
     """Give up every capability. Without root the worker lives in a user namespace of its own, where
     it holds all of them (so that it can mount the program's root); a program keeping them could
     remount that root's read-only binds read-write."""
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
-    data = (_CapData * 2)()
-    _check(libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _CAP_HEADER.version, _CAP_HEADER.pid = 0x20080522, 0
+    ctypes.memset(_CAP_DATA, 0, ctypes.sizeof(_CAP_DATA))
+    _check(libc().capset(ctypes.byref(_CAP_HEADER), ctypes.byref(_CAP_DATA)), "capset")
 
 
 def no_new_privs() -> None:
@@ -235,34 +243,87 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
+class LandlockRules:
+    """The read-only part of a program's Landlock ruleset, prepared once per worker (after its root is
+    built): an ``O_PATH`` descriptor and the access of each of ``read_dirs``, so that a forked child
+    builds its ruleset (:meth:`ruleset`) without a path lookup or a ``stat`` per directory. The
+    descriptors are the worker's (and its zygote's): a child closes them, with every descriptor
+    above 3, before the program runs."""
+
+    def __init__(self, abi: int, read_dirs: list[str]) -> None:
+        self.abi = abi
+        self.handled = _fs_rights(abi)
+        self.attr = _RulesetAttr(self.handled, (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
+                                 (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+        self.size = 8 if abi < 4 else 16 if abi < 6 else 24
+        self.fds: list[int] = []
+        self.rules: list[tuple[str, _PathBeneathAttr]] = []
+        try:
+            for path in read_dirs:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                self.fds.append(fd)
+                self.rules.append((path, _PathBeneathAttr(self._access(path, _FS_READ_FILE | _FS_READ_DIR, fd), fd)))
+        except BaseException:
+            self.close()
+            raise
+
+    def _access(self, path: str, access: int, fd: int) -> int:
+        abi = self.abi
+        if path == "/dev/null":
+            access = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            access &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
+        return access & self.handled
+
+    def ruleset(self, write_dir: str) -> int:
+        """A new ruleset (its descriptor): read the prepared directories, read-write ``write_dir``."""
+        sc = libc().syscall
+        ruleset = _check(sc(ctypes.c_long(_SYS_landlock_create_ruleset), ctypes.byref(self.attr), ctypes.c_size_t(self.size),
+                            ctypes.c_uint32(0)), "landlock_create_ruleset")
+        try:
+            for path, rule in self.rules:
+                _check(sc(ctypes.c_long(_SYS_landlock_add_rule), ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+                          ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({path})")
+            fd = os.open(write_dir, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = _PathBeneathAttr(self._access(write_dir, self.handled, fd), fd)
+                _check(sc(ctypes.c_long(_SYS_landlock_add_rule), ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+                          ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({write_dir})")
+            finally:
+                os.close(fd)
+        except BaseException:
+            os.close(ruleset)
+            raise
+        return ruleset
+
+    @staticmethod
+    def restrict(ruleset: int) -> None:
+        """Restrict this process (and all it starts) to ``ruleset`` for good, and close it. Needs
+        no_new_privs (or CAP_SYS_ADMIN)."""
+        try:
+            _check(libc().syscall(ctypes.c_long(_SYS_landlock_restrict_self), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+                   "landlock_restrict_self")
+        finally:
+            os.close(ruleset)
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds, self.rules = [], []
+
+
 def apply_landlock(abi: int, read_dirs: list[str], write_dir: str) -> None:
     """Restrict this process (and all it starts) for good: read ``read_dirs``, read-write ``write_dir``,
     nothing else on the filesystem; no TCP (ABI >= 4); no signals or abstract unix sockets out (ABI >= 6).
     Needs no_new_privs (or CAP_SYS_ADMIN)."""
-    handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
-                        (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
-    size = 8 if abi < 4 else 16 if abi < 6 else 24
-    sc = libc().syscall
-    ruleset = _check(sc(ctypes.c_long(_SYS_landlock_create_ruleset), ctypes.byref(attr), ctypes.c_size_t(size),
-                        ctypes.c_uint32(0)), "landlock_create_ruleset")
+    rules = LandlockRules(abi, read_dirs)
     try:
-        file_only = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
-        for path, access in [(p, _FS_READ_FILE | _FS_READ_DIR) for p in read_dirs] + [(write_dir, handled)]:
-            if path == "/dev/null":
-                access = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                if not os.path.isdir(path):
-                    access &= file_only
-                rule = _PathBeneathAttr(access & handled, fd)
-                _check(sc(ctypes.c_long(_SYS_landlock_add_rule), ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
-                          ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({path})")
-            finally:
-                os.close(fd)
-        _check(sc(ctypes.c_long(_SYS_landlock_restrict_self), ctypes.c_int(ruleset), ctypes.c_uint32(0)), "landlock_restrict_self")
+        LandlockRules.restrict(rules.ruleset(write_dir))
     finally:
-        os.close(ruleset)
+        rules.close()
 
 
 def install_audit_hook(scratch: str, read_dirs: list[str], guard_fs: bool, guard_net: bool, guard_signals: bool) -> None:
@@ -759,5 +820,8 @@ def cgroup_parents() -> list[str]:
 def oom_kill_first() -> None:
     """Make this process (a program's child) the OOM killer's first choice in the worker's cgroup,
     before the worker itself (before the privilege drop: the file is root's afterwards)."""
-    with open("/proc/self/oom_score_adj", "w") as fh:
-        fh.write("1000")
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)  # not open(): no io objects in the child
+    try:
+        os.write(fd, b"1000")
+    finally:
+        os.close(fd)

@@ -112,6 +112,11 @@ class Worker:
                 "landlock-fs", "landlock-net", "landlock-scope"} else why)
         if not self.landlock_abi:
             self.landlock_abi = 0
+        # Landlock's read-only rules once (descriptors of the directories, opened in the program's
+        # root); each child adds its scratch directory to a ruleset of its own.
+        self.landlock: isolation.LandlockRules | None = None
+        if self.landlock_abi:
+            self.landlock = isolation.LandlockRules(self.landlock_abi, self.read_dirs)
         self.audit = bool(self.missing.keys() & {"landlock-fs", "landlock-net", "landlock-scope"})
         if self.audit:
             self.isolation.append("audit-hook")
@@ -405,7 +410,12 @@ class Worker:
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.dup2(st_w, 3)
-        os.closerange(4, 1 << 20)
+        # The Landlock ruleset is built from the worker's descriptors before they are closed (with
+        # every other one above 3); it is applied below, once the privileges are dropped.
+        ruleset = self.landlock.ruleset(scratch) if self.landlock is not None else -1
+        if ruleset > 4:
+            os.closerange(4, ruleset)
+        os.closerange(max(4, ruleset + 1), 1 << 20)
         os.chdir(scratch)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too large a file: OSError(EFBIG), not a silent death
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -418,8 +428,8 @@ class Worker:
             isolation.die_with_parent()  # a change of uid clears the parent-death signal: set it again
         isolation.drop_capabilities()
         isolation.no_new_privs()
-        if self.landlock_abi:
-            isolation.apply_landlock(self.landlock_abi, self.read_dirs, scratch)
+        if ruleset >= 0:
+            isolation.LandlockRules.restrict(ruleset)
         if self.audit:
             isolation.install_audit_hook(scratch, self.read_dirs, "landlock-fs" in self.missing,
                                          "landlock-net" in self.missing, "landlock-scope" in self.missing)
