@@ -454,6 +454,10 @@ class Worker:
         _run_program(req["code"], scratch, req.get("chart_type"))
 
 
+_PID = struct.Struct(">q")  # zygote -> worker: the program's pid (-1: not forked, a frame {"error"} follows)
+_REAPED = struct.Struct(">qd")  # zygote -> worker: the program's wait status and CPU seconds
+
+
 # Words in a program that (may) draw: such a program starts from the worker itself, where matplotlib
 # is warm; any other from the zygote. Only a matter of speed: both are fresh forks, isolated alike.
 _DRAWS = ("matplotlib", "pylab", "plot", "hist", "seaborn", "plt")
@@ -473,8 +477,8 @@ class Zygote:
 
     Protocol on a socket pair: the worker sends one byte with the three pipe ends of the program's
     stdout, stderr and status (SCM_RIGHTS), then a frame ``{"req", "scratch"}``; the zygote answers
-    one byte with the program's pidfd and a frame ``{"pid"}``, then, once it has reaped it, a frame
-    ``{"status", "cpu"}``.
+    the program's pid (8 bytes, :data:`_PID`) with its pidfd, then, once it has reaped it, its wait
+    status and CPU seconds (:data:`_REAPED`); when it could not fork, the pid -1 and a frame ``{"error"}``.
     """
 
     def __init__(self, pid: int, sock: socket.socket) -> None:
@@ -522,26 +526,30 @@ class Zygote:
             program = {key: value for key, value in req.items() if key != "table_csv"}  # the table is in scratch already
             write_frame(self.sock.fileno(), {"req": program, "scratch": scratch})
             ready, _, _ = select.select([self.sock], [], [], 60)
-            data, fds, _, _ = socket.recv_fds(self.sock, 1, 1) if ready else (b"", [], 0, None)
-            answer = read_frame(self.sock.fileno()) if data else None
-        except (OSError, ValueError) as exc:
+            data, fds, _, _ = socket.recv_fds(self.sock, _PID.size, 1) if ready else (b"", [], 0, None)
+            if data and len(data) < _PID.size:
+                data += _read_exact(self.sock.fileno(), _PID.size - len(data)) or b""
+            pid = _PID.unpack(data)[0] if len(data) == _PID.size else None
+            answer = read_frame(self.sock.fileno()) if pid == -1 else {"pid": pid}
+        except (OSError, ValueError, struct.error) as exc:
             raise ZygoteGone(f"the zygote is gone: {exc}", may_have_forked=True) from None
-        if not data or len(fds) != 1 or not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+        if pid is None or pid <= 0 or len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             raise ZygoteGone(f"the zygote could not fork the program: {answer!r}", may_have_forked=bool(fds))
-        return answer["pid"], fds[0]
+        return pid, fds[0]
 
     def reap(self, pid: int) -> tuple[int, float]:
         """The program's wait status and CPU seconds, once the zygote has reaped it."""
         ready, _, _ = select.select([self.sock], [], [], 60)
         try:
-            answer = read_frame(self.sock.fileno()) if ready else None
-        except (OSError, ValueError):
-            answer = None
-        if not isinstance(answer, dict) or not isinstance(answer.get("status"), int):
+            data = _read_exact(self.sock.fileno(), _REAPED.size) if ready else None
+        except OSError:
+            data = None
+        if data is None:
             raise ZygoteGone(f"the zygote did not report program {pid}")
-        return answer["status"], float(answer.get("cpu", 0.0))
+        status, cpu = _REAPED.unpack(data)
+        return status, cpu
 
     def gone(self) -> None:
         self.sock.close()
@@ -574,22 +582,23 @@ def _zygote_main(worker: Worker, sock: socket.socket) -> None:
         except (OSError, ValueError) as exc:
             for got in fds:
                 os.close(got)
-            socket.send_fds(sock, [b"e"], [])
+            socket.send_fds(sock, [_PID.pack(-1)], [])
             write_frame(fd, {"error": str(exc)})
             continue
         if pid == 0:
             sock.close()
             worker.child_main(request["req"], request["scratch"], *fds)
+        # From the fork to the reap every page this process writes is copied (the program shares
+        # them): fixed-size binary answers, no JSON.
         for got in fds:
             os.close(got)
         pidfd = os.pidfd_open(pid)  # before the reap below: it can never name another process
         try:
-            socket.send_fds(sock, [b"p"], [pidfd])
+            socket.send_fds(sock, [_PID.pack(pid)], [pidfd])
         finally:
             os.close(pidfd)
-        write_frame(fd, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
-        write_frame(fd, {"status": status, "cpu": usage.ru_utime + usage.ru_stime})
+        os.write(fd, _REAPED.pack(status, usage.ru_utime + usage.ru_stime))
 
 
 def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
