@@ -9,6 +9,7 @@ import ast
 import os
 import signal
 import subprocess
+import sysconfig
 import sys
 import textwrap
 import threading
@@ -306,3 +307,49 @@ def test_a_zygote_killed_during_a_program_leaves_nothing_of_it() -> None:
         assert results and results[0].outcome in (Outcome.CRASHED, Outcome.KILLED), results
         after = one.run(PROBE, TABLE)
         assert leaks(after, expected) == [] and parent(after) == 1, after
+
+
+# A program's Landlock ruleset is built from descriptors (O_PATH) of the readable directories that the
+# worker opens once and its zygote inherits; the program's process closes them (and the ruleset) before
+# the program runs. The program looks for any descriptor above its own 0-3, then opens one of its own
+# the same way (the control: the probe sees such a descriptor).
+HELD = """
+import os, stat, sysconfig
+
+def held():
+    found = []
+    for fd in range(4, 4096):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        found.append((fd, 'directory' if stat.S_ISDIR(st.st_mode) else oct(stat.S_IFMT(st.st_mode))))
+    return found
+
+print('HELD', held())
+mine = os.open(sysconfig.get_paths()['stdlib'], os.O_PATH)
+print('CONTROL', [kind for fd, kind in held() if fd == mine])
+"""
+
+
+def test_the_workers_landlock_descriptors_are_not_a_programs(box: Sandbox) -> None:
+    if "landlock-fs" not in box.isolation or "pidns" not in box.isolation:
+        pytest.skip("needs Landlock and the zygote layout (pid namespace)")
+    # From the host: the zygote holds a descriptor of the interpreter's standard library (so that a
+    # program which inherited its descriptors would find one).
+    (zygote,) = zygote_pids(box)
+    stdlib = os.stat(sysconfig.get_paths()["stdlib"])
+    held_by_zygote = []
+    for name in os.listdir(f"/proc/{zygote}/fd"):
+        try:
+            st = os.stat(f"/proc/{zygote}/fd/{name}")
+        except OSError:
+            continue
+        held_by_zygote.append((st.st_dev, st.st_ino))
+    assert (stdlib.st_dev, stdlib.st_ino) in held_by_zygote, held_by_zygote
+    for code in (HELD, HELD + "\n# plot\n"):  # from the zygote, then from the worker
+        r = run(box, code)
+        assert r.outcome is Outcome.OK, r
+        lines = r.stdout.splitlines()
+        assert next(line for line in lines if line.startswith("HELD ")) == "HELD []", r.stdout
+        assert next(line for line in lines if line.startswith("CONTROL ")) == "CONTROL ['directory']", r.stdout
