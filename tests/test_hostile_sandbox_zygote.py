@@ -9,8 +9,8 @@ import ast
 import os
 import signal
 import subprocess
-import sysconfig
 import sys
+import sysconfig
 import textwrap
 import threading
 from pathlib import Path
