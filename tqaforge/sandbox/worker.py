@@ -190,6 +190,7 @@ class Worker:
         except ImportError:
             pass
         gc.collect()
+        _FILLED.extend(_fill_free_blocks())  # as in the zygote, for the programs forked from here
         gc.freeze()
 
     # --- one program ------------------------------------------------------------------------------
