@@ -571,6 +571,7 @@ def _zygote_main(worker: Worker, sock: socket.socket) -> None:
     if worker.cgroup is not None:
         worker.cgroup.enter()  # every program is born inside the memory cgroup, as from the worker
     _FILLED.extend(_fill_free_blocks())  # kept for the zygote's life
+    _fill_heap_holes()
     gc.freeze()
     fd = sock.fileno()
     while True:
@@ -616,6 +617,47 @@ def _fill_free_blocks() -> list[bytes]:
     # A bytes object of n bytes takes a block of 33 + n bytes (rounded up to the size class).
     return [bytes(size - sys.getsizeof(b"")) for size, count in free.items() if size - sys.getsizeof(b"") > 1
             for _ in range(count)]
+
+
+_HEAP_FILLED: list[int] = []  # in the zygote: the addresses of _fill_heap_holes()' allocations, never freed
+
+
+def _fill_heap_holes(limit: int = 100_000) -> int:
+    """The same for glibc's heap (the objects of pymalloc's pools are small; the rest come from
+    ``malloc``): allocate from the free chunks of the main arena until an allocation would come
+    from its top (the end of the heap), largest first, and keep them. Where this is no glibc, does
+    nothing. At most the free bytes the arena reports, and at most ``limit`` allocations. Returns
+    how many were kept."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    try:
+        mallinfo2, malloc, free, sbrk = libc.mallinfo2, libc.malloc, libc.free, libc.sbrk
+    except AttributeError:  # not glibc (>= 2.33)
+        return 0
+    mallinfo2.restype, mallinfo2.argtypes = MallInfo2, []
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_long]
+    info = mallinfo2()
+    budget = int(info.fordblks) - int(info.keepcost)  # free bytes outside the top chunk
+    kept = 0
+    size = 1 << 16  # below the mmap threshold: every one comes from the arena
+    while size >= 16 and budget > 0 and kept < limit:
+        top = (sbrk(0) or 0) - int(mallinfo2().keepcost)  # where the top chunk starts now
+        ptr = malloc(size)
+        if not ptr or ptr >= top - 32:  # (less a chunk header) from the top: no hole of this size is left
+            free(ptr)
+            size //= 2
+            continue
+        _HEAP_FILLED.append(ptr)
+        budget -= size
+        kept += 1
+    return kept
 
 
 def _free_blocks() -> dict[int, int]:
