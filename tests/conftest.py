@@ -132,14 +132,14 @@ def free_port() -> int:
 # server set; the first process to create that folder starts the servers, writing the start
 # command's output and exit code there, and any process waits for that code. The process that
 # made the run's directory (the controller) stops them once every worker has finished.
-# Every test that uses a shared server runs on ONE worker, in collection order (the xdist group
-# SERVERS_GROUP, see pytest_collection_modifyitems), so they never run beside each other and the
-# `stops_label_studio` ones still run after all the others, as in a serial run.
+# Every test that uses a shared server runs on ONE worker, in collection order (the scheduler
+# below), so they never run beside each other and the `stops_label_studio` ones still run after
+# all the others, as in a serial run.
 
 RUN_DIR_ENV = "TQAFORGE_TEST_RUN_DIR"
 TERMINAL_ENV = "TQAFORGE_TEST_TERMINAL"
 SERVER_FIXTURES = ("label_studio", "annotator_servers")
-SERVERS_GROUP = "label-studio-servers"
+SERVERS_SCOPE = "label-studio-servers"
 _RUN: dict[str, Path] = {}  # "dir": the run's directory; "owned": the same, in the process that made it
 
 
@@ -172,23 +172,40 @@ def pytest_configure(config: pytest.Config) -> None:
     _RUN["dir"] = _RUN["owned"] = run_dir
     os.environ[RUN_DIR_ENV] = str(run_dir)  # the workers, started after this, inherit it
     os.environ[TERMINAL_ENV] = json.dumps({name: os.environ.get(name) for name in ("COLUMNS", "LINES")})
-    if config.getoption("dist", "no") != "no":
-        # The suite's guarantees need the grouping below (loadgroup), whatever --dist said.
-        config.option.dist = "loadgroup"
 
 
 def _uses_servers(item: pytest.Item) -> bool:
     return any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
-    # Under xdist, a work unit is a test file (as --dist loadfile: a module's fixtures are made
-    # once), except that every test using a shared server is in one unit, run in this order.
-    for item in items:
-        group = SERVERS_GROUP if _uses_servers(item) else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):  # for the controller's scheduler: which tests use a shared server
+        path = _RUN["dir"] / f"server-tests-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
+        path.with_suffix(".tmp").write_text(json.dumps([item.nodeid for item in items if _uses_servers(item)]))
+        path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under xdist (whatever --dist says), a work unit is a test file, as with --dist loadfile (a
+    module's fixtures are made once), except that every test using a shared server is in ONE unit,
+    in collection order (the `stops_label_studio` ones last). The workers name those tests (in the
+    run's directory) before they report their collection, so the names are there when it is split.
+    (xdist's own --dist loadgroup cannot do it here: with pytest 9 the group never reaches the id.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        _server_tests: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._server_tests is None:
+                self._server_tests = set()
+                for path in _RUN["dir"].glob("server-tests-*.json"):
+                    self._server_tests.update(json.loads(path.read_text()))
+            return SERVERS_SCOPE if nodeid in self._server_tests else nodeid.split("::", 1)[0]
+
+    return Scheduling(config, log)
 
 
 def _claim(name: str) -> Path | None:
@@ -229,7 +246,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
 
-    if not any(_uses_servers(item) for item in session.items):
+    if session.config.option.collectonly or not any(_uses_servers(item) for item in session.items):
         return
     try:
         executable()
