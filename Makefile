@@ -14,6 +14,9 @@ LS_VENV ?= .venv-ls
 # Label Studio pins old shared libraries (openai<2): it gets its own virtualenv.
 LABEL_STUDIO_VERSION ?= 1.23.2
 PYTEST_ARGS ?= --durations=30  # the slowest tests in every run's log (the CI must stay under 30 minutes)
+# The suite runs on two pytest-xdist workers (one per core; tests/conftest.py keeps a test file on one
+# worker and every test of the shared Label Studio servers on one, in order). XDIST= runs it in one process.
+XDIST ?= -n 2
 
 .PHONY: install labelstudio check test demo run app bench clean screenshots browser-stress
 
@@ -42,7 +45,7 @@ check: install
 	$(BIN)/mypy
 
 test: install labelstudio check
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The demo workspace, built without a model (a few seconds; a second run adds nothing): data/ imported,
 # probes answered by rule, example reviews, variants, a release and two scored predictions files.

@@ -125,8 +125,22 @@ def free_port() -> int:
 # Starting Label Studio takes a minute or more, so a run starts ONE, for a workspace of its own,
 # with `tqaforge labelstudio start` (the command a user runs), as soon as collection shows that a
 # test needs it; it comes up while other tests run. Tests marked `stops_label_studio` run last.
+#
+# Under pytest-xdist (`make test` runs `-n 2`) every worker collects the whole suite, so the
+# servers are shared, not started per worker: the run's directory (made by the controller, or by
+# a plain pytest process, and handed to the workers through RUN_DIR_ENV) holds one folder per
+# server set; the first process to create that folder starts the servers, writing the start
+# command's output and exit code there, and any process waits for that code. The process that
+# made the run's directory (the controller) stops them once every worker has finished.
+# Every test that uses a shared server runs on ONE worker, in collection order (the scheduler
+# below), so they never run beside each other and the `stops_label_studio` ones still run after
+# all the others, as in a serial run.
 
-_SHARED_LS: dict[str, object] = {}
+RUN_DIR_ENV = "TQAFORGE_TEST_RUN_DIR"
+TERMINAL_ENV = "TQAFORGE_TEST_TERMINAL"
+SERVER_FIXTURES = ("label_studio", "annotator_servers")
+SERVERS_SCOPE = "label-studio-servers"
+_RUN: dict[str, Path] = {}  # "dir": the run's directory; "owned": the same, in the process that made it
 
 
 @dataclass(frozen=True)
@@ -140,35 +154,126 @@ class SharedLabelStudio:
     pid: int
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    import tempfile
+
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller made the run's directory
+        _RUN["dir"] = Path(os.environ[RUN_DIR_ENV])
+        # A worker starts with COLUMNS=80 and LINES=24 in its environment, which the run's own
+        # process does not have; the CLI's consoles (made at import) would then wrap every line
+        # at 80 columns, whatever width a test's CliRunner asks for. The run's values come back.
+        for name, value in json.loads(os.environ[TERMINAL_ENV]).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        return
+    run_dir = Path(tempfile.mkdtemp(prefix="tqaforge-test-run-"))
+    _RUN["dir"] = _RUN["owned"] = run_dir
+    os.environ[RUN_DIR_ENV] = str(run_dir)  # the workers, started after this, inherit it
+    os.environ[TERMINAL_ENV] = json.dumps({name: os.environ.get(name) for name in ("COLUMNS", "LINES")})
+
+
+def _uses_servers(item: pytest.Item) -> bool:
+    return any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
+    if hasattr(config, "workerinput"):  # for the controller's scheduler: which tests use a shared server
+        path = _RUN["dir"] / f"server-tests-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
+        path.with_suffix(".tmp").write_text(json.dumps([item.nodeid for item in items if _uses_servers(item)]))
+        path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under xdist (whatever --dist says), a work unit is a test file, as with --dist loadfile (a
+    module's fixtures are made once), except that every test using a shared server is in ONE unit,
+    in collection order (the `stops_label_studio` ones last). The workers name those tests (in the
+    run's directory) before they report their collection, so the names are there when it is split.
+    (xdist's own --dist loadgroup cannot do it here: with pytest 9 the group never reaches the id.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        _server_tests: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._server_tests is None:
+                self._server_tests = set()
+                for path in _RUN["dir"].glob("server-tests-*.json"):
+                    self._server_tests.update(json.loads(path.read_text()))
+            return SERVERS_SCOPE if nodeid in self._server_tests else nodeid.split("::", 1)[0]
+
+    return Scheduling(config, log)
+
+
+def _claim(name: str) -> Path | None:
+    """The run's folder ``name`` when this process made it (and so starts its servers), else None."""
+    folder = _RUN["dir"] / name
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return None
+    return folder
+
+
+def _start_detached(cli: list[str], folder: Path) -> None:
+    """``cli`` in the background, its output to ``folder/start.out`` and, when it ends, its exit
+    code to ``folder/start.rc`` (written whole), so that any process of the run can wait for it."""
+    import subprocess
+
+    script = 'rc=0; "$@" >"$OUT" 2>&1 || rc=$?; echo $rc >"$RC.tmp"; mv "$RC.tmp" "$RC"'
+    subprocess.Popen(["sh", "-c", script, "sh", *cli], env={**os.environ, "OUT": str(folder / "start.out"),
+                                                               "RC": str(folder / "start.rc")},
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_started(folder: Path, timeout: float = 400) -> int:
+    """The exit code of the start command of ``folder`` (waiting for it), or -1 after ``timeout`` s."""
+    import time
+
+    rc, deadline = folder / "start.rc", time.monotonic() + timeout
+    while not rc.exists():
+        if time.monotonic() > deadline:
+            return -1
+        time.sleep(0.2)
+    return int(rc.read_text().strip() or -1)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    import subprocess
     import sys
-    import tempfile
 
     from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
 
-    if any("annotator_servers" in getattr(item, "fixturenames", ()) for item in session.items):
-        _start_annotator_servers()
-    if not any("label_studio" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.option.collectonly or not any(_uses_servers(item) for item in session.items):
         return
     try:
         executable()
-    except LabelStudioError as exc:  # a bare pytest run may lack it; `make test` never does
-        _SHARED_LS["missing"] = str(exc)
+    except LabelStudioError:  # a bare pytest run may lack it; `make test` never does (the fixtures skip)
         return
-    root = Path(tempfile.mkdtemp(prefix="tqaforge-ls-")) / "ws"
-    init_workspace(root)
-    port = free_port()
-    config = root / "tqaforge.toml"
-    config.write_text(config.read_text() + f"\n[labelstudio]\nport = {port}\n")
-    log = (root.parent / "start.out").open("wb")
-    _SHARED_LS["root"] = root
-    _SHARED_LS["start"] = subprocess.Popen([sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "start"],
-                                           stdout=log, stderr=subprocess.STDOUT)
+    if any("annotator_servers" in getattr(item, "fixturenames", ()) for item in session.items):
+        folder = _claim("annotators")
+        if folder is not None:
+            _start_annotator_servers(folder)
+    if any("label_studio" in getattr(item, "fixturenames", ()) for item in session.items):
+        folder = _claim("labelstudio")
+        if folder is not None:
+            root = folder / "ws"
+            init_workspace(root)
+            config = root / "tqaforge.toml"
+            config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
+            _start_detached([sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "start"], folder)
+
+
+def _label_studio_missing() -> None:
+    """Skips the test when Label Studio is not installed (a bare pytest run may lack it)."""
+    from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
+
+    try:
+        executable()
+    except LabelStudioError as exc:
+        pytest.skip(str(exc))
 
 
 # --- one Label Studio per annotator: ana's and ben's, started together ------------------------
@@ -177,8 +282,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # 127.0.0.3, for a workspace of their own, with the commands a user runs (`annotators add`,
 # `labelstudio start`, which starts both in parallel), as soon as collection shows a test needs
 # them; they come up while other tests run.
-
-_ANNOTATOR_LS: dict[str, object] = {}
 
 
 @dataclass(frozen=True)
@@ -191,19 +294,11 @@ class AnnotatorServers:
     start_output: str
 
 
-def _start_annotator_servers() -> None:
+def _start_annotator_servers(folder: Path) -> None:
     import subprocess
     import sys
-    import tempfile
 
-    from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
-
-    try:
-        executable()
-    except LabelStudioError as exc:
-        _ANNOTATOR_LS["missing"] = str(exc)
-        return
-    root = Path(tempfile.mkdtemp(prefix="tqaforge-ls-annotators-")) / "ws"
+    root = folder / "ws"
     init_workspace(root)
     config = root / "tqaforge.toml"
     config.write_text(config.read_text() + f"\n[labelstudio]\nport = {free_port()}\n")
@@ -211,50 +306,46 @@ def _start_annotator_servers() -> None:
     cli = [sys.executable, "-m", "tqaforge", "-w", str(root)]
     for email, name in ((ana, "Ana Lopez"), (ben, "Ben Okafor")):
         subprocess.run([*cli, "annotators", "add", email, "--name", name], check=True, capture_output=True)
-    _ANNOTATOR_LS.update(root=root, ana=ana, ben=ben, out=root.parent / "start.out")
-    _ANNOTATOR_LS["start"] = subprocess.Popen([*cli, "labelstudio", "start"], stdout=(root.parent / "start.out").open("wb"),
-                                              stderr=subprocess.STDOUT)
+    logins = folder / "logins.json"
+    logins.with_suffix(".tmp").write_text(json.dumps({"ana": ana, "ben": ben}))
+    logins.with_suffix(".tmp").replace(logins)
+    _start_detached([*cli, "labelstudio", "start"], folder)
 
 
 @pytest.fixture(scope="session")
 def annotator_servers() -> AnnotatorServers:
     """ana's and ben's own Label Studio servers, started by `tqaforge labelstudio start` (conftest)."""
-    if "missing" in _ANNOTATOR_LS:
-        pytest.skip(str(_ANNOTATOR_LS["missing"]))
-    start, root, out = _ANNOTATOR_LS.get("start"), _ANNOTATOR_LS.get("root"), _ANNOTATOR_LS.get("out")
-    assert start is not None and isinstance(root, Path) and isinstance(out, Path), "collection did not start them"
-    if start.wait(400) != 0:  # type: ignore[attr-defined]
-        raise RuntimeError("tqaforge labelstudio start failed:\n" + out.read_text(errors="replace"))
-    return AnnotatorServers(root=root, ana=str(_ANNOTATOR_LS["ana"]), ben=str(_ANNOTATOR_LS["ben"]),
-                            start_output=out.read_text(errors="replace"))
-
-
-def _stop_annotator_servers() -> None:
-    import subprocess
-    import sys
-
-    start, root = _ANNOTATOR_LS.get("start"), _ANNOTATOR_LS.get("root")
-    if start is None or not isinstance(root, Path):
-        return
-    start.wait(400)  # type: ignore[attr-defined]
-    subprocess.run([sys.executable, "-m", "tqaforge", "-w", str(root), "labelstudio", "stop"], capture_output=True)
-    shutil.rmtree(root.parent, ignore_errors=True)
+    _label_studio_missing()
+    folder = _RUN["dir"] / "annotators"
+    assert folder.is_dir(), "collection did not start them"
+    if _wait_started(folder) != 0:
+        raise RuntimeError("tqaforge labelstudio start failed:\n" + (folder / "start.out").read_text(errors="replace"))
+    logins = json.loads((folder / "logins.json").read_text())
+    return AnnotatorServers(root=folder / "ws", ana=logins["ana"], ben=logins["ben"],
+                            start_output=(folder / "start.out").read_text(errors="replace"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    import shutil
+    """The process that made the run's directory (the controller under xdist, which ends after
+    every worker) stops the servers the run started and removes the directory."""
+    import subprocess
+    import sys
 
-    _stop_annotator_servers()
-    start = _SHARED_LS.get("start")
-    if start is None:
+    run_dir = _RUN.get("owned")
+    if run_dir is None:
         return
-    from tqaforge.annotation.labelstudio import manage
+    annotators = run_dir / "annotators"
+    if annotators.is_dir():
+        _wait_started(annotators)
+        subprocess.run([sys.executable, "-m", "tqaforge", "-w", str(annotators / "ws"), "labelstudio", "stop"],
+                       capture_output=True)
+    shared = run_dir / "labelstudio"
+    if shared.is_dir():
+        from tqaforge.annotation.labelstudio import manage
 
-    root = _SHARED_LS["root"]
-    assert isinstance(root, Path)
-    start.wait(400)  # type: ignore[attr-defined]
-    manage.stop(root)
-    shutil.rmtree(root.parent, ignore_errors=True)
+        _wait_started(shared)
+        manage.stop(shared / "ws")
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -263,12 +354,12 @@ def label_studio() -> SharedLabelStudio:
     `tqaforge labelstudio start` for a workspace of its own (``.root``)."""
     from tqaforge.annotation.labelstudio import manage
 
-    if "missing" in _SHARED_LS:
-        pytest.skip(str(_SHARED_LS["missing"]))
-    start, root = _SHARED_LS.get("start"), _SHARED_LS.get("root")
-    assert start is not None and isinstance(root, Path), "collection did not start Label Studio"
-    if start.wait(400) != 0:  # type: ignore[attr-defined]
-        raise RuntimeError("tqaforge labelstudio start failed:\n" + (root.parent / "start.out").read_text(errors="replace"))
+    _label_studio_missing()
+    folder = _RUN["dir"] / "labelstudio"
+    root = folder / "ws"
+    assert folder.is_dir(), "collection did not start Label Studio"
+    if _wait_started(folder) != 0:
+        raise RuntimeError("tqaforge labelstudio start failed:\n" + (folder / "start.out").read_text(errors="replace"))
     state = manage.status(root)
     credentials = manage.read_credentials(root)
     assert state.pid is not None and state.answers and credentials is not None, state

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from browser import answers, click_button, wait_for_elements, wait_for_text
+from browser import answers, app_settled, click_button, page_text, wait_for_elements, wait_for_text, wait_until
 from conftest import free_port, start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
@@ -53,6 +53,10 @@ def _sign_in(driver, name: str, password: str) -> None:
     click_button(driver, "Sign in")
 
 
+def _holding(text: str, *wanted: str) -> str | None:
+    return text if all(w in text for w in wanted) else None
+
+
 def test_login_flow_in_chromium(tmp_path: Path, chromium) -> None:
     ws = init_workspace(tmp_path / "ws", name=CANARY)
     add_user(ws.root, "ada", PASSWORD)
@@ -79,7 +83,10 @@ def test_login_flow_in_chromium(tmp_path: Path, chromium) -> None:
             body = wait_for_text(driver, "Pipeline funnel", CANARY, "Sign out", "Taxonomy and seeds")  # and now shown
 
             click_button(driver, "Sign out")
-            body = wait_for_text(driver, "tqaforge: sign in")
+            # The form's title comes first, while the signed-in page is still on screen (dimmed as
+            # stale) until the rerun ends: what counts is the page once it has settled.
+            body = wait_until(driver, lambda d: app_settled(d) and _holding(page_text(d), "tqaforge: sign in"),
+                              "the sign-in form, settled")
             assert CANARY not in body and "Pipeline funnel" not in body
         finally:
             driver.quit()

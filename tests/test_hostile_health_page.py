@@ -102,8 +102,9 @@ def test_the_cli_says_a_bad_reference_before_any_section_runs(built: tuple[Path,
 
     ws, release = built
     evaluations = [a for e in sorted((ws / "evaluations" / "candidate").iterdir()) for a in ("--evaluations", str(e))]
-    result = CliRunner().invoke(app, ["health", "--release", str(release), *evaluations, "--irt", "--out", str(tmp_path / "h"),
-                                      "--reference", str(tmp_path / "nope.jsonl")])
+    # A wide terminal: Rich folds a path longer than a line mid-word, which no join undoes (xdist's are longer).
+    result = CliRunner(env={"COLUMNS": "500"}).invoke(app, ["health", "--release", str(release), *evaluations, "--irt",
+                                                             "--out", str(tmp_path / "h"), "--reference", str(tmp_path / "nope.jsonl")])
     said = " ".join(result.output.split())  # the terminal folds long lines
     assert result.exit_code == 1 and f"reference set {tmp_path / 'nope.jsonl'}: no such reference file" in said, said
     assert "Traceback" not in said and not (tmp_path / "h").exists()

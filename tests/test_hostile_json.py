@@ -193,7 +193,8 @@ def test_a_special_file_as_predictions_is_refused_at_once(release: Path, tmp_pat
         path = Path(kind)
     try:
         done = subprocess.run([sys.executable, "-m", "tqaforge", "evaluate", "--release", str(release), "--predictions", str(path),
-                               "--no-plots"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                               "--no-plots"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env={**os.environ, "COLUMNS": "500"})  # one line, however long the path (xdist's are longer)
     finally:
         if server is not None:
             server.close()

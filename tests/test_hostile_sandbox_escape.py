@@ -394,9 +394,25 @@ def _program_pids(base: str) -> list[int]:
     return pids
 
 
+@pytest.fixture
+def own_tmp() -> Iterator[Path]:
+    """A temporary directory of the test's own for a host's sandbox (its TMPDIR), so that no other
+    process's sandbox start (another xdist worker's) sweeps the dead host's leftovers first."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="tqaforge-test-tmp-"))
+    path.chmod(0o711)  # as the system's /tmp lets the sandbox uid reach its directory
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP])
-def test_program_dies_with_its_host_and_leftovers_are_swept(sig: signal.Signals) -> None:
-    host = subprocess.Popen([sys.executable, "-c", HOST], stdout=subprocess.PIPE, text=True)
+def test_program_dies_with_its_host_and_leftovers_are_swept(sig: signal.Signals, own_tmp: Path) -> None:
+    host = subprocess.Popen([sys.executable, "-c", HOST], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(own_tmp)})
     try:
         assert host.stdout is not None
         base = host.stdout.readline().strip()
@@ -408,7 +424,8 @@ def test_program_dies_with_its_host_and_leftovers_are_swept(sig: signal.Signals)
         host.wait(timeout=30)
         wait_for(lambda: not any(alive(p) for p in pids), 15, f"the program to die after {sig.name} of its host")
         assert Path(base).exists()  # a killed host cannot clean up ...
-        removed = sweep_stale()  # ... the next start does
+        assert Path(base).parent == own_tmp
+        removed = sweep_stale(str(own_tmp))  # ... the next start does
         assert base in removed and not Path(base).exists()
     finally:
         if host.poll() is None:

@@ -504,17 +504,28 @@ def sweep_stale(tmp: str | None = None) -> list[str]:
             if fd is not None:
                 os.close(fd)
     live = set(names) - {os.path.basename(p) for p in removed}
+    dead = {os.path.basename(p) for p in removed}
     for parent in isolation.cgroup_parents():
         try:
             groups = [n for n in os.listdir(parent) if n.startswith(_PREFIX)]
         except OSError:
             continue
         for group in groups:
-            if not any(group.startswith(base + "-") for base in live):
+            if any(group.startswith(base + "-") for base in live):
+                continue
+            if not any(group.startswith(base + "-") for base in dead):
+                # Not of a sandbox this sweep found dead: of another temporary directory's sandbox
+                # (TMPDIR), or made since the listing above; a new worker's cgroup is empty until the
+                # worker moves in, and removing it then would break that live sandbox. Only an old one.
                 try:
-                    os.rmdir(os.path.join(parent, group))
+                    if time.time() - os.lstat(os.path.join(parent, group)).st_mtime < _STALE_SECONDS:
+                        continue
                 except OSError:
-                    pass  # still holds processes: not ours to take
+                    continue
+            try:
+                os.rmdir(os.path.join(parent, group))
+            except OSError:
+                pass  # still holds processes: not ours to take
     return removed
 
 
