@@ -13,6 +13,7 @@ from typing import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
+from tqaforge.files import atomic_write_text
 from tqaforge.store import Workspace, init_workspace
 
 PG_ENV = "TQAFORGE_TEST_DATABASE_URL"
@@ -174,16 +175,16 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[TERMINAL_ENV] = json.dumps({name: os.environ.get(name) for name in ("COLUMNS", "LINES")})
 
 
-def _uses_servers(item: pytest.Item) -> bool:
-    return any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES)
+def _uses_servers(item: pytest.Item, fixtures: tuple[str, ...] = SERVER_FIXTURES) -> bool:
+    """Whether the test asks for any of ``fixtures`` (by default, any shared server)."""
+    return any(name in getattr(item, "fixturenames", ()) for name in fixtures)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
     if hasattr(config, "workerinput"):  # for the controller's scheduler: which tests use a shared server
         path = _RUN["dir"] / f"server-tests-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
-        path.with_suffix(".tmp").write_text(json.dumps([item.nodeid for item in items if _uses_servers(item)]))
-        path.with_suffix(".tmp").replace(path)
+        atomic_write_text(path, json.dumps([item.nodeid for item in items if _uses_servers(item)]))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -231,13 +232,11 @@ def _start_detached(cli: list[str], folder: Path) -> None:
 
 def _wait_started(folder: Path, timeout: float = 400) -> int:
     """The exit code of the start command of ``folder`` (waiting for it), or -1 after ``timeout`` s."""
-    import time
-
-    rc, deadline = folder / "start.rc", time.monotonic() + timeout
-    while not rc.exists():
-        if time.monotonic() > deadline:
-            return -1
-        time.sleep(0.2)
+    rc = folder / "start.rc"
+    try:
+        wait_for(rc.exists, timeout, f"{rc} (the servers' start)", interval=0.2)
+    except TimeoutError:
+        return -1
     return int(rc.read_text().strip() or -1)
 
 
@@ -252,11 +251,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         executable()
     except LabelStudioError:  # a bare pytest run may lack it; `make test` never does (the fixtures skip)
         return
-    if any("annotator_servers" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(_uses_servers(item, ("annotator_servers",)) for item in session.items):
         folder = _claim("annotators")
         if folder is not None:
             _start_annotator_servers(folder)
-    if any("label_studio" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(_uses_servers(item, ("label_studio",)) for item in session.items):
         folder = _claim("labelstudio")
         if folder is not None:
             root = folder / "ws"
@@ -306,9 +305,7 @@ def _start_annotator_servers(folder: Path) -> None:
     cli = [sys.executable, "-m", "tqaforge", "-w", str(root)]
     for email, name in ((ana, "Ana Lopez"), (ben, "Ben Okafor")):
         subprocess.run([*cli, "annotators", "add", email, "--name", name], check=True, capture_output=True)
-    logins = folder / "logins.json"
-    logins.with_suffix(".tmp").write_text(json.dumps({"ana": ana, "ben": ben}))
-    logins.with_suffix(".tmp").replace(logins)
+    atomic_write_text(folder / "logins.json", json.dumps({"ana": ana, "ben": ben}))
     _start_detached([*cli, "labelstudio", "start"], folder)
 
 

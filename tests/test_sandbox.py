@@ -130,13 +130,20 @@ def test_cli_run(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "cannot read the" in res.output and "no such file" in res.output
 
 
+def _in_fresh_python(code: str) -> str:
+    """What ``code`` prints, run by a fresh interpreter with this checkout on its path."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                          env={"PYTHONPATH": str(root)}, timeout=120).stdout
+
+
 def test_the_zygote_fills_the_holes_of_the_small_object_allocator() -> None:
     # In a fresh interpreter: 2,500 holes in the pools of 96-byte blocks (every other one of 5,000
     # bytes objects of 60 bytes freed); the zygote's filling takes them all, so that what is still free
     # of that size is at most the one pool the allocator starts afresh (16 KiB / 96 bytes).
-    import subprocess
-    import sys
-
     code = textwrap.dedent("""
         import json
         from tqaforge.sandbox.worker import _fill_free_blocks, _free_blocks
@@ -146,9 +153,7 @@ def test_the_zygote_fills_the_holes_of_the_small_object_allocator() -> None:
         kept = _fill_free_blocks()
         print(json.dumps([before, _free_blocks(), len(kept)]))
     """)
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
-                         env={"PYTHONPATH": str(root)}, timeout=120).stdout
+    out = _in_fresh_python(code)
     before, after, kept = json.loads(out)
     assert before["96"] >= 2500, before  # the control: the holes are seen
     assert after["96"] <= 16384 // 96, after
@@ -159,22 +164,13 @@ def test_the_zygote_fills_the_holes_of_the_heap() -> None:
     # In a fresh interpreter: 1,000 holes of 200 bytes in glibc's heap (every other one of 2,000
     # allocations freed); the filling takes them: the free chunks the arena counts (beyond the few
     # of the per-thread cache) fall from over 1,000 to a handful.
-    import subprocess
-    import sys
-
     code = textwrap.dedent("""
-        import ctypes, json
-        from tqaforge.sandbox.worker import _fill_heap_holes
-        libc = ctypes.CDLL(None)
-        if not hasattr(libc, 'mallinfo2'):
+        import json
+        from tqaforge.sandbox.worker import _fill_heap_holes, glibc_malloc
+        libc = glibc_malloc()
+        if libc is None:
             print(json.dumps(None))
             raise SystemExit
-        class MallInfo2(ctypes.Structure):
-            _fields_ = [(name, ctypes.c_size_t) for name in ('arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
-                                                             'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
-        libc.mallinfo2.restype = MallInfo2
-        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-        libc.free.argtypes = [ctypes.c_void_p]
         ptrs = [libc.malloc(200) for _ in range(2000)]
         libc.malloc(200)  # the last hole is not next to the top of the heap
         for p in ptrs[::2]:
@@ -183,9 +179,7 @@ def test_the_zygote_fills_the_holes_of_the_heap() -> None:
         kept = _fill_heap_holes()
         print(json.dumps([before, kept, libc.mallinfo2().ordblks]))
     """)
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
-                         env={"PYTHONPATH": str(root)}, timeout=120).stdout
+    out = _in_fresh_python(code)
     got = json.loads(out)
     if got is None:
         pytest.skip("not glibc >= 2.33")

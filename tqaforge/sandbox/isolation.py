@@ -175,15 +175,24 @@ def read_only_dirs() -> list[str]:
 # --- per-program layers (in the forked child, in this order) ------------------------------------------
 
 
+def read_proc(path: str) -> bytes:
+    """The whole of a (small) file such as ``/proc/self/statm``, through os calls: no ``io`` objects,
+    whose pages a forked child would otherwise write and copy. OSError as os raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = b""
+        while chunk := os.read(fd, 1 << 16):
+            text += chunk
+        return text
+    finally:
+        os.close(fd)
+
+
 def set_rlimits(cpu_seconds: float, memory_mb: int, file_mb: int, open_files: int, processes: int) -> None:
     """CPU, address space (this process's current size + memory_mb), file size, files, processes, no cores."""
     cpu = max(1, int(-(-cpu_seconds // 1)))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft limit, SIGKILL a second later
-    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)  # not open(): no io objects in the child
-    try:
-        current = int(os.read(fd, 256).split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    finally:
-        os.close(fd)
+    current = int(read_proc("/proc/self/statm").split()[0]) * os.sysconf("SC_PAGE_SIZE")
     address_space = current + memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * 1024 * 1024,) * 2)
@@ -313,17 +322,6 @@ class LandlockRules:
             except OSError:
                 pass
         self.fds, self.rules = [], []
-
-
-def apply_landlock(abi: int, read_dirs: list[str], write_dir: str) -> None:
-    """Restrict this process (and all it starts) for good: read ``read_dirs``, read-write ``write_dir``,
-    nothing else on the filesystem; no TCP (ABI >= 4); no signals or abstract unix sockets out (ABI >= 6).
-    Needs no_new_privs (or CAP_SYS_ADMIN)."""
-    rules = LandlockRules(abi, read_dirs)
-    try:
-        LandlockRules.restrict(rules.ruleset(write_dir))
-    finally:
-        rules.close()
 
 
 def install_audit_hook(scratch: str, read_dirs: list[str], guard_fs: bool, guard_net: bool, guard_signals: bool) -> None:

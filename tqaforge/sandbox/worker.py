@@ -613,13 +613,29 @@ def _fill_free_blocks() -> list[bytes]:
     so that a program's new small objects go to fresh pools rather than into the holes the warm-up
     left in pools all over the zygote's heap: each such hole a program fills costs it the copy of a
     page it shares with the zygote (about 100 copies a program, 5% of its page faults)."""
-    free = _free_blocks()
-    # A bytes object of n bytes takes a block of 33 + n bytes (rounded up to the size class).
-    return [bytes(size - sys.getsizeof(b"")) for size, count in free.items() if size - sys.getsizeof(b"") > 1
-            for _ in range(count)]
+    overhead = sys.getsizeof(b"")  # a bytes object of n bytes takes a block of overhead + n bytes (rounded up)
+    return [bytes(size - overhead) for size, count in _free_blocks().items() if size - overhead > 1 for _ in range(count)]
 
 
 _HEAP_FILLED: list[int] = []  # in the zygote: the addresses of _fill_heap_holes()' allocations, never freed
+
+
+def glibc_malloc() -> Any:
+    """The C library with ``mallinfo2`` (returning glibc's ``struct mallinfo2``), ``malloc`` and
+    ``free`` typed, or None where it is no glibc >= 2.33 (only that has ``mallinfo2``)."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype, libc.mallinfo2.argtypes = MallInfo2, []
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    return libc
 
 
 def _fill_heap_holes(limit: int = 100_000) -> int:
@@ -630,18 +646,10 @@ def _fill_heap_holes(limit: int = 100_000) -> int:
     how many were kept."""
     import ctypes
 
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    libc = ctypes.CDLL(None)
-    try:
-        mallinfo2, malloc, free, sbrk = libc.mallinfo2, libc.malloc, libc.free, libc.sbrk
-    except AttributeError:  # not glibc (>= 2.33)
+    libc = glibc_malloc()
+    if libc is None:
         return 0
-    mallinfo2.restype, mallinfo2.argtypes = MallInfo2, []
-    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    mallinfo2, malloc, free, sbrk = libc.mallinfo2, libc.malloc, libc.free, libc.sbrk
     sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_long]
     info = mallinfo2()
     budget = int(info.fordblks) - int(info.keepcost)  # free bytes outside the top chunk
@@ -817,17 +825,9 @@ def _children() -> list[int]:
         tasks = [str(me)]
     for tid in tasks:
         try:
-            fd = os.open(f"/proc/{me}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+            text = isolation.read_proc(f"/proc/{me}/task/{tid}/children")
         except OSError:
             continue
-        try:
-            text = b""
-            while chunk := os.read(fd, 1 << 16):
-                text += chunk
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
         pids += [int(p) for p in text.split()]
     return pids
 
