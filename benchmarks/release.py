@@ -80,6 +80,23 @@ seconds = time.perf_counter() - start
 peak_kb = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0])
 print(json.dumps({"seconds": seconds, "rows": sum(summary.counts.values()), "peak_kb": peak_kb}))
 """
+#: A workspace made by the code under argv[1] at argv[2], from the TableBench file argv[3], with
+#: ToRR's grid (part 1's set-up): an older commit cannot open a workspace that newer code
+#: migrated further (its migrations stop earlier), so each side builds from its own workspace.
+SETUP_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from tqaforge.ingest import import_paths
+from tqaforge.store import init_workspace
+from tqaforge.tables.perturb import TORR_PERTURBATIONS
+from tqaforge.variants.grid import GridOptions, build_variant_grid
+ws = init_workspace(Path(sys.argv[2]), name="tablebench")
+import_paths(ws, [Path(sys.argv[3])])
+build_variant_grid(ws, GridOptions(perturbations=("none", *TORR_PERTURBATIONS), serializations=("csv",),
+                                   write_prompts=False, skip_structural=False, status=None))
+ws.close()
+"""
 
 # Stand-ins for the two network-only imports of TableBench's scripts (module docs).
 EVALUATE_SHIM = '''
@@ -208,28 +225,41 @@ def _child_build(code: Path, ws: Path, out: Path) -> tuple[float, float, float, 
     return done["seconds"], usage.ru_utime + usage.ru_stime, done["peak_kb"] / 1024, done["rows"]
 
 
+def _child_setup(code: Path, ws: Path, data: Path) -> None:
+    """:data:`SETUP_CHILD` with the code under ``code`` (not timed); nothing when ``ws`` exists
+    already (``--keep DIR`` of an earlier run)."""
+    if (ws / "tqaforge.db").exists():
+        return
+    done = subprocess.run([sys.executable, "-c", SETUP_CHILD, str(code), str(ws), str(data)], capture_output=True,
+                          text=True, env={**os.environ, "TQAFORGE_DATABASE_URL": ""})
+    if done.returncode != 0:
+        sys.exit(f"workspace set-up with the code under {code} failed:\n{done.stderr[-3000:]}")
+
+
 def memory(tmp: Path, ws1: Path, scale: int, before: str) -> None:
-    """Part 4 (module docs): peak RSS and time of 1x and ``scale``x builds, before and after."""
+    """Part 4 (module docs): peak RSS and time of 1x and ``scale``x builds, before and after,
+    each side building from a workspace its own code made (the same data, so the same rows)."""
     old = tmp / "before"
     old.mkdir(exist_ok=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", before, "tqaforge"], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
     start = time.perf_counter()
-    if not (tmp / f"ws{scale}" / "tqaforge.db").exists():  # --keep DIR of an earlier run: built already
-        ws10 = init_workspace(tmp / f"ws{scale}", name="tablebench")
-        import_paths(ws10, [_scaled(DATA, scale, tmp / f"TableBench-x{scale}.jsonl")])
-        build_variant_grid(ws10, GridOptions(perturbations=("none", *TORR_PERTURBATIONS), serializations=("csv",),
-                                             write_prompts=False, skip_structural=False, status=None))
-        ws10.close()
-    print(f"\nsetup of {scale}x (not timed): {time.perf_counter() - start:.1f} s")
+    scaled = tmp / f"TableBench-x{scale}.jsonl"
+    if not scaled.exists():
+        _scaled(DATA, scale, scaled)
+    _child_setup(REPO, tmp / f"ws{scale}", scaled)
+    _child_setup(old, tmp / "ws1-before", DATA)
+    _child_setup(old, tmp / f"ws{scale}-before", scaled)
+    print(f"\nsetup of 1x (before) and {scale}x (both; not timed): {time.perf_counter() - start:.1f} s")
     print(f"{'release build, child process':<28} {'before: s':>10} {'CPU s':>6} {'MB':>6}   {'after: s':>9} {'CPU s':>6} {'MB':>6}")
-    for label, ws in (("1x", ws1), (f"{scale}x", tmp / f"ws{scale}")):
+    for label, ws_after, ws_before in (("1x", ws1, tmp / "ws1-before"), (f"{scale}x", tmp / f"ws{scale}", tmp / f"ws{scale}-before")):
         figures = []
-        for name, code in (("before", old), ("after", REPO)):
+        for name, code, ws in (("before", old, ws_before), ("after", REPO, ws_after)):
             figures.append(_child_build(code, ws, tmp / f"mem-{name}-{label}"))
             shutil.rmtree(tmp / f"mem-{name}-{label}", ignore_errors=True)
-        (b_s, b_cpu, b_mb, rows), (a_s, a_cpu, a_mb, _) = figures
-        print(f"{label + f' ({rows:,} rows)':<28} {b_s:>10.2f} {b_cpu:>6.1f} {b_mb:>6.0f}   {a_s:>9.2f} {a_cpu:>6.1f} {a_mb:>6.0f}")
+        (b_s, b_cpu, b_mb, b_rows), (a_s, a_cpu, a_mb, rows) = figures
+        same = "" if b_rows == rows else f"  (before: {b_rows:,} rows)"
+        print(f"{label + f' ({rows:,} rows)':<28} {b_s:>10.2f} {b_cpu:>6.1f} {b_mb:>6.0f}   {a_s:>9.2f} {a_cpu:>6.1f} {a_mb:>6.0f}{same}")
 
 
 def setup(tmp: Path) -> Workspace:

@@ -515,9 +515,9 @@ def items_section(ctx: HealthContext) -> HealthSection | None:
         return HealthSection("items", "Item analysis", (f"not run: {len(systems)} system scored on the base items "
                                                          f"({', '.join(systems) or 'none'}); it compares two or more",),
                              {"systems": systems}, tuple(blind))
-    subtypes = {r.id: f"{r.qtype}_{r.qsubtype}" for r in ctx.release.references if r.subset == "base"}
-    matrix = item_matrix(((r.system, r.id, r.score) for r in base),
-                         items=[r.id for r in ctx.release.references if r.subset == "base"], subtypes=subtypes)
+    references = ctx.release.base_references()  # the same rows as ``base``: subset and configuration
+    subtypes = {r.id: f"{r.qtype}_{r.qsubtype}" for r in references}
+    matrix = item_matrix(((r.system, r.id, r.score) for r in base), items=[r.id for r in references], subtypes=subtypes)
     analysis = analyse_items(matrix, ItemAnalysisOptions(suspect_alpha=ctx.options.suspect_alpha, irt=ctx.options.irt))
     enough = [s for s in analysis.items if s.systems >= t.min_systems]
     what = f"base items scored by {t.min_systems} systems or more"
