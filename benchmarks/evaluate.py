@@ -37,8 +37,10 @@ from release import (  # noqa: E402  (a sibling script, found through the path a
     DATA,
     MIRROR,
     REPO,
+    TB_PYTHON,
     build,
     compare_scores,
+    precompile,
     prepare_theirs,
     run_ours,
     run_theirs,
@@ -83,6 +85,10 @@ def main() -> None:
     repo = prepare_theirs(args.tablebench_repo, tmp, tb_file)
     runs: dict[str, list[tuple[float, float]]] = {"ours": [], "before": [], "theirs": []}
     codes = {"ours": REPO, "before": code_of(args.before, tmp)}
+    for code in codes.values():
+        precompile(sys.executable, code / "tqaforge")
+    for folder in (repo, repo.parent / "shims"):  # their repository and the two stand-ins
+        precompile(TB_PYTHON, folder)
     order = list(runs)
     for round_ in range(args.repeat):
         for name in order[round_ % 3:] + order[:round_ % 3]:

@@ -96,7 +96,10 @@ def _root(ctx: typer.Context, workspace: Optional[Path]) -> Path:
 
     here: Any = ctx  # typer's Context is a click Context of its own vendored click
     while workspace is None and here is not None:
-        workspace = here.params.get("workspace")
+        given = here.params.get("workspace")
+        # A parent command's parameters are as given (a str) or converted (a Path), depending
+        # on Typer's version: Typer converts them when it calls that command, and it has not.
+        workspace = Path(given) if given is not None else None
         here = here.parent
     return find_workspace_root(workspace)
 
