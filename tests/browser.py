@@ -76,6 +76,26 @@ def wait_for_text(driver: Any, *texts: str, timeout: float = WAIT) -> str:
         raise TimeoutError(f"missing {missing}: {exc}") from None
 
 
+# The text of a Vega chart's SVG (Streamlit draws Vega-Lite charts as SVG): all of it, or only what is
+# drawn (Vega hides a label that would overlap another by giving it opacity 0; it stays in the DOM).
+_SVG_TEXT = "return Array.from(arguments[0].querySelectorAll('text')).map(t => t.textContent);"
+_SVG_SHOWN = ("return Array.from(arguments[0].querySelectorAll('text')).filter(t => t.getAttribute('opacity') !== '0'"
+              " && getComputedStyle(t).opacity !== '0').map(t => t.textContent);")
+
+
+def chart_labels(driver: Any, title: str, timeout: float = WAIT) -> tuple[list[str], int]:
+    """The labels a viewer sees on the chart titled ``title`` (its title included), once drawn,
+    and the chart's height in pixels."""
+    def drawn(d: Any) -> Any:
+        for svg in d.find_elements(By.CSS_SELECTOR, "svg.marks"):
+            if title in d.execute_script(_SVG_TEXT, svg):
+                return svg
+        return None
+
+    svg = wait_until(driver, drawn, f"the chart {title!r}", timeout)
+    return list(driver.execute_script(_SVG_SHOWN, svg)), int(svg.size["height"])
+
+
 def wait_for_elements(driver: Any, css: str, what: str, count: int = 1, timeout: float = WAIT) -> list[Any]:
     """The elements matching ``css`` once there are at least ``count`` of them."""
     def found(d: Any) -> list[Any] | None:

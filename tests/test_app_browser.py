@@ -9,10 +9,11 @@ import os
 from pathlib import Path
 
 from app_demo import stage_everything
-from browser import click_button, running_app, wait_for_elements, wait_for_text
+from browser import chart_labels, click_button, running_app, wait_for_elements, wait_for_text
 from conftest import start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
+from tqaforge import queries
 from tqaforge.annotation.adjudication import adjudication_queue
 from tqaforge.ingest import import_paths
 from tqaforge.launch import APP
@@ -33,6 +34,13 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             driver.get(url)
             body = wait_for_text(driver, "Annotation progress per kind", "Pipeline funnel", "Releases")
             assert "Pipeline funnel" in body and all(p in body for p in ("Variants", "Agreement", "Releases"))
+            # Every stage of the funnel chart is labelled, and its counts read as counts: a fixed
+            # height once squeezed nine bars until Vega hid every other name, and the axis read
+            # "1e+2", "1.2e+2" (both seen on the old chart with this same helper).
+            labels, _ = chart_labels(driver, "records per stage")
+            stages = [stage for stage, _ in queries.funnel(ws).stages]
+            assert set(stages) <= set(labels), f"stage names not drawn: {sorted(set(stages) - set(labels))}"
+            assert not [label for label in labels if "e+" in label], labels
             screenshot(driver, tmp_path, "app-overview", keep=False)
 
             driver.get(url + "variants")
@@ -51,6 +59,10 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             driver.get(url + "agreement")
             body = wait_for_text(driver, "Adjudication queue", "question_typing: 6 items")
             assert "question_typing: 6 items, 2 annotators" in body
+            # A bar chart's plot keeps its height: its title, axes and rotated subtype names come on
+            # top (Streamlit's default sizing put all of them inside 220 px, leaving a thin strip).
+            _, height = chart_labels(driver, "per annotator: majority_agreement")
+            assert height >= 300, height
             before = adjudication_queue(ws).total
             screenshot(driver, tmp_path, "app-agreement", keep=False)
             click_button(driver, "decide")

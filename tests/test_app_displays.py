@@ -20,6 +20,7 @@ from tqaforge.annotation.review import review_queue
 from tqaforge.app.charts import (
     UNDEFINED_FILL,
     UNDEFINED_TEXT,
+    VALUE_FORMAT,
     agreement_domain,
     bar_spec,
     by_statistic,
@@ -239,7 +240,7 @@ def test_an_agreement_of_zero_is_drawn_on_a_real_axis() -> None:
     charts span 0 to 1, or -1 to 1 when a value is negative."""
     assert agreement_domain({"a": 0.0}) == (0.0, 1.0) and agreement_domain({"a": 0.3, "b": -0.2}) == (-1.0, 1.0)
     spec = bar_spec({"a": 0.0}, "per subtype: alpha", "alpha", domain=agreement_domain({"a": 0.0}))
-    assert spec["encoding"]["y"]["scale"]["domain"] == [0.0, 1.0] and spec["encoding"]["y"]["axis"]["format"] == "~g"
+    assert spec["encoding"]["y"]["scale"]["domain"] == [0.0, 1.0] and spec["encoding"]["y"]["axis"]["format"] == VALUE_FORMAT
 
 
 def test_costs_show_with_sensible_precision() -> None:

@@ -14,6 +14,14 @@ from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
 UNDEFINED_FILL, UNDEFINED_STROKE, UNDEFINED_TEXT = "#f2f2f2", "#888888", "n/a"
 
 
+#: The value axis' number format (d3-format) of every chart.
+VALUE_FORMAT = ",~r"
+#: Every chart's sizing: as wide as its column, and its plot as tall as the spec says, the title,
+#: axes and rotated labels added around it. (Streamlit's default, "fit", squeezes all of those
+#: into the height: a subtype's long name left a bar chart a plot of a few pixels.)
+AUTOSIZE = {"type": "fit-x", "contains": "padding"}
+
+
 def bar_spec(values: Mapping[str, float], title: str, axis: str, *, order: Sequence[str] | None = None,
              horizontal: bool = False, domain: tuple[float, float] | None = None) -> dict[str, Any]:
     """A bar per name, in ``order`` (else as given), the value axis titled ``axis`` and spanning
@@ -21,12 +29,18 @@ def bar_spec(values: Mapping[str, float], title: str, axis: str, *, order: Seque
     names = list(order) if order is not None else list(values)
     name = {"field": "name", "type": "nominal", "sort": names, "title": None,
             "axis": {"labelLimit": 300} | ({} if horizontal else {"labelAngle": -30})}
-    value: dict[str, Any] = {"field": "value", "type": "quantitative", "title": axis, "axis": {"format": "~g"}}
+    # ",~r": Vega gives the specifier the precision its tick step needs, and "g" then writes
+    # 100 and 120 as "1e+2" and "1.2e+2"; "r" writes them as they are (and 0.85 as 0.85).
+    value: dict[str, Any] = {"field": "value", "type": "quantitative", "title": axis, "axis": {"format": VALUE_FORMAT}}
     if domain is not None:
         value["scale"] = {"domain": list(domain)}
     return {
         "data": {"values": [{"name": k, "value": values[k]} for k in names if k in values]}, "mark": "bar", "title": title,
-        "height": 220, "encoding": {"y": name, "x": value} if horizontal else {"x": name, "y": value},
+        "autosize": AUTOSIZE,
+        # Horizontal: a band per name tall enough for its label (a fixed height squeezed the nine
+        # stages of the funnel until Vega dropped every other label).
+        "height": {"step": 24} if horizontal else 220,
+        "encoding": {"y": name, "x": value} if horizontal else {"x": name, "y": value},
     }
 
 
@@ -53,7 +67,7 @@ def heatmap_spec(pairwise: PairwiseResult, title: str) -> dict[str, Any]:
             for (x, y), r in pairwise.pairs.items() for a, b in ((x, y), (y, x))]
     raters = list(pairwise.raters)
     return {
-        "data": {"values": data}, "title": title,
+        "data": {"values": data}, "title": title, "autosize": AUTOSIZE, "height": {"step": 36},
         "encoding": {"x": {"field": "b", "type": "nominal", "sort": raters, "title": None},
                      "y": {"field": "a", "type": "nominal", "sort": raters, "title": None}},
         "layer": [

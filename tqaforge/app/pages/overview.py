@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.charts import bar_spec
+from tqaforge.app.charts import AUTOSIZE, VALUE_FORMAT, bar_spec
 from tqaforge.app.common import md, require_login, show_annotation_progress, usd, workspace_or_stop
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
@@ -46,9 +46,9 @@ else:
         total += cost
         points.append({"day": day, "cumulative cost (USD)": total})
     st.vega_lite_chart(spec={
-        "data": {"values": points}, "mark": {"type": "line", "point": True},
+        "data": {"values": points}, "mark": {"type": "line", "point": True}, "autosize": AUTOSIZE, "height": 220,
         "encoding": {"x": {"field": "day", "type": "ordinal", "title": None},
-                     "y": {"field": "cumulative cost (USD)", "type": "quantitative", "axis": {"format": "~g"}}},
+                     "y": {"field": "cumulative cost (USD)", "type": "quantitative", "axis": {"format": VALUE_FORMAT}}},
     }, width="stretch")
 
 st.subheader("Annotation progress per kind")
