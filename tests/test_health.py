@@ -105,6 +105,11 @@ def test_report_finds_every_planted_defect(simulation: tuple[Path, Path, list[Pa
     assert not report.passed
     (failed,) = report.failed
     assert failed.name == "suspect_gold" and failed.value == pytest.approx(10 / 150, abs=1e-6)
+    # One rule: a section's text states findings, never a verdict of its own. (The bias and leakage
+    # sections once carried built-in gates: "check bias.constant_answer_subtypes: 1 (at most 0)
+    # FAILED" stood in a report that checked no bias and passed it.)
+    verdicts = [line for section in report.sections for line in section.body if "FAILED" in line or "check " in line]
+    assert not verdicts, verdicts
 
 
 def test_the_checks_of_duplicates_and_bias_fail_on_the_planted_defects(simulation: tuple[Path, Path, list[Path]]) -> None:

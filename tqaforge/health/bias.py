@@ -135,13 +135,6 @@ class BiasSection:
     def first_option_flagged(self) -> list[str]:
         return [s.subtype for s in self.subtypes if s.first_option_flag]
 
-    def checks(self) -> list[tuple[str, float, float, bool]]:
-        """(name, value, threshold, passed) for a release gate: no subtype flagged."""
-        c, p, f = len(self.constant_flagged), len(self.position_flagged), len(self.first_option_flagged)
-        return [("bias.constant_answer_subtypes", float(c), 0.0, c == 0),
-                ("bias.position_subtypes", float(p), 0.0, p == 0),
-                ("bias.first_option_subtypes", float(f), 0.0, f == 0)]
-
     def lines(self) -> list[str]:
         o = self.options
         out = [f"Answer bias: {sum(s.n for s in self.subtypes)} items in {len(self.subtypes)} subtypes"
@@ -157,9 +150,10 @@ class BiasSection:
                 f" length {s.modal_length}); first row {s.first_row}/{s.located} (expected {s.expected_first:.1f}),"
                 f" last row {s.last_row}/{s.located} (expected {s.expected_last:.1f}){listed}" + (f"  [{flags}]" if flags else "")
             )
-        for name, value, threshold, passed in self.checks():
-            out.append(f"  check {name}: {value:g} (at most {threshold:g}) {'ok' if passed else 'FAILED'}"
-                       + ("" if name != "bias.constant_answer_subtypes" else f" (a constant scoring above {o.constant_threshold})"))
+        # Findings only: the health report's max_biased_subtypes is the one rule that gates them.
+        out.append(f"  flagged subtypes: {len(self.constant_flagged)} by a constant answer (one scoring above"
+                   f" {o.constant_threshold}), {len(self.position_flagged)} by the gold's table position,"
+                   f" {len(self.first_option_flagged)} by the first listed option")
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -170,7 +164,6 @@ class BiasSection:
             "constant_flagged": self.constant_flagged, "position_flagged": self.position_flagged,
             "first_option_flagged": self.first_option_flagged,
             "question_only": "its own section: needs a model",
-            "checks": [{"name": n, "value": v, "threshold": t, "passed": p} for n, v, t, p in self.checks()],
         }
 
 

@@ -65,21 +65,20 @@ def default_references() -> list[Path]:
 
 @dataclass(frozen=True)
 class LeakageOptions:
-    """Thresholds of the leakage section and its gate."""
+    """What the leakage section counts as a duplicate. It gates nothing itself: the health report's
+    thresholds (``max_leaked``, ``max_duplicated``) are the one rule that passes or fails a release."""
 
     table_threshold: float = 0.8  # Jaccard overlap of cell-value sets for a near-duplicate table
     question_threshold: float = 0.8  # ROUGE-L F for a near-duplicate question
     ngram: int = 3  # word n-grams of the reported question overlap
     references: tuple[Path, ...] | None = None  # None: default_references()
-    max_leaked_share: float = 0.05  # gate: share of release items duplicated in a reference set
-    max_internal_share: float = 0.02  # gate: share of release items duplicated within the release
     listed: int = 20  # at most so many duplicates listed in lines()
     max_question_tokens: int = 1000  # longer questions are compared on their first so many tokens
 
     def __post_init__(self) -> None:
-        for name in ("table_threshold", "question_threshold", "max_leaked_share", "max_internal_share"):
+        for name in ("table_threshold", "question_threshold"):
             value = getattr(self, name)
-            if not 0.0 < value <= 1.0 and not (name.startswith("max_") and value == 0.0):
+            if not 0.0 < value <= 1.0:
                 raise ConfigError(f"leakage option {name} is {value}", hint="give a number in (0, 1]")
         if self.ngram < 1:
             raise ConfigError(f"leakage option ngram is {self.ngram}", hint="give a positive n-gram length")
@@ -163,14 +162,6 @@ class LeakageSection:
     def _share(self, items: list[str]) -> float:
         return len(items) / self.n_items if self.n_items else 0.0
 
-    def checks(self) -> list[tuple[str, float, float, bool]]:
-        """(name, value, threshold, passed) for a release gate."""
-        leaked, internal = self._share(self.leaked_items), self._share(self.internal_items)
-        return [
-            ("leakage.items_in_references", leaked, self.options.max_leaked_share, leaked <= self.options.max_leaked_share),
-            ("leakage.items_duplicated_within", internal, self.options.max_internal_share,
-             internal <= self.options.max_internal_share),
-        ]
 
     def lines(self) -> list[str]:
         o = self.options
@@ -183,8 +174,9 @@ class LeakageSection:
             f" {o.table_threshold}); {self.shared_tables} tables shared by several items",
             f"  questions: {len({d.item for d in self.questions if d.kind == 'exact'})} with an exact and"
             f" {len({d.item for d in self.questions if d.kind == 'near'})} with a near duplicate (ROUGE-L >= {o.question_threshold})",
-            f"  items duplicated (question and table): {len(self.leaked_items)} in references,"
-            f" {len(self.internal_items)} within the release",
+            f"  items duplicated (question and table): {len(self.leaked_items)} in references"
+            f" ({self._share(self.leaked_items):.1%}), {len(self.internal_items)} within the release"
+            f" ({self._share(self.internal_items):.1%})",
         ]
         for d in self.tables[: o.listed]:
             where = "release" if d.other_source == RELEASE else Path(d.other_source).name
@@ -197,8 +189,6 @@ class LeakageSection:
         hidden = max(0, len(self.tables) - o.listed) + max(0, len(self.questions) - o.listed)
         if hidden:
             out.append(f"    ... and {hidden} more (health.json)")
-        for name, value, threshold, passed in self.checks():
-            out.append(f"  check {name}: {value:.3f} (at most {threshold}) {'ok' if passed else 'FAILED'}")
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -210,7 +200,7 @@ class LeakageSection:
             "table_duplicates": [d.as_dict() for d in self.tables],
             "question_duplicates": [d.as_dict() for d in self.questions],
             "leaked_items": self.leaked_items, "internal_items": self.internal_items,
-            "checks": [{"name": n, "value": v, "threshold": t, "passed": p} for n, v, t, p in self.checks()],
+            "leaked_share": self._share(self.leaked_items), "internal_share": self._share(self.internal_items),
         }
 
 
