@@ -177,6 +177,29 @@ def test_rouge_l_is_the_lcs_f_measure():
     assert rouge_l(a, a) == 1.0
 
 
+def _lcs_reference(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """The textbook dynamic programme, the reference for rapidfuzz's LCS."""
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a, 1):
+        for j, y in enumerate(b, 1):
+            table[i][j] = table[i - 1][j - 1] + 1 if x == y else max(table[i - 1][j], table[i][j - 1])
+    return table[-1][-1]
+
+
+def test_lcs_length_equals_the_dynamic_programme():
+    """rapidfuzz's LCS (compared by token hash) against the plain dynamic programme: random token
+    sequences with repeats, one-character tokens (compared by code point), long and empty ones."""
+    rng = random.Random(26)
+    vocab = ["a", "b", "7", "é", "ab", "ba", "the", "total", "2019", "x" * 40, "ß", "\u4e2d\u6587"]
+    for _ in range(2000):
+        a = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 30)))
+        b = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 30)))
+        assert lcs_length(a, b) == _lcs_reference(a, b), (a, b)
+    long_a = tuple(rng.choice(vocab) for _ in range(300))
+    long_b = tuple(rng.choice(vocab) for _ in range(200))
+    assert lcs_length(long_a, long_b) == _lcs_reference(long_a, long_b)
+
+
 def test_clean_question_and_tokens():
     assert clean_question('  1.  "What is the   total?"  ') == "What is the total?"
     assert clean_question("Q3: Which team won?") == "Which team won?"

@@ -21,6 +21,8 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rapidfuzz.distance import LCSseq
+
 _TOKEN = re.compile(r"\w+")
 # "1. ", "2) ", "(3) ", "- ", "* ", "Q1: ", "Question 2 -": list markers models put in front.
 _MARKER = re.compile(
@@ -45,16 +47,13 @@ def tokens(text: str) -> tuple[str, ...]:
 
 
 def lcs_length(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    """Length of the longest common subsequence of two token sequences (O(len(a) * len(b)))."""
-    if len(a) < len(b):
-        a, b = b, a
-    previous = [0] * (len(b) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(b, start=1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    return previous[-1]
+    """Length of the longest common subsequence of two token sequences.
+
+    rapidfuzz's bit-parallel LCS, in C++ (about 70 times the dynamic programme in Python on
+    questions, a thousand times on sequences of a thousand tokens). It compares tokens by their
+    hash (a one-character token by its code point): two distinct tokens of one comparison would
+    have to share a 64-bit hash to be taken as equal."""
+    return int(LCSseq.similarity(a, b))
 
 
 def rouge_l(candidate: tuple[str, ...], reference: tuple[str, ...]) -> float:
