@@ -24,6 +24,7 @@ from tqaforge.app.charts import (
     agreement_domain,
     bar_spec,
     by_statistic,
+    cumulative_cost_spec,
     heatmap_spec,
     undefined_pairs,
 )
@@ -241,6 +242,13 @@ def test_an_agreement_of_zero_is_drawn_on_a_real_axis() -> None:
     assert agreement_domain({"a": 0.0}) == (0.0, 1.0) and agreement_domain({"a": 0.3, "b": -0.2}) == (-1.0, 1.0)
     spec = bar_spec({"a": 0.0}, "per subtype: alpha", "alpha", domain=agreement_domain({"a": 0.0}))
     assert spec["encoding"]["y"]["scale"]["domain"] == [0.0, 1.0] and spec["encoding"]["y"]["axis"]["format"] == VALUE_FORMAT
+
+
+def test_the_cost_chart_draws_the_running_total_per_day() -> None:
+    spec = cumulative_cost_spec([("2026-11-01", 0.25), ("2026-11-02", 0.0), ("2026-11-05", 1.5)])
+    assert [(p["day"], p["cumulative cost (USD)"]) for p in spec["data"]["values"]] == [
+        ("2026-11-01", 0.25), ("2026-11-02", 0.25), ("2026-11-05", 1.75)]
+    assert cumulative_cost_spec([])["data"]["values"] == []
 
 
 def test_costs_show_with_sensible_precision() -> None:

@@ -5,6 +5,7 @@ an empty Series, draws an empty box with a warning."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Mapping, Sequence
 
 from tqaforge.annotation.agreement import AgreementResult, PairwiseResult
@@ -41,6 +42,17 @@ def bar_spec(values: Mapping[str, float], title: str, axis: str, *, order: Seque
         # stages of the funnel until Vega dropped every other label).
         "height": {"step": 24} if horizontal else 220,
         "encoding": {"y": name, "x": value} if horizontal else {"x": name, "y": value},
+    }
+
+
+def cumulative_cost_spec(spend: Sequence[tuple[str, float]]) -> dict[str, Any]:
+    """A line of the running total of ``spend`` ((day, USD) in day order), a point per day."""
+    points = [{"day": day, "cumulative cost (USD)": total}
+              for (day, _), total in zip(spend, itertools.accumulate(cost for _, cost in spend))]
+    return {
+        "data": {"values": points}, "mark": {"type": "line", "point": True}, "autosize": AUTOSIZE, "height": 220,
+        "encoding": {"x": {"field": "day", "type": "ordinal", "title": None},
+                     "y": {"field": "cumulative cost (USD)", "type": "quantitative", "axis": {"format": VALUE_FORMAT}}},
     }
 
 

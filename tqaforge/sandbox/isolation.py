@@ -215,7 +215,8 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-_CAP_HEADER = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words; pid 0: this process
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522  # two 32-bit words of each set
+_CAP_HEADER = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)  # pid 0: this process
 _CAP_DATA = (_CapData * 2)()  # all zero: no capability (made once: a forked child only passes them)
 
 
@@ -223,7 +224,7 @@ def drop_capabilities() -> None:
     """Give up every capability. Without root the worker lives in a user namespace of its own, where
     it holds all of them (so that it can mount the program's root); a program keeping them could
     remount that root's read-only binds read-write."""
-    _CAP_HEADER.version, _CAP_HEADER.pid = 0x20080522, 0
+    _CAP_HEADER.version, _CAP_HEADER.pid = _LINUX_CAPABILITY_VERSION_3, 0  # the kernel may have written them
     ctypes.memset(_CAP_DATA, 0, ctypes.sizeof(_CAP_DATA))
     _check(libc().capset(ctypes.byref(_CAP_HEADER), ctypes.byref(_CAP_DATA)), "capset")
 

@@ -54,12 +54,16 @@ def _read_exact(fd: int, n: int) -> bytes | None:
     return bytes(chunks)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (os.write may take part of it: a pipe, a socket), through os calls."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_frame(fd: int, obj: Any) -> None:
     body = json.dumps(obj).encode()
-    data = memoryview(struct.pack(">Q", len(body)) + body)
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+    write_all(fd, struct.pack(">Q", len(body)) + body)
 
 
 class Worker:
@@ -202,9 +206,7 @@ class Worker:
         table = os.path.join(scratch, "table.csv")
         fd = os.open(table, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # as open(): 0o666 less the umask
         try:
-            data = memoryview(req["table_csv"].encode("utf-8"))
-            while data:
-                data = data[os.write(fd, data):]
+            write_all(fd, req["table_csv"].encode("utf-8"))
         finally:
             os.close(fd)
         if self.uid is not None and self.gid is not None:
@@ -602,7 +604,7 @@ def _zygote_main(worker: Worker, sock: socket.socket) -> None:
         finally:
             os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
-        os.write(fd, _REAPED.pack(status, usage.ru_utime + usage.ru_stime))
+        write_all(fd, _REAPED.pack(status, usage.ru_utime + usage.ru_stime))
 
 
 _FILLED: list[bytes] = []  # in the zygote: the objects of _fill_free_blocks()
@@ -727,9 +729,7 @@ def _run_program(code: str, scratch: str, chart_type: str | None) -> None:
         note_exception(status, exc)
     note_chart(status, chart_type)
     try:
-        data = json.dumps(status).encode()
-        while data:
-            data = data[os.write(3, data):]
+        write_all(3, json.dumps(status).encode())
     except BaseException:
         pass
     os._exit(exit_code)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tqaforge import queries
-from tqaforge.app.charts import AUTOSIZE, VALUE_FORMAT, bar_spec
+from tqaforge.app.charts import bar_spec, cumulative_cost_spec
 from tqaforge.app.common import md, require_login, show_annotation_progress, usd, workspace_or_stop
 
 require_login()  # first: nothing of the page before someone signs in (when a login is required)
@@ -40,16 +40,7 @@ elif not any(cost for _, cost in spend):
     # A chart of a flat zero line is an empty box: say it instead.
     st.caption("nothing spent yet: every LLM call so far cost nothing (a free or local model, or no price known)")
 else:
-    total = 0.0
-    points = []
-    for day, cost in spend:
-        total += cost
-        points.append({"day": day, "cumulative cost (USD)": total})
-    st.vega_lite_chart(spec={
-        "data": {"values": points}, "mark": {"type": "line", "point": True}, "autosize": AUTOSIZE, "height": 220,
-        "encoding": {"x": {"field": "day", "type": "ordinal", "title": None},
-                     "y": {"field": "cumulative cost (USD)", "type": "quantitative", "axis": {"format": VALUE_FORMAT}}},
-    }, width="stretch")
+    st.vega_lite_chart(spec=cumulative_cost_spec(spend), width="stretch")
 
 st.subheader("Annotation progress per kind")
 show_annotation_progress(ws)
