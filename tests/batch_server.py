@@ -36,14 +36,14 @@ import time
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from openai_server import Reply, Scripted, _error_body, echo_reply, fingerprint, render_reply  # noqa: E402
+from openai_server import QuietServer, Reply, Scripted, _error_body, echo_reply, fingerprint, render_reply  # noqa: E402
 
 KILL_POINTS = ("file_stored", "batch_created", "output_midstream")
 FLOW = ("validating", "in_progress", "finalizing", "completed")
@@ -180,9 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
+class _Server(QuietServer):
     owner: "BatchServer"
 
 

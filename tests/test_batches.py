@@ -269,7 +269,7 @@ def test_wait_gives_up_after_its_timeout(workspace, server):
 
 
 def test_a_server_whose_batches_move_with_time(workspace):
-    with BatchServer(state_s=0.2) as srv:
+    with BatchServer(state_s=0.4) as srv:
         settings = settings_for(srv.url)
         batch = submit_batch(workspace, settings, make_requests(settings, 2), step="demo")
         seen: list[str] = []
@@ -282,7 +282,9 @@ def test_a_server_whose_batches_move_with_time(workspace):
         done = wait_batch(workspace, settings, batch.id, poll_s=0.01, timeout_s=10, on_progress=progress)
         assert done.state == "completed" and {"in_progress", "finalizing"} <= set(seen)
         assert reports[0] == (0, 2) and reports[-1] == (2, 2)
-        assert seen.count("finalizing") > 1  # time moves it, not the polls
+        # Time moves it, not the polls: some state is seen by more than one look. (One state's
+        # looks can all fall in one slow poll on a loaded machine, three states' looks cannot.)
+        assert len(seen) > len(set(seen)), seen
         assert collect_batch(workspace, settings, batch.id).ok == 2
 
 
