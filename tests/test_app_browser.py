@@ -32,8 +32,8 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,1800")
         try:
             driver.get(url)
-            body = wait_for_text(driver, "Annotation progress per kind", "Pipeline funnel", "Releases")
-            assert "Pipeline funnel" in body and all(p in body for p in ("Variants", "Agreement", "Releases"))
+            # Every text asserted is waited for: Streamlit draws a page's elements one after another.
+            wait_for_text(driver, "Annotation progress per kind", "Pipeline funnel", "Releases", "Variants", "Agreement")
             # Every stage of the funnel chart is labelled, and its counts read as counts: a fixed
             # height once squeezed nine bars until Vega hid every other name, and the axis read
             # "1e+2", "1.2e+2" (both seen on the old chart with this same helper).
@@ -44,8 +44,7 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             screenshot(driver, tmp_path, "app-overview", keep=False)
 
             driver.get(url + "variants")
-            body = wait_for_text(driver, "as the model sees it", "blue: moved")
-            assert "shuffle_rows (" in body and "original" in body and "perturbed" in body and "blue: moved" in body
+            wait_for_text(driver, "as the model sees it", "blue: moved", "shuffle_rows (", "original", "perturbed")
             screenshot(driver, tmp_path, "app-variants", keep=False)
 
             driver.get(url + "review")
@@ -57,8 +56,7 @@ def test_researcher_walks_the_app_in_chromium(tmp_path: Path, chromium) -> None:
             assert len(accepted) == 1
 
             driver.get(url + "agreement")
-            body = wait_for_text(driver, "Adjudication queue", "question_typing: 6 items")
-            assert "question_typing: 6 items, 2 annotators" in body
+            wait_for_text(driver, "Adjudication queue", "question_typing: 6 items, 2 annotators")
             # A bar chart's plot keeps its height: its title, axes and rotated subtype names come on
             # top (Streamlit's default sizing put all of them inside 220 px, leaving a thin strip).
             _, height = chart_labels(driver, "per annotator: majority_agreement")

@@ -24,16 +24,17 @@ def test_health_page_runs_the_report_in_chromium(tmp_path: Path, chromium) -> No
         driver = start_chrome(chromium, tmp_path / "profile", window="1400,2000")
         try:
             driver.get(url + "health")
-            body = wait_for_text(driver, "3 evaluations found", "no health report of candidate yet")
-            assert all(f"candidate / e{k}" in body for k in range(3))
+            wait_for_text(driver, "3 evaluations found", "no health report of candidate yet",
+                          *(f"candidate / e{k}" for k in range(3)))
             click_button(driver, "run the health report")
-            body = wait_for_text(driver, "health of release sim 0.9.0: UNHEALTHY", "[FAIL] suspect_gold", "Item analysis")
-            assert "1 of 1 checks fail" in body and "10 of 150 base items" in body
+            # Every text asserted is waited for: Streamlit draws a page's elements one after another.
+            wait_for_text(driver, "health of release sim 0.9.0: UNHEALTHY", "[FAIL] suspect_gold", "Item analysis",
+                          "1 of 1 checks fail", "10 of 150 base items")
             assert (ws / "health" / "candidate" / HEALTH_JSON).is_file()
             # The same report again, its suspect gold filed in the adjudication queue; the page says what became of it.
             click_button(driver, "send suspect gold to adjudication")
-            body = wait_for_text(driver, "10 queued, 0 already queued, 0 settled by a person", "Suspect gold sent to adjudication")
-            assert "suspect gold sent to adjudication: 10 queued" in body
+            wait_for_text(driver, "10 queued, 0 already queued, 0 settled by a person", "Suspect gold sent to adjudication",
+                          "suspect gold sent to adjudication: 10 queued")
             workspace = open_workspace(ws)
             try:
                 assert adjudication_flags(workspace, status="open").total == 10
