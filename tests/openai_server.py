@@ -279,13 +279,7 @@ class OpenAIServer:
 
     def wait_paid(self, n: int, timeout: float) -> None:
         """Block until at least ``n`` replies were paid; TimeoutError after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while sum(self.paid.values()) < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{sum(self.paid.values())} paid replies after {timeout}s, wanted {n}")
-                self._lock.wait(left)
+        self._wait_count(lambda: sum(self.paid.values()), n, timeout, "paid replies")
 
     def wait_requests(self, n: int, timeout: float) -> None:
         """Block until at least ``n`` requests were received; TimeoutError after ``timeout`` s.
@@ -293,12 +287,16 @@ class OpenAIServer:
         A client that gave up on a request may have sent it before the accept loop read it: a test
         that counts attempts waits here, inside the server's lifetime, before it counts.
         """
+        self._wait_count(lambda: len(self.requests), n, timeout, "requests")
+
+    def _wait_count(self, count: Callable[[], int], n: int, timeout: float, what: str) -> None:
+        """Block until ``count()`` (read under the lock) is at least ``n``; TimeoutError after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while len(self.requests) < n:
+            while count() < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{len(self.requests)} requests after {timeout}s, wanted {n}")
+                    raise TimeoutError(f"{count()} {what} after {timeout}s, wanted {n}")
                 self._lock.wait(left)
 
     # -- called by the handler threads -------------------------------------------------------
