@@ -104,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._wait(None)
                 owner._unstall()
                 return
+            owner._held()
             delay = script.delay_s if script.delay_s is not None else owner.latency_s
             if not self._wait(delay):
                 return  # the client hung up while we were "thinking": nothing delivered
@@ -219,6 +220,7 @@ class OpenAIServer:
         self._promised = 0  # requests admitted under stall_after that may still become paid
         self._unsettled = 0  # requests received and not yet settled (delivered, failed or hung up)
         self._stalled = 0  # of those, the ones held by stall_after (they can never become paid)
+        self._hold: tuple[int, float] | None = None  # (in flight wanted, deadline): see hold_until_in_flight
         self._closing = threading.Event()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self
@@ -266,6 +268,28 @@ class OpenAIServer:
         """
         with self._lock:
             self._stall_after = n
+
+    def hold_until_in_flight(self, n: int, timeout: float) -> None:
+        """Hold every reply until ``n`` requests are in flight at once, or ``timeout`` s passed.
+
+        A one-shot gate: once either happens every request is answered as usual. A test that
+        asserts concurrency (``max_in_flight``) then does not depend on the host being quick
+        enough for requests to overlap by chance, and a client that never overlaps costs one
+        ``timeout``, not one per request.
+        """
+        with self._lock:
+            self._hold = (n, time.monotonic() + timeout)
+
+    def _held(self) -> None:
+        with self._lock:
+            while self._hold is not None:
+                n, deadline = self._hold
+                left = deadline - time.monotonic()
+                if self.in_flight >= n or left <= 0 or self._closing.is_set():
+                    self._hold = None
+                    self._lock.notify_all()
+                    break
+                self._lock.wait(min(left, 0.2))
 
     def only_stalled_left(self) -> bool:
         """True when every request not yet settled is held by :meth:`stall_after`: no reply is on

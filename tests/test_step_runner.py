@@ -61,6 +61,9 @@ def test_every_piece_is_done_once_and_counted_once(workspace: Workspace) -> None
 def test_workers_in_one_process_split_the_work(workspace: Workspace) -> None:
     toy = Toy(60)
     with OpenAIServer(lambda body: "x", latency_s=0.05) as server:
+        # Replies wait until a fifth request is in flight (a window holds four): only workers that
+        # really run at once get there; a run of one window at a time waits out the 20 s once.
+        server.hold_until_in_flight(5, timeout=20)
         summary = run_step(workspace, toy, settings(server.url), RunnerOptions(workers=3, window=4, chunk=5))
         assert len(toy.commits) == 60 == len(set(toy.commits))
         assert server.total_paid == 60 and max(server.paid.values()) == 1
