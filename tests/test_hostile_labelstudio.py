@@ -154,7 +154,7 @@ def test_taken_port_fails_at_once_naming_the_port(tmp_path: Path) -> None:
 
 def test_launcher_shows_progress_and_an_honest_estimate(tmp_path: Path) -> None:
     """Case: a cold `make run` took 320 s while the launcher said "about 30 s" and printed nothing
-    while waiting; it now says about 90 s, shows progress, and Label Studio calls nothing outside
+    while waiting; it now gives an honest estimate, shows progress, and Label Studio calls nothing outside
     the machine (no PyPI version check, no Sentry)."""
     _require_label_studio()
     app_port, ls_port = free_port(), free_port()
@@ -164,9 +164,11 @@ def test_launcher_shows_progress_and_an_honest_estimate(tmp_path: Path) -> None:
         wait_for(lambda: is_healthy(ls_url) and _port_open(app_port), 330, "Label Studio and the app to answer", 0.5)
         wait_for(lambda: "stop both with Ctrl-C" in out_path.read_text(errors="replace"), 30, "the launcher's banner")
         output = out_path.read_text(errors="replace")
-        assert "about 90 s on first start" in output and "about 30 s" not in output, output
+        assert "about 10 s; about 90 s the first time on this machine" in output and "about 30 s" not in output, output
         first_line = next(line for line in output.splitlines() if line.startswith("starting Label Studio"))
-        assert "..." in first_line and " 10 s " in first_line and first_line.endswith("ready"), first_line
+        # A dot a second while waiting (a new server starts from the install's database template
+        # in about 10 s, so the " 10 s " mark may not be reached).
+        assert "..." in first_line and first_line.endswith("ready"), first_line
         server_pid = next(pid for pid in _process_group(_ls_group(launcher.pid)) if "label-studio" in _cmdline(pid))
         environ = dict(item.split("=", 1) for item in
                        (Path("/proc") / str(server_pid) / "environ").read_bytes().decode().split("\0") if "=" in item)

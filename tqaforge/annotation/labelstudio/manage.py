@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tqaforge.annotation.labelstudio.client import ClientSettings
+from tqaforge.annotation.labelstudio.database_template import DATABASE_NAME
 from tqaforge.annotation.labelstudio.server import (
     ADMIN_USERNAME,
     DEMO_PASSWORD,
@@ -76,7 +77,6 @@ if TYPE_CHECKING:
 CREDENTIALS_NAME = "credentials.json"
 PID_NAME = "label-studio.pid"
 LOG_NAME = "label-studio.log"
-DATABASE_NAME = "label_studio.sqlite3"
 DEFAULT_PORT = 8080
 START_COMMAND = "tqaforge labelstudio start"
 _LOCK_NAME = ".start.lock"
