@@ -64,6 +64,7 @@ def test_the_template_is_made_once_without_a_login_and_copied_private(tmp_path: 
     first, second = tmp_path / "a", tmp_path / "b"
     for data_dir in (first, second):
         data_dir.mkdir()
+        (data_dir / f".{DATABASE_NAME}.999999.part").write_bytes(b"sc")  # a copy killed half way
         assert seed(data_dir, command, ENV, log_fd=log_fd) is True
         assert (data_dir / DATABASE_NAME).read_bytes() == b"schema"
         assert stat.S_IMODE((data_dir / DATABASE_NAME).stat().st_mode) == 0o600
@@ -89,6 +90,9 @@ def test_an_existing_database_is_never_replaced(tmp_path: Path, log_fd: int) -> 
 
 def test_a_damaged_template_is_made_again(tmp_path: Path, log_fd: int) -> None:
     command = _fake_venv(tmp_path / "venv")
+    killed = tmp_path / "venv" / "tqaforge" / "build-killed"  # a build killed half way, earlier
+    killed.mkdir(parents=True)
+    (killed / DATABASE_NAME).write_bytes(b"sch")
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
     assert seed(tmp_path / "a", command, ENV, log_fd=log_fd)
@@ -97,6 +101,7 @@ def test_a_damaged_template_is_made_again(tmp_path: Path, log_fd: int) -> None:
     template.write_bytes(b"schem")  # truncated on a full disk, say
     assert seed(tmp_path / "b", command, ENV, log_fd=log_fd)
     assert (tmp_path / "b" / DATABASE_NAME).read_bytes() == b"schema" and _runs(tmp_path / "venv") == 2
+    assert not killed.exists(), "the killed build's scratch directory was cleared"
     # Control: the digest is what caught it.
     template.write_bytes(b"other")
     assert not usable(template) and not template.exists()

@@ -141,12 +141,15 @@ def _build(template: Path, environ: dict[str, str], *, log_fd: int, on_wait: Cal
     digest (the digest last: a template without one is not used)."""
     python = template.parent.parent / "bin" / "python"
     os.write(log_fd, b"tqaforge: making the database template (Label Studio's migrations, once per install)\n")
+    for stale in template.parent.glob("build-*"):  # left by a build that was killed (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="build-", dir=template.parent) as scratch:
         env = {key: value for key, value in environ.items()
                if not any(key in (name, f"LABEL_STUDIO_{name}", f"HEARTEX_{name}") for name in _NOT_FOR_THE_BUILD)}
         env["LABEL_STUDIO_BASE_DATA_DIR"] = scratch
         process = subprocess.Popen([str(python), "-c", _MIGRATE], env=env, cwd=scratch, stdout=log_fd,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   umask=0o077)  # nothing secret in it, but private like the servers' own files
         try:
             deadline = time.monotonic() + wait_s
             while process.poll() is None:
@@ -177,6 +180,8 @@ def _copy(template: Path, target: Path) -> bool:
     template turned out damaged or ``target`` appeared meanwhile."""
     if not usable(template):
         return False
+    for stale in target.parent.glob(f".{target.name}.*.part"):  # a copy killed half way
+        stale.unlink()
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     with template.open("rb") as source, open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
         shutil.copyfileobj(source, out)
