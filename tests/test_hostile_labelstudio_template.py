@@ -27,6 +27,8 @@ from tqaforge.annotation.labelstudio.server import (
     token_works,
 )
 
+pytestmark = pytest.mark.hostile
+
 
 def _fake_venv(root: Path, *, migrate: str = 'printf "schema" > "$LABEL_STUDIO_BASE_DATA_DIR/label_studio.sqlite3"'
                ) -> Path:
