@@ -18,7 +18,7 @@ PYTEST_ARGS ?= --durations=30  # the slowest tests in every run's log (the CI mu
 # worker and every test of the shared Label Studio servers on one, in order). XDIST= runs it in one process.
 XDIST ?= -n 2
 
-.PHONY: install labelstudio check test demo run app bench clean screenshots browser-stress
+.PHONY: install labelstudio venvs check test demo run app bench clean screenshots browser-stress
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tqaforge needs Python >= 3.11; set PYTHON=python3.11")'
@@ -38,6 +38,10 @@ $(LS_VENV)/.installed:
 
 labelstudio: $(LS_VENV)/.installed
 
+# Both virtualenvs at once: each install is mostly one core's work (a few minutes each on a fresh machine).
+venvs:
+	@$(MAKE) --no-print-directory -j2 install labelstudio
+
 # The checks DESIGN.md asks for: import contracts (the layers), lint, types; then the whole suite.
 check: install
 	$(BIN)/lint-imports
@@ -46,7 +50,7 @@ check: install
 
 # Bytecode compiled first: with PYTHONDONTWRITEBYTECODE set (as on some hosts) every CLI child, app server
 # and worker of the suite would otherwise compile the package from source again (about 0.5 s each).
-test: install labelstudio check
+test: venvs check
 	$(BIN)/python -m compileall -q tqaforge tests > /dev/null
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
@@ -56,7 +60,7 @@ demo: install
 	$(BIN)/tqaforge demo $(DEMO) --data data
 	$(BIN)/tqaforge --workspace $(DEMO) status
 
-run: demo labelstudio
+run: venvs demo
 	$(BIN)/tqaforge serve --workspace $(DEMO) --host $(HOST) --app-port $(APP_PORT) --ls-port $(LS_PORT) --demo-login --push-pending \
 		$(if $(filter 1 yes true,$(ALLOW_REMOTE)),--allow-remote)
 

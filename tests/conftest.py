@@ -180,8 +180,29 @@ def _uses_servers(item: pytest.Item, fixtures: tuple[str, ...] = SERVER_FIXTURES
     return any(name in getattr(item, "fixturenames", ()) for name in fixtures)
 
 
+# The longest work units first (seconds of one CI run on the 2-core machine, 2026-11-27), so that
+# the last units handed out are short ones and neither worker idles long at the end. The unit of
+# the shared servers' tests is the longest of all; files not named here keep collection order.
+LONG_FILES = {
+    "test_readme_walkthrough.py": 330, "test_health.py": 200, "test_app_browser.py": 160,
+    "test_demo.py": 150, "test_app_health_browser.py": 135, "test_app_pipeline_browser.py": 120,
+    "test_workers_postgres.py": 120, "test_perturb.py": 110, "test_app_login_browser.py": 95,
+    "test_hostile_labelstudio.py": 80, "test_answers.py": 65, "test_generation.py": 60,
+    "test_hostile_urls.py": 60, "test_release_stream.py": 55, "test_app_health_controls.py": 50,
+}
+
+
+def _unit_weight(item: pytest.Item) -> int:
+    return 10_000 if _uses_servers(item) else LONG_FILES.get(Path(str(item.fspath)).name, 0)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
+    if hasattr(config, "workerinput"):
+        # Under xdist the collection order is the order work units are handed out (see the
+        # scheduler below): the longest first. A stable sort keeps each file's own order.
+        items.sort(key=lambda item: (item.get_closest_marker("stops_label_studio") is not None, -_unit_weight(item)))
+    else:
+        items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
     if hasattr(config, "workerinput"):  # for the controller's scheduler: which tests use a shared server
         path = _RUN["dir"] / f"server-tests-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
         atomic_write_text(path, json.dumps([item.nodeid for item in items if _uses_servers(item)]))
@@ -206,6 +227,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     self._server_tests.update(json.loads(path.read_text()))
             return SERVERS_SCOPE if nodeid in self._server_tests else nodeid.split("::", 1)[0]
 
+    config.option.loadscopereorder = False  # hand units out in collection order (longest first), not by test count
     return Scheduling(config, log)
 
 
