@@ -122,7 +122,8 @@ def test_a_failed_build_leaves_the_start_as_before(tmp_path: Path, log_fd: int, 
 def test_not_used_when_switched_off_elsewhere_or_not_a_virtualenv(tmp_path: Path, log_fd: int) -> None:
     command = _fake_venv(tmp_path / "venv")
     (tmp_path / "d").mkdir()
-    for env in ({**ENV, "TQAFORGE_LABEL_STUDIO_TEMPLATE": "0"}, {**ENV, "LABEL_STUDIO_DATABASE_NAME": "/x.db"}):
+    for env in ({**ENV, "TQAFORGE_LABEL_STUDIO_TEMPLATE": "0"}, {**ENV, "LABEL_STUDIO_DATABASE_NAME": "/x.db"},
+                {**ENV, "HEARTEX_DATABASE_NAME": "/x.db"}, {**ENV, "DATABASE_NAME": "/x.db"}):
         assert seed(tmp_path / "d", command, env, log_fd=log_fd) is False
     assert _runs(tmp_path / "venv") == 0
     loose = tmp_path / "bin" / "label-studio"  # on PATH, no virtualenv around it

@@ -44,6 +44,8 @@ _MIGRATE = (
     "from django.core.management import call_command\n"
     "call_command('migrate', '--no-color', verbosity=0)\n"
 )
+# Label Studio's setting (under each name its get_env tries) that puts its database outside its data directory.
+_DATABASE_ELSEWHERE = ("DATABASE_NAME", "LABEL_STUDIO_DATABASE_NAME", "HEARTEX_DATABASE_NAME")
 # Settings that would give the scratch database a login, or put it somewhere else.
 _NOT_FOR_THE_BUILD = ("USERNAME", "PASSWORD", "USER_TOKEN", "DATABASE_NAME")
 
@@ -99,8 +101,7 @@ def seed(data_dir: Path, executable: Path, environ: dict[str, str], *, log_fd: i
     read from it); the build's output goes to ``log_fd`` (the server's log). ``on_wait()`` is
     called about once a second while the template is made or another process makes it.
     """
-    if not enabled(environ) or any(f"LABEL_STUDIO_{name}" in environ or name in environ
-                                   for name in ("DATABASE_NAME",)):
+    if not enabled(environ) or any(name in environ for name in _DATABASE_ELSEWHERE):
         return False  # a database elsewhere than the data directory is not ours to seed
     target = data_dir / DATABASE_NAME
     template = template_path(executable)
