@@ -197,13 +197,12 @@ def _unit_weight(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if hasattr(config, "workerinput"):
-        # Under xdist the collection order is the order work units are handed out (see the
-        # scheduler below): the longest first. A stable sort keeps each file's own order.
-        items.sort(key=lambda item: (item.get_closest_marker("stops_label_studio") is not None, -_unit_weight(item)))
-    else:
-        items.sort(key=lambda item: item.get_closest_marker("stops_label_studio") is not None)
-    if hasattr(config, "workerinput"):  # for the controller's scheduler: which tests use a shared server
+    # Under xdist the collection order is the order work units are handed out (see the scheduler
+    # below): the longest first. The sort is stable, so each file keeps its own order.
+    by_length = hasattr(config, "workerinput")
+    items.sort(key=lambda item: (item.get_closest_marker("stops_label_studio") is not None,
+                                 -_unit_weight(item) if by_length else 0))
+    if by_length:  # for the controller's scheduler: which tests use a shared server
         path = _RUN["dir"] / f"server-tests-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
         atomic_write_text(path, json.dumps([item.nodeid for item in items if _uses_servers(item)]))
 

@@ -126,6 +126,7 @@ def test_not_used_when_switched_off_elsewhere_or_not_a_virtualenv(tmp_path: Path
                 {**ENV, "HEARTEX_DATABASE_NAME": "/x.db"}, {**ENV, "DATABASE_NAME": "/x.db"}):
         assert seed(tmp_path / "d", command, env, log_fd=log_fd) is False
     assert _runs(tmp_path / "venv") == 0
+    assert database_template.enabled({}) and not database_template.enabled({"TQAFORGE_LABEL_STUDIO_TEMPLATE": "off"})
     loose = tmp_path / "bin" / "label-studio"  # on PATH, no virtualenv around it
     loose.parent.mkdir()
     loose.write_text("#!/bin/sh\n")
@@ -198,4 +199,3 @@ def test_real_servers_start_from_the_template_and_share_no_login(tmp_path: Path)
         db.execute("UPDATE django_migrations SET applied = '2001-01-01 00:00:00' WHERE id = 7")
     assert _migration_times(other) != times
     assert child_environment(servers[0].settings)["LABEL_STUDIO_USERNAME"] == "ana@lab.org"
-    assert database_template.enabled({}) and not database_template.enabled({"TQAFORGE_LABEL_STUDIO_TEMPLATE": "off"})

@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tqaforge.files import atomic_write_text
+
 #: The file Label Studio keeps its SQLite database in, inside its data directory.
 DATABASE_NAME = "label_studio.sqlite3"
 #: Set to 0 (or false, no, off) to make every new server create its own database.
@@ -44,10 +46,19 @@ _MIGRATE = (
     "from django.core.management import call_command\n"
     "call_command('migrate', '--no-color', verbosity=0)\n"
 )
-# Label Studio's setting (under each name its get_env tries) that puts its database outside its data directory.
-_DATABASE_ELSEWHERE = ("DATABASE_NAME", "LABEL_STUDIO_DATABASE_NAME", "HEARTEX_DATABASE_NAME")
+
+
+def label_studio_names(*settings: str) -> frozenset[str]:
+    """Every environment name under which Label Studio reads each of ``settings`` (its get_env
+    tries LABEL_STUDIO_X, HEARTEX_X, then the bare X)."""
+    return frozenset(name for setting in settings
+                     for name in (setting, f"LABEL_STUDIO_{setting}", f"HEARTEX_{setting}"))
+
+
+# The setting that puts Label Studio's database outside its data directory.
+_DATABASE_ELSEWHERE = label_studio_names("DATABASE_NAME")
 # Settings that would give the scratch database a login, or put it somewhere else.
-_NOT_FOR_THE_BUILD = ("USERNAME", "PASSWORD", "USER_TOKEN", "DATABASE_NAME")
+_NOT_FOR_THE_BUILD = label_studio_names("USERNAME", "PASSWORD", "USER_TOKEN", "DATABASE_NAME")
 
 
 def enabled(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
@@ -110,7 +121,7 @@ def seed(data_dir: Path, executable: Path, environ: dict[str, str], *, log_fd: i
     try:
         template.parent.mkdir(parents=True, exist_ok=True)
         with _locked(template.parent / ".lock", on_wait):
-            if not (template.exists() and usable(template)):
+            if not usable(template):
                 _build(template, environ, log_fd=log_fd, on_wait=on_wait, wait_s=wait_s)
             return _copy(template, target)
     except (OSError, subprocess.SubprocessError, TimeoutError) as exc:
@@ -145,8 +156,7 @@ def _build(template: Path, environ: dict[str, str], *, log_fd: int, on_wait: Cal
     for stale in template.parent.glob("build-*"):  # left by a build that was killed (we hold the lock)
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="build-", dir=template.parent) as scratch:
-        env = {key: value for key, value in environ.items()
-               if not any(key in (name, f"LABEL_STUDIO_{name}", f"HEARTEX_{name}") for name in _NOT_FOR_THE_BUILD)}
+        env = {key: value for key, value in environ.items() if key not in _NOT_FOR_THE_BUILD}
         env["LABEL_STUDIO_BASE_DATA_DIR"] = scratch
         process = subprocess.Popen([str(python), "-c", _MIGRATE], env=env, cwd=scratch, stdout=log_fd,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -171,16 +181,12 @@ def _build(template: Path, environ: dict[str, str], *, log_fd: int, on_wait: Cal
             old.unlink()
         digest = _sha256(built)
         os.replace(built, template)
-        partial = _digest_path(template).with_suffix(".part")
-        partial.write_text(digest + "\n", encoding="ascii")
-        os.replace(partial, _digest_path(template))
+        atomic_write_text(_digest_path(template), digest + "\n")
 
 
 def _copy(template: Path, target: Path) -> bool:
-    """A private copy of ``template`` at ``target``, never over an existing file; False when the
-    template turned out damaged or ``target`` appeared meanwhile."""
-    if not usable(template):
-        return False
+    """A private copy of ``template`` (checked by the caller) at ``target``, never over an
+    existing file; False when ``target`` appeared meanwhile."""
     for stale in target.parent.glob(f".{target.name}.*.part"):  # a copy killed half way
         stale.unlink()
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")

@@ -70,7 +70,7 @@ _PORT_MOVED_MARK = "Trying to start at"
 # Settings Label Studio reads from the environment, also under these bare names (its get_env
 # tries LABEL_STUDIO_X, HEARTEX_X, then X): an unrelated HOST or USERNAME in the caller's
 # environment (`HOST=0.0.0.0 make run`) must not reach it.
-_LS_SETTINGS_WE_OWN = ("HOST", "PORT", "USERNAME", "PASSWORD", "USER_TOKEN")
+_LS_SETTINGS_WE_OWN = database_template.label_studio_names("HOST", "PORT", "USERNAME", "PASSWORD", "USER_TOKEN")
 _PRIVATE_UMASK = 0o077
 
 
@@ -333,8 +333,7 @@ def make_private(data_dir: Path) -> None:
 def child_environment(settings: LabelStudioSettings) -> dict[str, str]:
     """The environment Label Studio starts with: the preset account (environment, not command line),
     its data directory, and every call outside the machine switched off."""
-    inherited = {key: value for key, value in os.environ.items()
-                 if not any(key in (name, f"LABEL_STUDIO_{name}", f"HEARTEX_{name}") for name in _LS_SETTINGS_WE_OWN)}
+    inherited = {key: value for key, value in os.environ.items() if key not in _LS_SETTINGS_WE_OWN}
     return {
         **inherited,
         "LABEL_STUDIO_USERNAME": settings.username,
