@@ -104,6 +104,15 @@ def wait_for_elements(driver: Any, css: str, what: str, count: int = 1, timeout:
     return wait_until(driver, found, what, timeout)
 
 
+def read_element(driver: Any, css: str, what: str, read: Callable[[Any], T], timeout: float = WAIT) -> T:
+    """``read(element)`` of the first element matching ``css``, read inside the wait: an element
+    that a re-render made stale between the find and the read is found again, never an error."""
+    def found(d: Any) -> tuple[T] | None:
+        elements = d.find_elements(By.CSS_SELECTOR, css)
+        return (read(elements[0]),) if elements else None
+    return wait_until(driver, found, what, timeout)[0]
+
+
 def element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT) -> Any:
     """The first displayed element found by ``(by, value)``, once there is one."""
     def shown(d: Any) -> Any:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from app_demo import stage_everything
-from browser import chart_labels, click_button, running_app, wait_for_elements, wait_for_text
+from browser import chart_labels, click_button, read_element, running_app, wait_for_text
 from conftest import start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
@@ -79,11 +79,11 @@ def _first_view(url: str, chromium, profile: Path) -> tuple[str, str, int, bool]
     try:
         driver.get(url + "variants")
         body = wait_for_text(driver, "perturbation")  # the page's own words, rendered
-        sidebar = wait_for_elements(driver, '[data-testid="stSidebar"]', "the sidebar")[0].text
-        main = wait_for_elements(driver, '[data-testid="stMainBlockContainer"]', "the main column")[0]
+        sidebar = read_element(driver, '[data-testid="stSidebar"]', "the sidebar", lambda e: str(e.text))
+        width = read_element(driver, '[data-testid="stMainBlockContainer"]', "the main column", lambda e: int(e.size["width"]))
         # The toolbar renders with the page (waited for above): its Deploy button is there or not by now.
         deploy = bool(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stAppDeployButton"]'))
-        return sidebar, body, int(main.size["width"]), deploy
+        return sidebar, body, width, deploy
     finally:
         driver.quit()
 

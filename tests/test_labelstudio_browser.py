@@ -120,7 +120,7 @@ def project_links(driver: WebDriver, url: str | None, must_show: int) -> set[int
     if url is not None:
         driver.get(f"{url}/projects/")
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"a[href='/projects/{must_show}/data']"))
-    links = [a.get_attribute("href") or "" for a in driver.find_elements(By.CSS_SELECTOR, "a.lsf-projects-page__link")]
+    links = driver.execute_script(_PROJECT_LINKS)  # one read in the page: no element can go stale between two calls
     return {int(href.rstrip("/").split("/")[-2]) for href in links}
 
 
@@ -129,9 +129,46 @@ def click_choice(driver: WebDriver, value: str) -> None:
     click_element(driver, By.XPATH, f"//label[contains(@class,'lsf-choice__checkbox')][.//input[@name='{value}']]", f"the choice {value!r}")
 
 
+# Reads of the labelling screen made in the page, each in one script: Label Studio re-renders its
+# annotation panel as it loads, so elements found by one WebDriver call can be stale by the next
+# (a fast machine saw it: StaleElementReferenceException between find_elements and is_selected).
+_PROJECT_LINKS = "return Array.from(document.querySelectorAll('a.lsf-projects-page__link'), a => a.href || '');"
+_CHOSEN = "return Array.from(document.querySelectorAll('.lsf-choices input')).filter(i => i.checked).map(i => i.name || '');"
+_SUBMITTED = ("return Array.from(document.querySelectorAll('.lsf-annotation-button_submitted'), t => {"
+              " const img = t.querySelector('img[alt]');"
+              " return [t.getAttribute('data-annotation-id') || '0', img ? img.alt.toLowerCase() : '']; });")
+# Drawn: the choices and the bottom bar's Submit or Update button (the row of annotation buttons is
+# not drawn in the "Label All Tasks" stream).
+_PANEL = ("return document.querySelector('.lsf-choices input') !== null"
+          " && document.querySelector('[data-testid^=bottombar-]') !== null;")
+
+
 def chosen(driver: WebDriver) -> set[str]:
-    """The values whose radio is checked on the screen."""
-    return {i.get_attribute("name") or "" for i in driver.find_elements(By.CSS_SELECTOR, ".lsf-choices input") if i.is_selected()}
+    """The values whose radio is checked on the screen (one read in the page)."""
+    return set(driver.execute_script(_CHOSEN))
+
+
+def submitted_tabs(driver: WebDriver) -> dict[int, str]:
+    """The submitted annotations the task's page shows: {annotation id: its author's e-mail} (one
+    read in the page)."""
+    return {int(number): author for number, author in driver.execute_script(_SUBMITTED)}
+
+
+def panel_shows(driver: WebDriver, choices: set[str], authors: list[str] | None = None, timeout: float = WAIT) -> dict[int, str]:
+    """Wait until the task's annotation panel is drawn (its choices and its row of annotation
+    buttons: a read before that would find nothing whatever the task holds) and shows exactly
+    ``choices`` checked and, when ``authors`` is given, submitted annotations by exactly those
+    authors in that order; the submitted annotations the matching read saw."""
+    def shows(d: WebDriver) -> dict[int, str] | None:
+        if not d.execute_script(_PANEL):
+            return None
+        tabs = submitted_tabs(d)
+        if chosen(d) != choices or (authors is not None and list(tabs.values()) != authors):
+            return None
+        return tabs or {0: ""}  # truthy for the wait; {0: ""} stands for "none"
+    seen = wait_until(driver, shows, f"the annotation panel with {sorted(choices)} checked"
+                                     + ("" if authors is None else f" and submitted annotations by {authors}"), timeout)
+    return {} if seen == {0: ""} else seen
 
 
 def shows_hers(driver: WebDriver, tabs: dict[int, str], choices: set[str]) -> None:
@@ -139,15 +176,6 @@ def shows_hers(driver: WebDriver, tabs: dict[int, str], choices: set[str]) -> No
     (the annotation panel renders after the task's text: a single read can come too early)."""
     wait_until(driver, lambda d: submitted_tabs(d) == tabs and chosen(d) == choices,
                f"the submitted annotations {tabs} with {sorted(choices)} checked")
-
-
-def submitted_tabs(driver: WebDriver) -> dict[int, str]:
-    """The submitted annotations the task's page shows: {annotation id: its author's e-mail}."""
-    tabs = {}
-    for tab in driver.find_elements(By.CSS_SELECTOR, ".lsf-annotation-button_submitted"):
-        author = tab.find_elements(By.CSS_SELECTOR, "img[alt]")
-        tabs[int(tab.get_attribute("data-annotation-id") or 0)] = (author[0].get_attribute("alt") or "").lower() if author else ""
-    return tabs
 
 
 def screenshot(driver: WebDriver, tmp_path: Path, name: str, keep: bool = True) -> Path:
@@ -230,10 +258,10 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
         click_element(a, By.XPATH, "//button[normalize-space()='Label All Tasks']", "Label All Tasks")
         wait(a).until(_table_shown)
         wait_for_text(a, question.text, "Category: NumericalReasoning / Aggregation")
-        assert chosen(a) == set()
+        panel_shows(a, set(), authors=[])
         click_choice(a, "accept")
         click_choice(a, "yes")
-        assert chosen(a) == {"accept", "yes"}
+        panel_shows(a, {"accept", "yes"})
         click_element(a, By.CSS_SELECTOR, "[data-testid=bottombar-submit-button]", "Submit")
         wait(a).until(lambda _: annotations_of(url, admin, mine.ls_task_id))
     [made] = annotations_of(url, admin, mine.ls_task_id)
@@ -259,10 +287,15 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
         assert mine.ls_project_id in listed, "community Label Studio lists every project to every member"
         open_task(b, url, bens.ls_project_id, bens.ls_task_id)
         wait_for_text(b, question.text)
-        assert submitted_tabs(b) == {} and chosen(b) == set()
+        panel_shows(b, set(), authors=[])
         assert b.find_elements(By.CSS_SELECTOR, ".lsf-annotation-button_draft")  # only his own, empty one
         open_task(b, url, mine.ls_project_id, mine.ls_task_id)
         shows_hers(b, {made["id"]: ana}, {"accept", "yes"})
+        # The control for the blind checks (panel_shows with no author): on a task that holds a
+        # label, the same read sees it and never reports an empty panel.
+        assert panel_shows(b, {"accept", "yes"}, authors=[ana]) == {made["id"]: ana}
+        with pytest.raises(TimeoutError, match="submitted annotations by"):
+            panel_shows(b, set(), authors=[], timeout=3)
     with api(url, ben_token) as as_ben:  # the API agrees: his token lists and reads her project
         assert as_ben.get(f"/api/projects/{mine.ls_project_id}/").status_code == 200
     assert pull(ws, settings).recorded == 0  # looking changes nothing
@@ -373,7 +406,7 @@ def test_labelling_screen_of_every_kind(label_studio, sqlite_workspace, chromium
             copy = held[(kind, ana)]
             open_task(a, None if copy is first else url, copy.ls_project_id, copy.ls_task_id)
             wait_for_text(a, shown[kind], question_of(ws, copy).text)
-            assert submitted_tabs(a) == {} and chosen(a) == set()
+            panel_shows(a, set(), authors=[])
             if kind == "relevant_cells":  # the README's screen is a shipped table's: test_labelstudio_browser_cells.py
                 continue
             path = screenshot(a, tmp_path, f"labelstudio-{kind}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from browser import click_element, element, page_text
+from browser import click_element, element, page_text, wait_until
 from labelstudio_helpers import new_email, signup
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -77,8 +77,9 @@ def test_annotator_marks_cells_and_modifies_a_value_in_the_browser(label_studio,
         # Each table box starts with the shortened table; the annotator edits it in place and adds
         # it (Shift+Enter, as the box says), then types the new answer (Enter adds it).
         for name, grid in (("changed_table", changed_grid), ("same_table", same_grid)):
+            wait_until(a, lambda d, name=name: any(b.get_attribute("value") == to_grid(table) for b in d.find_elements(By.NAME, name)),
+                       f"the box {name} to hold the shortened table")
             box = element(a, By.NAME, name, f"the box {name}")
-            assert box.get_attribute("value") == to_grid(table)
             box.click()
             box.send_keys(Keys.CONTROL, "a")
             box.send_keys(Keys.DELETE)
