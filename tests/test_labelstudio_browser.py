@@ -155,20 +155,19 @@ def submitted_tabs(driver: WebDriver) -> dict[int, str]:
 
 
 def panel_shows(driver: WebDriver, choices: set[str], authors: list[str] | None = None, timeout: float = WAIT) -> dict[int, str]:
-    """Wait until the task's annotation panel is drawn (its choices and its row of annotation
-    buttons: a read before that would find nothing whatever the task holds) and shows exactly
-    ``choices`` checked and, when ``authors`` is given, submitted annotations by exactly those
-    authors in that order; the submitted annotations the matching read saw."""
-    def shows(d: WebDriver) -> dict[int, str] | None:
+    """Wait until the task's annotation panel is drawn (its choices and its bottom bar: a read
+    before that would find nothing whatever the task holds) and shows exactly ``choices`` checked
+    and, when ``authors`` is given, submitted annotations by exactly those authors in that order;
+    the submitted annotations the matching read saw."""
+    def shows(d: WebDriver) -> tuple[dict[int, str]] | None:  # a tuple: truthy even when no annotation
         if not d.execute_script(_PANEL):
             return None
         tabs = submitted_tabs(d)
         if chosen(d) != choices or (authors is not None and list(tabs.values()) != authors):
             return None
-        return tabs or {0: ""}  # truthy for the wait; {0: ""} stands for "none"
-    seen = wait_until(driver, shows, f"the annotation panel with {sorted(choices)} checked"
-                                     + ("" if authors is None else f" and submitted annotations by {authors}"), timeout)
-    return {} if seen == {0: ""} else seen
+        return (tabs,)
+    what = f"the annotation panel with {sorted(choices)} checked" + ("" if authors is None else f" and submitted annotations by {authors}")
+    return wait_until(driver, shows, what, timeout)[0]
 
 
 def shows_hers(driver: WebDriver, tabs: dict[int, str], choices: set[str]) -> None:
