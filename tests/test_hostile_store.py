@@ -137,6 +137,76 @@ def test_database_file_that_is_not_a_database(tmp_path, content):
     assert "hint:" in str(info.value)
 
 
+# --- case: a second open in a process that holds a connection -------------------------------------
+#
+# CI (a fast host): `test_two_pulls_at_once_record_each_label_once` saw the pull report 6 new labels
+# and its own workspace count none. open_workspace (and status's quick read) opened tqaforge.db to
+# read its header; closing that descriptor dropped every POSIX lock the process held on the file,
+# SQLite's too, so the pull, closing last, checkpointed and deleted the WAL under the test's open
+# connection.
+
+_WRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], timeout=30)
+conn.execute("CREATE TABLE IF NOT EXISTS probe (x INTEGER)")
+conn.execute("INSERT INTO probe VALUES (1)")
+conn.commit()
+conn.close()
+"""
+
+
+def _wal_kept_through(root: Path, between) -> tuple[bool, int, str]:
+    """A connection of this process open on the workspace's database; ``between()``; another process
+    writes a row and closes. Whether the WAL is still there after it (it is deleted only by the last
+    connection to close, so it must be while ours is open), what our connection reads then, and the
+    file's integrity after a write of ours."""
+    ws = open_workspace(root)
+    try:
+        with ws.session() as s:
+            s.exec(select(TableRecord)).all()  # the pooled connection now holds its lock on the file
+        between()
+        subprocess.run([sys.executable, "-c", _WRITER, str(root / "tqaforge.db")], check=True, timeout=60)
+        kept = (root / "tqaforge.db-wal").exists()
+        with ws.engine.begin() as conn:
+            seen = conn.execute(sql("SELECT COUNT(*) FROM probe")).scalar_one()
+            conn.execute(sql("INSERT INTO probe VALUES (2)"))
+    finally:
+        ws.close()
+    import sqlite3
+
+    check = sqlite3.connect(root / "tqaforge.db")
+    try:
+        integrity = check.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        check.close()
+    return kept, seen, integrity
+
+
+def test_opening_the_workspace_again_keeps_this_process_locks(tmp_path):
+    """Opening the workspace again, and the quick read `status` makes, while a connection of the
+    same process is open: the other process's writer never deletes the WAL under it, our connection
+    sees its row, and the file stays whole. Control: a plain open and close of the file, what both
+    did before, drops the lock, and the writer, closing last, deletes the WAL."""
+    from tqaforge.quickopen import connect_if_current
+
+    def quick_read() -> None:
+        conn = connect_if_current(root)
+        assert conn is not None
+        conn.close()
+
+    root = tmp_path / "ws"
+    init_workspace(root).close()
+    assert _wal_kept_through(root, lambda: open_workspace(root).close()) == (True, 1, "ok")
+    assert _wal_kept_through(root, quick_read) == (True, 3, "ok")  # two writers and one row of ours before it
+
+    def plain_open() -> None:
+        with open(root / "tqaforge.db", "rb") as fh:
+            fh.read(16)
+
+    kept, _, _ = _wal_kept_through(root, plain_open)
+    assert not kept, "control: a descriptor of the file closed by this process drops its SQLite locks"
+
+
 # --- case: a deleted tqaforge.db ----------------------------------------------------------------
 
 

@@ -56,11 +56,11 @@ def connect_if_current(root: Path | None = None) -> sqlite3.Connection | None:
         return None
     try:
         info = paths.sqlite.stat()
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
             return None
-        with open(paths.sqlite, "rb") as fh:
-            if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                return None
+        # The file is never opened here but by SQLite (a file that is no database fails the query
+        # below): closing a descriptor of it would drop every lock this process's SQLite
+        # connections hold on it (see tqaforge.store._check_sqlite_file).
         conn = sqlite3.connect(f"file:{quote(database)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S,
                                isolation_level=None)
     except (OSError, sqlite3.Error):

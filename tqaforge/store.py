@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import stat
 import sys
 import time
@@ -650,14 +651,25 @@ def _check_sqlite_file(engine: Engine, *, create: bool) -> None:
         ) from None
     if not stat.S_ISREG(info.st_mode):
         raise StoreError(f"the workspace database {path} is not a regular file", hint="move it away")
-    with open(path, "rb") as fh:
-        header = fh.read(len(SQLITE_HEADER))
-    if header and header != SQLITE_HEADER:
+    # Asked through SQLite, never opened here: closing any descriptor of a file drops every POSIX
+    # lock this process holds on it, SQLite's included. A process with a connection open (the app,
+    # a test, a command that opens its workspace twice) then looked like no reader at all to
+    # another process, which, closing last, checkpointed and deleted the WAL under that connection:
+    # rows it had committed went unseen, and a write after that broke the file ("disk I/O error").
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA schema_version")
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlite_errorcode", None) != sqlite3.SQLITE_NOTADB:
+            return  # reported where the store is first read (_at_newest, migrate), as before
+        # SQLite refused the file: it holds no lock of ours, so its first bytes can be read.
+        with open(path, "rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
         raise StoreError(
             f"{path} is not a SQLite database (it starts with {header[:8]!r})",
             hint="move it away and restore the database from a backup; "
             "`tqaforge init DIR` creates a new, empty workspace",
-        )
+        ) from None
 
 
 def insert_new(session: Session, model: type, rows: list[dict[str, Any]], *, json_text: Iterable[str] = ()) -> set[str]:
