@@ -598,7 +598,9 @@ def test_budget_stops_the_run_before_the_cost_is_exceeded(workspace):
         spent = sum(c.cost for c in all_rows(workspace, LLMCall))
         assert 0 < spent <= budget
         assert summary.cost == pytest.approx(spent)
-        assert 0 < summary.steps_done < summary.steps_total
+        # Four calls at once: the budget can run out before any step has all its calls (a fast host saw
+        # 0 steps done); every call it paid for is reused below, never paid again.
+        assert summary.steps_done < summary.steps_total
         assert_consistent(workspace)
         paid_first = sum(server.paid.values())
 
