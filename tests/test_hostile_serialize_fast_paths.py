@@ -64,6 +64,26 @@ def test_csv_quotes_exactly_as_the_csv_module(seed: int) -> None:
     assert serialize_csv(Table(table.header, PackedRows(table.rows))) == out.getvalue().removesuffix("\r\n")
 
 
+# Every character a fast path treats specially: JSON escapes (quote, backslash, controls), the
+# packed-row separators, DEL (the dataframe's column separator), % (a format character), pipes.
+HOSTILE_CHARACTERS = ['a', '1', '"', '\\', '\n', '\t', '\x00', '\x1e', '\x1f', '\x7f', '%', '%s', '|', 'é', '\u2028', ' ', '']
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_json_and_dataframe_of_hostile_cells_match_the_references(seed: int) -> None:
+    rng = random.Random(seed)
+    width = rng.randint(1, 5)
+    def cell() -> str:
+        return "".join(rng.choice(HOSTILE_CHARACTERS) for _ in range(rng.randint(0, 4)))
+    rows = [[cell() if rng.random() < 0.7 else rng.choice(EDGE_NUMBERS) for _ in range(width)] for _ in range(rng.randint(0, 6))]
+    header = [f"h{i}{rng.choice(HOSTILE_CHARACTERS)}" for i in range(width)]
+    table = Table.build(header, rows)
+    for t in (table, Table(table.header, PackedRows(table.rows))):
+        want_json = json.dumps({str(i): dict(zip(header, row)) for i, row in enumerate(rows)}, ensure_ascii=False)
+        assert serialize_json(t) == want_json
+        assert serialize_dataframe(t) == _reference_dataframe(table)
+
+
 def test_rows_appended_after_a_serialization_are_not_served_from_the_cache() -> None:
     rows = PackedRows([["a", "1"]])
     table = Table(("x", "y"), rows)

@@ -492,7 +492,7 @@ def test_the_joined_text_paths_equal_the_cell_by_cell_paths(table: Table, packed
 
 
 NUMBERISH = st.sampled_from(["0", "-0", "7", "-12", "007", "1e5", "1e+16", "1.5e-07", "2.5", "-0.001", "2.50", "3.0",
-                             "nan", "inf", "1_000", " 4", "٣", "1,234", "12\n", "", "x", "\\", "\x1f", "9" * 4301])
+                             "nan", "inf", "1_000", " 4", "٣", "1,234", "12\n", "", "x", "\\", "\x1f", "\x7f", "1\x7f2", "9" * 4301])
 
 
 @SETTINGS

@@ -164,28 +164,45 @@ _JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
 _JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
 
 
-# The row numbers as text, "0", "1", ...: made once, not once a table (grown as needed, up to a
-# bound; replaced, never extended in place, so a thread never sees a list being grown).
-_numbers: list[str] = []
-_NUMBERS_KEPT = 10_000
+class _Texts:
+    """``make(i)`` for ``i`` in ``range(stop)``: made once, not once a table (grown as needed, up
+    to a bound; replaced, never extended in place, so a thread never sees a list being grown)."""
+
+    _KEPT = 10_000
+
+    def __init__(self, make: Callable[[int], str]) -> None:
+        self._make = make
+        self._texts: list[str] = []
+
+    def __call__(self, stop: int) -> list[str]:
+        texts = self._texts  # one read: another thread may replace it meanwhile
+        if len(texts) >= stop:
+            return texts[:stop]
+        if stop > self._KEPT:
+            return list(map(self._make, range(stop)))
+        texts = texts + list(map(self._make, range(len(texts), stop)))
+        self._texts = texts
+        return texts[:stop]
 
 
-def _number_texts(stop: int) -> list[str]:
-    """``str(i)`` for ``i`` in ``range(stop)``."""
-    global _numbers
-    numbers = _numbers  # one read: another thread may replace it meanwhile
-    if len(numbers) >= stop:
-        return numbers[:stop]
-    if stop > _NUMBERS_KEPT:
-        return list(map(str, range(stop)))
-    numbers = numbers + list(map(str, range(len(numbers), stop)))
-    _numbers = numbers
-    return numbers[:stop]
+_number_texts = _Texts(str)  # "0", "1", ...: row indexes
+_row_labels = _Texts(lambda i: f" row {i + 1} : ")  # what indexed_row_major writes before each row
 
 
 def _index_text(n: int) -> str:
     """``str(list(range(n)))``: pandas' default index, as dataframe writes it."""
     return "[" + ", ".join(_number_texts(n)) + "]"
+
+
+def _json_before(keys: list[str], n: int) -> list[str]:
+    """What :func:`serialize_json` writes before each cell of ``n`` rows keyed by ``keys`` (JSON
+    strings), row after row, and last the text's end: a row's first cell opens the row (its index
+    and the first key), the others follow their key."""
+    first = '": {' + keys[0] + ': "'
+    before = ["", *['", ' + key + ': "' for key in keys[1:]]] * n
+    before[0 :: len(keys)] = ['{"0' + first, *['"}, "' + index + first for index in _number_texts(n)[1:]]]
+    before.append('"}}')
+    return before
 
 
 def serialize_json(table: Table) -> str:
@@ -196,20 +213,16 @@ def serialize_json(table: Table) -> str:
     """
     rows = joined_rows(table.rows, table.n_cols) if table.rows else None
     if rows is not None and "\\" not in rows:
-        # Every cell encoded by one call of the C encoder: the separators come out as the
-        # escapes \u001f and \u001e, which nothing else can produce when no cell holds a
-        # backslash. Each row is then one %-format of a template that holds the keys.
-        # The encoded cells become the template of one %-format: each cell separator a slot for
-        # the next column's key, each row separator a slot for the next row's index; the
-        # arguments are the keys (row after row) with the indexes put in, all cut in C.
+        # Every cell encoded by one call of the C encoder, the rows joined like the cells: the
+        # separators come out as the escape \u001f, which nothing else can produce when no cell
+        # holds a backslash, so one split gives every encoded cell. The text is then one join of
+        # the cells with what goes before each (a row's index and first key, or the next key).
         keys = _json_keys(table.header)
-        text = _encode_string(rows)[1:-1].replace("%", "%%")
-        text = text.replace(_JSON_CELL_SEP, '", %s: "').replace(_JSON_ROW_SEP, '"}, "%s": {' + keys[0].replace("%", "%%") + ': "')
         m, n = len(keys), table.n_rows
-        args = (keys[1:] + [""]) * n  # per row: the keys of columns 1.. and the next row's index
-        args[m - 1 :: m] = _number_texts(n + 1)[1:]
-        args.pop()  # no row after the last
-        return '{"0": {' + keys[0] + ': "' + text % tuple(args) + '"}}'
+        parts: list[str] = [""] * (2 * m * n + 1)
+        parts[1:-1:2] = _encode_string(rows.replace(ROW_SEP, CELL_SEP))[1:-1].split(_JSON_CELL_SEP)
+        parts[0::2] = _json_before(keys, n)
+        return "".join(parts)
     names = unique_names(table.header)
     return _JSON.encode({str(i): dict(zip(names, row)) for i, row in enumerate(table.rows)})
 
@@ -251,7 +264,10 @@ def serialize_indexed_row_major(table: Table) -> str:
         text = "col : " + head.replace(CELL_SEP, " | ")
         if table.rows:
             lines = body.replace(CELL_SEP, " | ").split(ROW_SEP)
-            text += " " + " ".join([f"row {i} : {line}" for i, line in enumerate(lines, start=1)])
+            parts = [text] * (2 * len(lines) + 1)  # the header, then each row's label and cells
+            parts[1::2] = _row_labels(len(lines))
+            parts[2::2] = lines
+            return "".join(parts)
         return text
     header, *rows = _escaped(table, _PLAIN_SPECIALS, _plain)
     parts = ["col : " + " | ".join(header)]
@@ -289,14 +305,21 @@ def _column_values(cells: tuple[str, ...]) -> list[object]:
     return numbers if len({type(n) for n in numbers}) <= 1 else list(cells)
 
 
-# A column whose cells, joined by CELL_SEP, match this is all ints whose ``str`` is the cell (no "007",
-# no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
-_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299}+)(?:\x1f(?:0|-?[1-9][0-9]{0,4299}+))*+")
+# The dataframe format joins a column's cells with DEL to test and encode them in a few calls in C:
+# JSON's encoder leaves DEL as it is (it escapes quotes, backslashes and controls below U+0020), so
+# a string column is encoded in one call and its separators found by a one-character search; no
+# number holds DEL, and a column with a cell that does is encoded cell by cell.
+_COLUMN_SEP = "\x7f"
+
+
+# A column whose cells, joined by _COLUMN_SEP, match this is all ints whose ``str`` is the cell (no
+# "007", no "-0"; at most 4300 digits, the default limit of int()): it is written as its own text.
+_INT_COLUMN = re.compile(r"(?:0|-?[1-9][0-9]{0,4299}+)(?:\x7f(?:0|-?[1-9][0-9]{0,4299}+))*+")
 
 
 # Every str() of a finite float matches this ("12.5", "-0.001", "1e+16", "1.5e-07"); a column whose
-# cells, joined by CELL_SEP, do not is no float column, found without a parse per cell.
-_FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
+# cells, joined by _COLUMN_SEP, do not is no float column, found without a parse per cell.
+_FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x7f-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)*")
 
 
 # Cells that surely are the ``str`` of their float, recognised without parsing a float and
@@ -305,49 +328,23 @@ _FLOATISH_COLUMN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?(?:\x1f-?[0
 # non-zero digit, and no value under 1e-4 (which ``str`` writes with an exponent). Other columns
 # take the exact check. Possessive repeats: nothing to backtrack into, so no state kept per cell.
 _SURE_FLOAT = r"-?(?:0\.(?!0000)|[1-9][0-9]{0,6}+\.)[0-9]{1,8}+(?<![0-9]0)"
-_SURE_FLOAT_COLUMN = re.compile(f"{_SURE_FLOAT}(?:\x1f{_SURE_FLOAT})*+")
+_SURE_FLOAT_COLUMN = re.compile(f"{_SURE_FLOAT}(?:\x7f{_SURE_FLOAT})*+")
 
 
 def _column_text(cells: Sequence[str]) -> str:
-    """The JSON text of :func:`_column_values` of ``cells``, with a few calls in C a column:
+    """The JSON text of :func:`_column_values` of ``cells`` (at least one), with a few calls in C:
     a number column is its cells as they are (JSON writes an int or a float as its ``str``, which
-    is the cell), recognised by regular expressions (floats then checked cell by cell with
-    ``map``); a string column is encoded as one string, the cells joined by a separator
-    that encodes as an escape nothing else makes."""
-    text = CELL_SEP.join(cells)
-    if text.count(CELL_SEP) != len(cells) - 1:  # a cell holds the separator: no number, no fast path
+    is the cell), a string column one string encoded with its cells joined by _COLUMN_SEP."""
+    text = _COLUMN_SEP.join(cells)
+    if text.count(_COLUMN_SEP) != len(cells) - 1:  # a cell holds the separator: no number, no fast path
         return _JSON.encode(list(cells))
-    if cells[0][-1:].isdigit():
-        if _INT_COLUMN.fullmatch(text):
-            return "[" + ", ".join(cells) + "]"
-        if _FLOATISH_COLUMN.fullmatch(text) and list(map(str, map(float, cells))) == list(cells):
-            return "[" + ", ".join(cells) + "]"  # every cell a float whose str is the cell
-    if "\\" not in text:
-        return '["' + _encode_string(text)[1:-1].replace(_JSON_CELL_SEP, '", "') + '"]'
-    return _JSON.encode(list(cells))
-
-
-def _string_columns_text(columns: list[list[str]]) -> list[str | None]:
-    """The JSON text of every column that is surely a string column (its first cell does not end
-    with a digit, so it is no number column), all encoded in one call: the columns joined by
-    ROW_SEP, their cells by CELL_SEP, both coming out as escapes nothing else makes when no cell
-    holds a backslash. None for the other columns (and for all when the fast path does not apply)."""
-    strings = [c for c, cells in enumerate(columns) if not cells[0][-1:].isdigit()]
-    texts: list[str | None] = [None] * len(columns)
-    if not strings:
-        return texts
-    joined = ROW_SEP.join([CELL_SEP.join(columns[c]) for c in strings])
-    cells = sum(len(columns[c]) for c in strings)
-    if "\\" in joined or joined.count(CELL_SEP) + joined.count(ROW_SEP) != cells - 1:
-        return texts
-    bodies = _encode_string(joined)[1:-1].replace(_JSON_CELL_SEP, '", "').split(_JSON_ROW_SEP)
-    for c, body in zip(strings, bodies, strict=True):
-        texts[c] = '["' + body + '"]'
-    return texts
+    if _is_number_column(text, cells):
+        return "[" + text.replace(_COLUMN_SEP, ", ") + "]"
+    return "[" + _encode_string(text).replace(_COLUMN_SEP, '", "') + "]"
 
 
 def _is_number_column(text: str, cells: Sequence[str]) -> bool:
-    """Whether the column (``cells``, joined by CELL_SEP in ``text``, no cell holding the
+    """Whether the column (``cells``, joined by _COLUMN_SEP in ``text``, no cell holding the
     separator) is all ints or all floats whose ``str`` is the cell: :func:`_column_values`
     would give numbers, which JSON writes as the cells themselves."""
     if not cells[0][-1:].isdigit():  # cheap rejection of most string columns
@@ -371,23 +368,7 @@ def serialize_dataframe(table: Table) -> str:
         body = ", ".join([f"{key}: []" for key in keys])
         return f"pd.DataFrame({{{body}}}, index=[])"
     flat, m = flat_cells(table.rows), table.n_cols
-    columns = [flat[c::m] for c in range(m)]
-    texts = [CELL_SEP.join(cells) for cells in columns]
-    whole = ROW_SEP.join(texts)
-    if "\\" not in whole and whole.count(CELL_SEP) == m * (n - 1) and whole.count(ROW_SEP) == m - 1:
-        # The whole table, column by column, encoded as strings by one call of the C encoder
-        # (the separators come out as escapes nothing else makes when no cell holds a
-        # backslash): per column only the number test is left (a number column is its cells
-        # as they are, JSON writing an int or a float as its ``str``).
-        quoted = _encode_string(whole)[1:-1].replace(_JSON_CELL_SEP, '", "').split(_JSON_ROW_SEP)
-        body = ", ".join([
-            f"{key}: [{', '.join(cells)}]" if _is_number_column(text, cells) else f'{key}: ["{string}"]'
-            for key, text, cells, string in zip(keys, texts, columns, quoted)
-        ])
-    else:
-        strings = _string_columns_text(columns)
-        body = ", ".join([f"{key}: {text if text is not None else _column_text(cells)}"
-                          for key, text, cells in zip(keys, strings, columns)])
+    body = ", ".join([key + ": " + _column_text(flat[c::m]) for c, key in enumerate(keys)])
     return f"pd.DataFrame({{{body}}}, index={_index_text(n)})"
 
 
