@@ -265,6 +265,14 @@ def report_chars(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
         print(f"  {c:<18}" + "".join(cells))
 
 
+def paired(grid: dict[str, list[dict[str, Any]]], slow: str, fast: str) -> str:
+    """The ratio of CPU times ``slow`` / ``fast`` within each round (the two passes ran one after
+    the other, so a change of the machine's speed between rounds cancels out): median and range."""
+    ratios = sorted(s["cpu"] / f["cpu"] for s, f in zip(grid[slow], grid[fast], strict=True))
+    return (f"  {slow} / {fast} in CPU time, round by round: median {statistics.median(ratios):.2f}x "
+            f"(from {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} rounds)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per side (best and median reported)")
@@ -342,6 +350,8 @@ def main() -> int:
               f"{med['before'] / med['after']:.1f}x (median), {cpu['before'] / cpu['after']:.1f}x in CPU time")
     before_parts = best_breakdown(parts["before"]) if "before" in parts else None
     after_parts = best_breakdown(parts["after"])
+    if "before" in grid:
+        print(paired(grid, "before", "after"))
     if "unitxt" not in grid:
         print(f"unitxt: {why_not}")
         report_parts(before_parts, after_parts, None)
@@ -355,6 +365,7 @@ def main() -> int:
           f"{overall_cpu:.1f}x (CPU); target >= {TARGET_OVERALL:.0f}x: "
           f"{'met' if overall >= TARGET_OVERALL else 'NOT met'} in best time, "
           f"{'met' if overall_cpu >= TARGET_OVERALL else 'NOT met'} in CPU time")
+    print(paired(grid, "unitxt", "after"))
     if "before" in grid:
         print(f"  before: {best['unitxt'] / best['before']:.1f}x (best), {cpu['unitxt'] / cpu['before']:.1f}x (CPU)")
     # unitxt's DataFrame serializer builds a pandas DataFrame per call and dominates its time;
