@@ -161,7 +161,6 @@ def serialize_csv(table: Table) -> str:
 # What _JSON.encode does with a str, without its checks (the same C function).
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 _JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
-_JSON_ROW_SEP = _encode_string(ROW_SEP)[1:-1]
 
 
 class _Texts:
