@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import urllib.request
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from conftest import free_port, wait_for
 from selenium.common.exceptions import (
@@ -120,14 +120,18 @@ def element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT) 
     return wait_until(driver, shown, what, timeout)
 
 
-def click_element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT) -> None:
+def click_element(driver: Any, by: str, value: str, what: str, timeout: float = WAIT, *, center: bool = False) -> None:
     """Click the first displayed element found by ``(by, value)``, found again on each try: a
-    click that lands on a re-rendered (stale) element or under an overlay did not happen, and is
-    tried again until it does; a click that happened is never repeated."""
+    click that lands on a re-rendered (stale) element, on one not yet interactable or under an
+    overlay did not happen, and is tried again until it does; a click that happened is never
+    repeated. ``center``: scroll it to the middle of the window first (a sticky header covers an
+    element scrolled only to the edge)."""
     def clicked(d: Any) -> bool:
         found = next((e for e in d.find_elements(by, value) if e.is_displayed() and e.is_enabled()), None)
         if found is None:
             return False
+        if center:
+            d.execute_script("arguments[0].scrollIntoView({block: 'center'});", found)
         try:
             found.click()
         except (ElementClickInterceptedException, ElementNotInteractableException):
@@ -137,16 +141,24 @@ def click_element(driver: Any, by: str, value: str, what: str, timeout: float = 
 
 
 def click_button(driver: Any, label: str, timeout: float = WAIT) -> None:
-    """Click the Streamlit button labelled ``label`` once it is there and clickable (scrolled into
-    view first: a button under the fold is not clickable)."""
-    where = f"//button[.//p[normalize-space()='{label}']]"
-    button = wait_until(driver, lambda d: d.find_elements(By.XPATH, where), f"the button {label!r}", timeout)[0]
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    """Click the Streamlit button labelled ``label`` once it is there and clickable, as
+    :func:`click_element` (Streamlit re-renders a button between a look at it and a click on it)."""
+    click_element(driver, By.XPATH, f"//button[.//p[normalize-space()='{label}']]", f"the button {label!r}", timeout,
+                  center=True)
 
-    def clickable(d: Any) -> Any:
-        found = d.find_elements(By.XPATH, where)
-        return found[0] if found and found[0].is_displayed() and found[0].is_enabled() else None
-    wait_until(driver, clickable, f"the button {label!r} to be clickable", timeout).click()
+
+def type_keys(driver: Any, by: str, value: str, what: str, presses: Sequence[Sequence[str]], timeout: float = WAIT) -> None:
+    """``send_keys(*press)`` for each of ``presses`` to the first displayed element found by ``(by,
+    value)``, all of them again when a re-render made it stale on the way (so the presses must give
+    the same result twice: clear the field first)."""
+    def typed(d: Any) -> bool:
+        found = next((e for e in d.find_elements(by, value) if e.is_displayed()), None)
+        if found is None:
+            return False
+        for press in presses:
+            found.send_keys(*press)
+        return True
+    wait_until(driver, typed, f"{what} to be typed in", timeout)
 
 
 def app_settled(driver: Any) -> bool:

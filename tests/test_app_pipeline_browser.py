@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from browser import click_button, element, running_app, wait_for_text, wait_until
+from browser import click_button, click_element, running_app, type_keys, wait_for_text, wait_until
 from conftest import start_chrome, wait_for
 from labelstudio_helpers import annotate, choice, new_email, signup, text
 from openai_server import OpenAIServer
@@ -61,12 +61,9 @@ def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
     from selenium.webdriver.common.keys import Keys
 
     box = f'[data-testid="stSelectbox"] input[role="combobox"][aria-label="{label}"]'
-    field = element(driver, By.CSS_SELECTOR, box, f"the selectbox {label!r}", timeout)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
-    field.click()
-    field.send_keys(Keys.CONTROL, "a")
-    field.send_keys(option)
-    element(driver, By.XPATH, f"//*[@role='option'][normalize-space()='{option}']", f"the option {option!r}", timeout).click()
+    click_element(driver, By.CSS_SELECTOR, box, f"the selectbox {label!r}", timeout, center=True)
+    type_keys(driver, By.CSS_SELECTOR, box, f"the selectbox {label!r}", [(Keys.CONTROL, "a"), (option,)], timeout)
+    click_element(driver, By.XPATH, f"//*[@role='option'][normalize-space()='{option}']", f"the option {option!r}", timeout)
     wait_until(driver, lambda d: d.find_element(By.CSS_SELECTOR, box).get_attribute("value") == option,
                f"{option!r} chosen in {label!r}", timeout)
 
@@ -79,10 +76,8 @@ def _type(driver, label: str, value: str, enter: bool = True, timeout: float = 6
     from selenium.webdriver.common.keys import Keys
 
     where = f"//div[@data-testid='stTextInput'][.//label[starts-with(normalize-space(), '{label}')]]//input"
-    field = element(driver, By.XPATH, where, f"the text input {label!r}", timeout)
-    field.send_keys(Keys.CONTROL, "a")
-    field.send_keys(Keys.DELETE)
-    field.send_keys(value, *((Keys.ENTER,) if enter else ()))
+    type_keys(driver, By.XPATH, where, f"the text input {label!r}",
+              [(Keys.CONTROL, "a"), (Keys.DELETE,), (value, *((Keys.ENTER,) if enter else ()))], timeout)
 
 
 def _tab(driver, name: str, timeout: float = 60) -> None:
@@ -137,7 +132,7 @@ def _drive(driver, url: str, ws, tmp_path: Path, ls_url: str, tokens: dict[str, 
     # 2. Tables: upload the CSV with decimal commas; the summary names the new table.
     driver.get(url + "tables")
     wait_for_text(driver, "Import files")
-    driver.find_element(By.XPATH, "//summary[.//p[starts-with(normalize-space(), 'Import files')]]").click()
+    click_element(driver, By.XPATH, "//summary[.//p[starts-with(normalize-space(), 'Import files')]]", "Import files")
     _upload(driver, MESSY)
     click_button(driver, "import")
     wait_for(lambda: _tables(ws), 120, "the uploaded table to reach the store")
