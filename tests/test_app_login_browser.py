@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from browser import answers, app_settled, click_button, page_text, wait_for_elements, wait_for_text, wait_until
+from browser import answers, app_settled, click_button, page_text, type_keys, wait_for_elements, wait_for_text, wait_until
 from conftest import free_port, start_chrome, wait_for
 from test_labelstudio_browser import screenshot
 
@@ -42,14 +42,13 @@ def launched_app(workspace: Path, *extra: str) -> Iterator[str]:
 
 
 def _sign_in(driver, name: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    fields = wait_for_elements(driver, "input[type=text], input[type=password]", "the sign-in form's two fields", count=2)
-    for field, text in zip(fields, (name, password)):
+    wait_for_elements(driver, "input[type=text], input[type=password]", "the sign-in form's two fields", count=2)
+    for css, text in (("input[type=text]", name), ("input[type=password]", password)):
         # Select and delete what is there (clear() empties the DOM but not Streamlit's state).
-        field.send_keys(Keys.CONTROL, "a")
-        field.send_keys(Keys.DELETE)
-        field.send_keys(text)
+        type_keys(driver, By.CSS_SELECTOR, css, f"the sign-in field {css}", [(Keys.CONTROL, "a"), (Keys.DELETE,), (text,)])
     click_button(driver, "Sign in")
 
 

@@ -93,8 +93,13 @@ def _tab(driver, name: str, timeout: float = 60) -> None:
 def _upload(driver, path: Path, nth: int = 0, timeout: float = 60) -> None:
     from selenium.webdriver.common.by import By
 
-    inputs = wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "input[type=file]"), "the file uploader", timeout)
-    inputs[nth].send_keys(str(path))
+    def sent(d: Any) -> bool:  # inside the wait: an uploader re-rendered under the test is found again
+        inputs = d.find_elements(By.CSS_SELECTOR, "input[type=file]")
+        if len(inputs) <= nth:
+            return False
+        inputs[nth].send_keys(str(path))
+        return True
+    wait_until(driver, sent, "the file uploader", timeout)
     # The uploader lists the file once it holds it (its name shortened in the middle: not waited on).
     wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChip"]')
                and not d.find_elements(By.CSS_SELECTOR, '[data-testid="stFileChipIconSpinner"]'), "the uploaded file's chip", timeout)
