@@ -159,15 +159,22 @@ def panel_shows(driver: WebDriver, choices: set[str], authors: list[str] | None 
     before that would find nothing whatever the task holds) and shows exactly ``choices`` checked
     and, when ``authors`` is given, submitted annotations by exactly those authors in that order;
     the submitted annotations the matching read saw."""
+    last: dict[str, object] = {"drawn": False}  # what the last look saw, for the message of a timeout
+
     def shows(d: WebDriver) -> tuple[dict[int, str]] | None:  # a tuple: truthy even when no annotation
         if not d.execute_script(_PANEL):
+            last.update(drawn=False)
             return None
-        tabs = submitted_tabs(d)
-        if chosen(d) != choices or (authors is not None and list(tabs.values()) != authors):
+        tabs, checked = submitted_tabs(d), chosen(d)
+        last.update(drawn=True, checked=sorted(checked), submitted=tabs)
+        if checked != choices or (authors is not None and list(tabs.values()) != authors):
             return None
         return (tabs,)
     what = f"the annotation panel with {sorted(choices)} checked" + ("" if authors is None else f" and submitted annotations by {authors}")
-    return wait_until(driver, shows, what, timeout)[0]
+    try:
+        return wait_until(driver, shows, what, timeout)[0]
+    except TimeoutError as exc:
+        raise TimeoutError(f"the last look saw {last}; {exc}") from None
 
 
 def shows_hers(driver: WebDriver, tabs: dict[int, str], choices: set[str]) -> None:
@@ -291,7 +298,7 @@ def test_annotator_reviews_a_question_in_the_browser_and_pull_records_that_label
         shows_hers(b, {made["id"]: ana}, {"accept", "yes"})
         # The control for the blind checks (panel_shows with no author): on a task that holds a
         # label, the same read sees it and never reports an empty panel.
-        with pytest.raises(TimeoutError, match="submitted annotations by"):
+        with pytest.raises(TimeoutError, match="'drawn': True.*submitted annotations by"):
             panel_shows(b, set(), authors=[], timeout=3)
     with api(url, ben_token) as as_ben:  # the API agrees: his token lists and reads her project
         assert as_ben.get(f"/api/projects/{mine.ls_project_id}/").status_code == 200
