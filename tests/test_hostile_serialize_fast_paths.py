@@ -110,3 +110,10 @@ def test_rows_given_as_a_list_changed_in_place_are_joined_afresh() -> None:
     rows[1][0] = "changed"
     second = joined_rows(rows, 2)
     assert first != second and second is not None and "changed" in second
+
+
+def test_a_hostile_file_without_its_own_pytestmark_is_in_the_hostile_suite(request: pytest.FixtureRequest) -> None:
+    """This file marks nothing itself: tests/conftest.py puts every test of tests/test_hostile_*.py
+    in the suite `-m hostile` selects (eleven such files were left out before)."""
+    assert "pytestmark" not in globals()  # the condition the test is about
+    assert request.node.get_closest_marker("hostile") is not None
