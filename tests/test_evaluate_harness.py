@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -456,3 +458,38 @@ def test_load_release_reads_a_subset_only_when_a_prediction_names_one_of_its_row
         some = load_release(grid_release, ids=ids)
         assert {r.subset for r in some.references} == expected
         assert some.references == [r for r in full.references if r.subset in expected]
+
+
+def test_a_small_subset_read_from_json_lines_gives_what_parquet_gives(grid_release: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subset whose JSON Lines file is small is read from it (no pyarrow, no numpy: ``evaluate`` of
+    base items starts about 0.1 s sooner); its references and every row's table are those the
+    Parquet file gives, subset by subset."""
+    from tqaforge.evaluate import predictions
+
+    from_jsonl = predictions.load_release(grid_release)
+    assert set(from_jsonl._offsets) >= {"base", "configurations"}  # the sample's subsets are small
+    monkeypatch.setattr(predictions, "JSONL_READ_BYTES", 0)
+    from_parquet = predictions.load_release(grid_release)
+    assert not any(from_parquet._offsets.values())  # only empty files are at most 0 bytes
+    assert from_jsonl.references == from_parquet.references and len(from_jsonl.references) > 100
+    for ref in from_jsonl.references:
+        assert from_jsonl.table(ref) == from_parquet.table(ref), ref.id
+
+
+def test_evaluating_base_items_imports_neither_pyarrow_nor_numpy(grid_release: Path, tmp_path: Path) -> None:
+    """Predictions of base items only are scored without pyarrow and numpy in the process (their
+    imports were about a sixth of the host's CPU); a prediction of a configuration brings them in."""
+    rows = _text_rows(grid_release, "base")
+    preds = _write(tmp_path / "base.jsonl", [{"id": r["id"], "model": "m", "prediction": f"Final Answer: {_answer(r)}"} for r in rows])
+    config = _text_rows(grid_release, "configurations")[0]
+    mixed = _write(tmp_path / "mixed.jsonl", [{"id": config["id"], "model": "m", "prediction": "Final Answer: 1"}])
+    probe = (
+        "import sys\nfrom pathlib import Path\nfrom tqaforge.evaluate.harness import EvaluateOptions, evaluate\n"
+        "evaluate(EvaluateOptions(release=Path(sys.argv[1]), predictions=Path(sys.argv[2]), out=Path(sys.argv[3]), plots=False))\n"
+        "print(sorted(m for m in ('pyarrow', 'numpy') if m in sys.modules))\n"
+    )
+    for path, expected in ((preds, "[]"), (mixed, "['numpy', 'pyarrow']")):
+        done = subprocess.run([sys.executable, "-c", probe, str(grid_release), str(path), str(tmp_path / path.stem)],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == expected, done.stdout

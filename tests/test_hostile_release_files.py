@@ -258,3 +258,63 @@ def test_verify_report_of_an_intact_copy_matches(release: Path) -> None:
     os.chmod(release / "data" / "base.jsonl", stat.S_IRUSR | stat.S_IWUSR)
     (release / "data" / "base.jsonl").write_text("{}\n")
     assert verify_release(release).changed == ["data/base.jsonl"]
+
+
+# --- a base subset read from its JSON Lines file, rewritten together with its manifest ----------
+
+
+def _rewrite_base(root: Path, lines: list[bytes]) -> None:
+    """base.jsonl replaced, its manifest hash updated: the release verifies, its content is hostile."""
+    target = root / "data" / "base.jsonl"
+    target.write_bytes(b"".join(line + b"\n" for line in lines))
+    value = manifest(root)
+    value["files"]["data/base.jsonl"] = sha256(target)
+    write_manifest(root, value)
+
+
+def _first_base_line(root: Path, change: Any) -> bytes:
+    row = base_rows(root)[0]
+    change(row)
+    return json.dumps(row).encode()
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        (lambda root: b"[1, 2]", "line 1 is not a JSON object"),
+        (lambda root: b"42", "line 1 is not a JSON object"),
+        (lambda root: b'{"id": "x", "answer": ', "cannot read"),
+        (lambda root: b"\xff\xfe{}", "cannot read"),
+        (lambda root: b'{"id": "x", "q": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested too deeply"),
+        (lambda root: _first_base_line(root, lambda r: r.update(answer=7)), "answer is not a list of strings"),
+        (lambda root: _first_base_line(root, lambda r: r.update(answer=["a", None])), "answer is not a list of strings"),
+        (lambda root: _first_base_line(root, lambda r: r.update(id={"nested": 1})), "id is not a string"),
+        (lambda root: _first_base_line(root, lambda r: r.update(qsubtype=3.5)), "qsubtype is not a string"),
+    ],
+    ids=["list", "number", "truncated", "not-utf8", "deep", "answer-number", "answer-null-item", "id-object", "qsubtype-float"],
+)
+def test_a_hostile_base_json_lines_file_that_verifies_is_refused_with_a_reason(
+    release: Path, tmp_path: Path, line: Any, needle: str
+) -> None:
+    """Case (class of 6): evaluate reads a small subset from its JSON Lines file; one rewritten with
+    its manifest passes verification, so what each line holds is checked as the Parquet schema
+    would have checked it: a clear refusal naming the file, never a traceback."""
+    preds = predictions(tmp_path / "p.jsonl", release)
+    rest = (release / "data" / "base.jsonl").read_bytes().splitlines()[1:]
+    _rewrite_base(release, [line(release), *rest])
+    assert_refused(evaluate(release, preds), "base.jsonl", needle)
+
+
+def test_a_base_row_whose_table_is_missing_is_refused_when_its_chart_runs(release: Path, tmp_path: Path) -> None:
+    """Case (class of 6): a chart's table is read from its row's line when its code runs; a row
+    without a table (rewritten with its manifest) is refused by name, not a KeyError."""
+    rows = base_rows(release)
+    chart = next((i for i, r in enumerate(rows) if r.get("chart_type")), None)
+    if chart is None:
+        pytest.fail("the sample release has a chart item (Visualization): the test needs one")
+    del rows[chart]["table"]
+    _rewrite_base(release, [json.dumps(r).encode() for r in rows])
+    code = "import matplotlib.pyplot as plt\nplt.bar(['a'], [1])\nplt.show()"
+    preds = tmp_path / "chart.jsonl"
+    preds.write_text(json.dumps({"id": rows[chart]["id"], "model": "m", "prediction": f"```python\n{code}\n```"}) + "\n")
+    assert_refused(evaluate(release, preds), "base.jsonl", "holds no table")

@@ -45,8 +45,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-import numpy as np
-
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.batches import BATCH_SIZE
 from tqaforge.evaluate.formats import FormatUnderstanding, format_understanding, read_format_understanding
@@ -68,7 +66,6 @@ from tqaforge.evaluate.predictions import (
     match,
     read_predictions,
 )
-from tqaforge.evaluate.robustness import emd, kendall_w, torr_performance, torr_robustness, vp
 from tqaforge.evaluate.scoring import (
     Results,
     SandboxStart,
@@ -334,6 +331,13 @@ def _robustness(scored: Sequence[Scored], verdicts: Verdicts | None = None) -> l
         verdict = verdicts.get((s.model, s.method, s.ref.id)) if verdicts is not None else None
         if verdict is not None and verdict.acknowledges is not None:
             acknowledged.setdefault(key, []).append(verdict.acknowledges)
+    if not pairs:
+        return []
+    # Imported here, not at the top: scoring base items alone needs no numpy (about 0.05 s of every run).
+    import numpy as np
+
+    from tqaforge.evaluate.robustness import emd, vp
+
     out = []
     for key, flags in sorted(pairs.items()):
         a, b = [x for x, _ in flags], [y for _, y in flags]
@@ -351,6 +355,12 @@ def _torr(scored: Sequence[Scored]) -> tuple[list[TorrRow], float | None]:
             continue
         grid.setdefault(s.system, {}).setdefault(s.ref.item_id, {})[s.ref.config] = s.score
         dataset[s.ref.item_id] = s.ref.dataset or "all"
+    if not grid:
+        return [], None
+    import numpy as np  # as in _robustness
+
+    from tqaforge.evaluate.robustness import kendall_w, torr_performance, torr_robustness
+
     rows: list[TorrRow] = []
     means: dict[str, dict[str, float]] = {}
     for system, items in sorted(grid.items()):
@@ -533,6 +543,7 @@ def write_outputs(report: EvaluationReport, out: Path, *, plots: bool = True) ->
 
 def _plots(report: EvaluationReport, out: Path) -> list[Path]:
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -579,6 +590,7 @@ def _format_plot(report: EvaluationReport, path: Path) -> Path:
     """Format understanding as bars: a group per serialization (best first, by the mean over the
     systems), a bar per system, its spread in the legend."""
     import matplotlib.pyplot as plt
+    import numpy as np
 
     scores = {fu.system: {f.serialization: f.score for f in fu.formats} for fu in report.formats}
     formats = sorted({f for per in scores.values() for f in per},

@@ -24,6 +24,7 @@ terminal, report or ``scores.json`` raw.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
@@ -33,7 +34,8 @@ from tqaforge.errors import ConfigError, EvaluateError, ReaderError
 from tqaforge.printable import escape_controls
 from tqaforge.release.verify import read_manifest, subset_file, verify_release
 from tqaforge.schemas.enums import AnswerMethod
-from tqaforge.tables.readers.jsonio import read_json_lines
+from tqaforge.tables.readers._common import open_regular
+from tqaforge.tables.readers.jsonio import loads, read_json_lines
 
 #: The answering methods a prediction may name (TableBench's instruction types).
 METHODS = tuple(m.value for m in AnswerMethod)
@@ -67,6 +69,12 @@ class Reference:
 _COLUMNS = ("id", "item_id", "source_id", "dataset", "qtype", "qsubtype", "chart_type", "question", "answer",
             "answer_text", "perturbation", "config", "token_bucket")
 
+#: A subset whose JSON Lines file is at most this large is read from it, not from its Parquet file:
+#: parsing it costs less than importing pyarrow (and numpy with it), about 0.1 s of every
+#: ``tqaforge evaluate`` (TableBench's base subset is 1.5 MB). Larger ones (big tables, many items)
+#: are read from Parquet, column by column, their tables left unparsed.
+JSONL_READ_BYTES = 4 * 1024 * 1024
+
 
 @dataclass
 class Release:
@@ -76,6 +84,8 @@ class Release:
     manifest: dict[str, Any]
     references: list[Reference]
     _files: dict[str, Any] = field(default_factory=dict)
+    # Subsets read from their JSON Lines file: each row's byte offset in it, where its table is read.
+    _offsets: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -86,7 +96,21 @@ class Release:
         return [r for r in self.references if r.subset == "base" and r.config == BASE_CONFIG]
 
     def table(self, ref: Reference) -> Mapping[str, Any]:
-        """The table of ``ref`` (``{"header": [...], "rows": [[...]]}``), read from its subset's Parquet file."""
+        """The table of ``ref`` (``{"header": [...], "rows": [[...]]}``), read from the file its subset
+        was read from (its row's line of the JSON Lines file, or the Parquet file's table column)."""
+        offsets = self._offsets.get(ref.subset)
+        if offsets is not None:
+            path = subset_file(self.root, self.manifest, ref.subset, "jsonl")
+            try:
+                with os.fdopen(open_regular(path), "rb") as handle:
+                    handle.seek(offsets[ref.row])
+                    row = loads(handle.readline().decode("utf-8"))
+            except (OSError, ValueError) as exc:
+                raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
+            table = row.get("table") if isinstance(row, dict) else None
+            if not isinstance(table, dict):
+                raise EvaluateError(f"{path}: row {ref.row + 1} holds no table", hint="rebuild the release")
+            return table
         import pyarrow.parquet as pq
 
         column = self._files.get(ref.subset)
@@ -145,10 +169,21 @@ def load_release(root: Path, *, ids: Collection[str] | None = None) -> Release:
     subsets = list(manifest.get("counts") or {})
     # Column by column (a list per column, no dict per row): the configurations subset alone has
     # tens of thousands of rows, and this is most of what `tqaforge evaluate` does before scoring.
+    for sub in subsets:  # every subset counted has its files listed (so verified), whether read or not
+        subset_file(root, manifest, sub, "parquet")
+    offsets: dict[str, list[int]] = {}
+    columns: dict[str, dict[str, list[Any]]] = {}
+    if "base" in subsets:
+        columns["base"] = _subset_columns(root, manifest, "base", offsets)
     if ids is not None:
-        wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
-        subsets = [sub for sub in subsets if sub == "base" or _holds(subset_file(root, manifest, sub, "parquet"), wanted)]
-    columns = {sub: _columns(subset_file(root, manifest, sub, "parquet")) for sub in subsets}
+        # A prediction of a base item (by row id or TableBench's id, as most are) needs no other
+        # subset: row ids are content hashes, never shared between subsets.
+        b = columns.get("base") or {}
+        rest = (ids if isinstance(ids, (set, frozenset)) else set(ids)).difference(b.get("id") or (), b.get("source_id") or ())
+        subsets = [sub for sub in subsets if sub == "base" or (rest and _holds(subset_file(root, manifest, sub, "parquet"), rest))]
+    for sub in subsets:
+        if sub not in columns:
+            columns[sub] = _subset_columns(root, manifest, sub, offsets)
     refs: list[Reference] = []
     b = columns.get("base") or {}
     base_ids: list[str] = b.get("id") or []
@@ -193,7 +228,7 @@ def load_release(root: Path, *, ids: Collection[str] | None = None) -> Release:
                 id_, sub, item_id, config, qtype or item_value("qtype", k, ""), qsubtype or item_value("qsubtype", k, ""), answer,
                 text, i, question or "", item_value("dataset", k, None) or "", chart_type or item_value("chart_type", k, None) or "",
             ))
-    return Release(root, manifest, refs)
+    return Release(root, manifest, refs, _offsets=offsets)
 
 
 def _holds(path: Path, ids: Collection[str]) -> bool:
@@ -209,6 +244,61 @@ def _holds(path: Path, ids: Collection[str]) -> bool:
     except (OSError, ValueError) as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
     return any(id_ in ids for id_ in column.to_pylist())
+
+
+def _subset_columns(root: Path, manifest: dict[str, Any], subset: str, offsets: dict[str, list[int]]) -> dict[str, list[Any]]:
+    """The scoring columns of one subset: from its JSON Lines file when that is small (then its rows'
+    offsets go into ``offsets``), else from its Parquet file (:data:`JSONL_READ_BYTES`)."""
+    entry = f"data/{subset}.jsonl"
+    if entry in manifest["files"]:
+        path = subset_file(root, manifest, subset, "jsonl")
+        try:
+            small = os.stat(path).st_size <= JSONL_READ_BYTES
+        except OSError:
+            small = False  # verified a moment ago: the Parquet file says what is wrong
+        if small:
+            columns, offsets[subset] = _jsonl_columns(path)
+            return columns
+    return _columns(subset_file(root, manifest, subset, "parquet"))
+
+
+def _jsonl_columns(path: Path) -> tuple[dict[str, list[Any]], list[int]]:
+    """The scoring columns of one subset's JSON Lines file (as :func:`_columns` gives them from its
+    Parquet twin: a column no row has is left out, a row without it holds None) and the byte offset of
+    each row's line. Each row must be an object whose scoring columns hold strings (``answer`` a list
+    of strings), as the Parquet schema has them: a release rewritten with its manifest is still input."""
+    try:
+        with os.fdopen(open_regular(path), "rb") as handle:
+            data = handle.read(JSONL_READ_BYTES + 1)
+        if len(data) > JSONL_READ_BYTES:
+            raise ValueError(f"longer than {JSONL_READ_BYTES:,} bytes")
+        values: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
+        seen: set[str] = set()
+        offsets: list[int] = []
+        at = 0
+        for number, line in enumerate(data.split(b"\n"), start=1):  # as readline() splits, in table()
+            if line.strip():
+                row = loads(line.decode("utf-8"))  # nesting bounded, as every JSON we read
+                if not isinstance(row, dict):
+                    raise ValueError(f"line {number} is not a JSON object")
+                seen.update(row)
+                offsets.append(at)
+                for name, column in values.items():
+                    value = row.get(name)
+                    if value is not None and not _plain_value(name, value):
+                        raise ValueError(f"line {number}: {name} is not {'a list of strings' if name == 'answer' else 'a string'}")
+                    column.append(value)
+            at += len(line) + 1
+    except (OSError, ValueError) as exc:
+        raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
+    return {name: column for name, column in values.items() if name in seen}, offsets
+
+
+def _plain_value(name: str, value: object) -> bool:
+    """Whether a scoring column's value has the type the Parquet schema gives it."""
+    if name == "answer":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, str)
 
 
 def _columns(path: Path) -> dict[str, list[Any]]:
