@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from prerequisites import unavailable
 from sqlalchemy import create_engine, text
 
 from tqaforge.files import atomic_write_text
@@ -292,13 +293,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def _label_studio_missing() -> None:
-    """Skips the test when Label Studio is not installed (a bare pytest run may lack it)."""
+    """Skips the test when Label Studio is not installed (a bare pytest run may lack it); fails it in CI."""
     from tqaforge.annotation.labelstudio.server import LabelStudioError, executable
 
     try:
         executable()
     except LabelStudioError as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc), install="make labelstudio; make test installs it")
 
 
 # --- one Label Studio per annotator: ana's and ben's, started together ------------------------
@@ -390,11 +391,6 @@ def label_studio() -> SharedLabelStudio:
                              settings=manage.workspace_settings(root), pid=state.pid)
 
 
-def in_ci() -> bool:
-    """Whether this is a CI run (CI=true): there, a missing tool fails a test instead of skipping it."""
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 @pytest.fixture
 def chromium() -> tuple[str, str]:
     """Paths of chromium and chromedriver. Missing ones skip the test locally, but fail it in CI
@@ -402,10 +398,7 @@ def chromium() -> tuple[str, str]:
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if browser and driver:
         return browser, driver
-    message = "chromium/chromedriver not installed (apt-get install chromium chromium-driver)"
-    if in_ci():
-        pytest.fail(f"{message}; CI must run the browser tests (.ci/run installs them)")
-    pytest.skip(message)
+    unavailable("chromium/chromedriver not installed", install="apt-get install chromium chromium-driver; .ci/run installs them")
 
 
 def start_chrome(chromium: tuple[str, str], profile: Path, window: str = "1400,2000"):

@@ -141,11 +141,9 @@ def test_sample_lines_are_verbatim(sample, source):
 
 
 def _read_path():
-    """The importer's reader, or skip while it is not there yet."""
-    readers = pytest.importorskip("tqaforge.tables.readers")
-    read_path = getattr(readers, "read_path", None)
-    if read_path is None:
-        pytest.skip("tqaforge.tables.readers.read_path does not exist yet")
+    """The importer's reader."""
+    from tqaforge.tables.readers import read_path
+
     return read_path
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from prerequisites import unavailable
 from typer.testing import CliRunner
 
 from tests import health_sim as sim
@@ -297,6 +298,6 @@ def test_the_card_and_croissant_describe_the_attached_report(simulation: tuple[P
     try:
         import mlcroissant as mlc
     except ImportError:
-        pytest.skip("mlcroissant is not installed (pip install -e '.[dev]')")
+        unavailable("mlcroissant is not installed", install="pip install -e '.[dev]'; make test installs it")
     dataset = mlc.Dataset(jsonld=str(tmp_path / "with" / "croissant.json"))
     assert len(list(dataset.records(record_set="base"))) == sim.N_ITEMS

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, wait_for
+from prerequisites import unavailable
 
 from tqaforge.annotation.labelstudio.server import (
     LabelStudioError,
@@ -47,7 +48,7 @@ def _require_label_studio() -> None:
     try:
         executable()
     except LabelStudioError as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc), install="make labelstudio; make test installs it")
 
 
 def _launcher(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], Path]:

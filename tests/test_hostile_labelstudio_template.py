@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 from label_studio_sdk import LabelStudio
+from prerequisites import unavailable
 
 from tqaforge.annotation.labelstudio import database_template
 from tqaforge.annotation.labelstudio.database_template import DATABASE_NAME, seed, template_path, usable
@@ -168,7 +169,7 @@ def test_real_servers_start_from_the_template_and_share_no_login(tmp_path: Path)
     neither server accepts the other's token."""
     command = executable(resolve_venv())
     if template_path(command) is None:
-        pytest.skip("Label Studio is not installed in a virtualenv (make labelstudio)")
+        unavailable("Label Studio is not installed in a virtualenv", install="make labelstudio; make test installs it")
     servers = []
     try:
         for name in ("ana", "ben"):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port, wait_for
 from label_studio_sdk import LabelStudio
+from prerequisites import unavailable
 
 from tqaforge.annotation.labelstudio.server import LabelStudioError, LabelStudioSettings, start_server
 
@@ -63,7 +64,7 @@ def test_launcher_stopped_by_sigterm_leaves_no_server_behind(tmp_path: Path, whe
     try:
         executable()
     except LabelStudioError as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc), install="make labelstudio; make test installs it")
     app_port, ls_port = free_port(), free_port()
     ls_url = f"http://127.0.0.1:{ls_port}"
     # Output to a file, not a pipe: an orphaned child would keep a pipe open and hang the read.

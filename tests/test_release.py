@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from prerequisites import unavailable
 from sqlmodel import select
 from typer.testing import CliRunner
 
@@ -41,9 +42,7 @@ def _test_dependency(name: str):
     try:
         return __import__(name)
     except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is a test dependency (pyproject dev extra) and must be installed in CI")
-        pytest.skip(f"{name} is not installed (pip install -e '.[dev]')")
+        unavailable(f"{name} is a test dependency (pyproject dev extra) and is not installed", install="pip install -e '.[dev]'")
 
 
 def _files(root: Path) -> dict[str, bytes]:
