@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -614,3 +616,27 @@ def test_real_freb_tqa_relevant_cells(shared_data: Path) -> None:
 def test_tables_error_types_are_reader_errors() -> None:
     # Readers promise ReaderError, which the CLI prints; it is a TableError as well.
     assert issubclass(ReaderError, TableError)
+
+
+def test_a_module_that_reads_json_imports_no_other_reader() -> None:
+    """The package's names are resolved on first use: a release's manifest is read (``jsonio``)
+    without importing every reader and charset_normalizer, about 40 ms of every command that opens
+    a release; asking the package for ``read_path`` brings them in."""
+    code = (
+        "import sys, tqaforge.release.verify\n"
+        "def loaded(): return sorted(m for m in sys.modules if m.startswith('tqaforge.tables.readers') or m == 'charset_normalizer')\n"
+        "print(loaded())\n"
+        "from tqaforge.tables.readers import read_path\n"
+        "print('tqaforge.tables.readers.dispatch' in loaded(), 'tqaforge.tables.readers.html' in loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["['tqaforge.tables.readers', 'tqaforge.tables.readers._common', 'tqaforge.tables.readers.jsonio']", "True True"]
+
+
+def test_every_name_the_package_lists_is_the_dispatch_modules() -> None:
+    import tqaforge.tables.readers as readers
+    from tqaforge.tables.readers import dispatch
+
+    assert readers.__all__ and all(getattr(readers, name) is getattr(dispatch, name) for name in readers.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        readers.nope  # noqa: B018
