@@ -179,23 +179,3 @@ def _parser_error(path: Path, fmt: str, exc: BaseException) -> ReaderError:
             hint="split the file, or pass a smaller --max-file-size to refuse such files up front",
         )
     return ReaderError(str(path), f"cannot be read as {fmt}: {type(exc).__name__}: {exc}")
-
-
-__all__ = [
-    "BENCHMARK_FORMATS",
-    "DEFAULT_MAX_BYTES",
-    "FORMATS",
-    "READERS",
-    "TIDY_FORMATS",
-    "TidyOptions",
-    "detect_format",
-    "read_csv",
-    "read_excel",
-    "read_freb_tqa",
-    "read_html",
-    "read_json",
-    "read_markdown",
-    "read_path",
-    "read_tablebench",
-    "read_tsv",
-]
