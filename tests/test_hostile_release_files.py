@@ -318,3 +318,37 @@ def test_a_base_row_whose_table_is_missing_is_refused_when_its_chart_runs(releas
     preds = tmp_path / "chart.jsonl"
     preds.write_text(json.dumps({"id": rows[chart]["id"], "model": "m", "prediction": f"```python\n{code}\n```"}) + "\n")
     assert_refused(evaluate(release, preds), "base.jsonl", "holds no table")
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "needle"),
+    [
+        ("answer", lambda rows: [7 for _ in rows], "column answer holds int64, not lists of text"),
+        ("answer", lambda rows: [[1] for _ in rows], "column answer holds list<element: int64>, not lists of text"),
+        ("qsubtype", lambda rows: [1.5 for _ in rows], "column qsubtype holds double, not text"),
+        ("id", lambda rows: [[r["id"]] for r in rows], "column id holds list<element: string>, not text"),
+    ],
+    ids=["answer-int", "answer-list-of-int", "qsubtype-float", "id-list"],
+)
+def test_a_hostile_base_parquet_file_that_verifies_is_refused_with_a_reason(
+    release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, column: str, values: Any, needle: str
+) -> None:
+    """Case (class of 6): a subset read from Parquet (a large one; here every subset, the JSON Lines
+    bound set to 0) whose scoring column was rewritten with another type, its manifest hash updated,
+    is refused by its schema, not a TypeError deep in the scoring."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tqaforge.evaluate import predictions as predictions_module
+
+    monkeypatch.setattr(predictions_module, "JSONL_READ_BYTES", 0)
+    preds = predictions(tmp_path / "p.jsonl", release)
+    target = release / "data" / "base.parquet"
+    table = pq.read_table(target)
+    rows = table.to_pylist()
+    table = table.set_column(table.schema.get_field_index(column), column, pa.array(values(rows)))
+    pq.write_table(table, target)
+    value = manifest(release)
+    value["files"]["data/base.parquet"] = sha256(target)
+    write_manifest(release, value)
+    assert_refused(evaluate(release, preds), "base.parquet", needle)

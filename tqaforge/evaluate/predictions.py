@@ -240,6 +240,7 @@ def _holds(path: Path, ids: Collection[str]) -> bool:
         with pq.ParquetFile(path) as parquet:
             if "id" not in parquet.schema_arrow.names:
                 return True  # read whole, as without ``ids``: what is missing shows there
+            _check_types(parquet.schema_arrow, ["id"], path)
             column = parquet.read(columns=["id"]).column("id")
     except (OSError, ValueError) as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
@@ -309,11 +310,33 @@ def _columns(path: Path) -> dict[str, list[Any]]:
         # ParquetFile, not pq.read_table: that one imports pyarrow.dataset, and with it pandas.
         with pq.ParquetFile(path) as parquet:
             names = parquet.schema_arrow.names
-            table = parquet.read(columns=[c for c in _COLUMNS if c in names])
+            wanted = [c for c in _COLUMNS if c in names]
+            _check_types(parquet.schema_arrow, wanted, path)
+            table = parquet.read(columns=wanted)
             columns: dict[str, list[Any]] = {name: table.column(name).to_pylist() for name in table.column_names}
     except (OSError, ValueError) as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
     return columns
+
+
+def _check_types(schema: Any, names: list[str], path: Path) -> None:
+    """Refuse a Parquet file whose scoring columns are not what the release writes (text; ``answer``
+    a list of text; a column of nulls only): a release rewritten with its manifest is still input,
+    and a number where text belongs would fail deep in the scoring."""
+    import pyarrow as pa
+
+    def text(t: Any) -> bool:
+        return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t))
+
+    for name in names:
+        t = schema.field(name).type
+        if name == "answer":
+            ok = pa.types.is_null(t) or ((pa.types.is_list(t) or pa.types.is_large_list(t)) and text(t.value_type))
+        else:
+            ok = text(t)
+        if not ok:
+            raise EvaluateError(f"{path}: column {name} holds {t}, not {'lists of text' if name == 'answer' else 'text'}",
+                                hint="rebuild the release")
 
 
 def _method(value: object, path: Path, number: int) -> str:
