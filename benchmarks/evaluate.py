@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _rounds import round_by_round  # noqa: E402  (siblings, found through the path above)
 from release import (  # noqa: E402  (a sibling script, found through the path above)
     DATA,
     MIRROR,
@@ -117,16 +118,10 @@ def main() -> None:
     # rounds (seen here: the same run 2.6 s CPU in one round, 3.4 s in another) cancels out.
     for name in ("before", "ours"):
         for what, k in (("wall", 0), ("CPU", 1)):
-            print(round_by_round(runs, "theirs", name, k, f"TableBench / {labels[name].removeprefix('tqaforge evaluate, ')} in {what}"))
+            label = f"TableBench / {labels[name].removeprefix('tqaforge evaluate, ')} in {what}"
+            print(round_by_round(label, (t[k] / o[k] for t, o in zip(runs["theirs"], runs[name], strict=True))))
     for what, theirs, ours in (("CPU", theirs_c, median["ours"][1]), ("wall", theirs_w, median["ours"][0])):
         print(f"target: TableBench / today >= {TARGET}x {what} ({'met' if theirs / ours >= TARGET else 'not met'})")
-
-
-def round_by_round(runs: dict[str, list[tuple[float, float]]], slow: str, fast: str, k: int, label: str) -> str:
-    """The ratio ``slow`` / ``fast`` of each round (``k``: 0 wall, 1 CPU): median and range."""
-    ratios = sorted(s[k] / f[k] for s, f in zip(runs[slow], runs[fast], strict=True))
-    return (f"  {label}, round by round: median {statistics.median(ratios):.2f}x "
-            f"(from {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} rounds)")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _rounds import round_by_round  # a sibling: benchmarks/ is the script's directory
+
 from tqaforge.tables.perturb import (
     PERTURBATIONS,
     TORR_PERTURBATIONS,
@@ -267,10 +269,8 @@ def report_chars(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 def paired(grid: dict[str, list[dict[str, Any]]], slow: str, fast: str) -> str:
     """The ratio of CPU times ``slow`` / ``fast`` within each round (the two passes ran one after
-    the other, so a change of the machine's speed between rounds cancels out): median and range."""
-    ratios = sorted(s["cpu"] / f["cpu"] for s, f in zip(grid[slow], grid[fast], strict=True))
-    return (f"  {slow} / {fast} in CPU time, round by round: median {statistics.median(ratios):.2f}x "
-            f"(from {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} rounds)")
+    the other): median and range."""
+    return round_by_round(f"{slow} / {fast} in CPU time", (s["cpu"] / f["cpu"] for s, f in zip(grid[slow], grid[fast], strict=True)))
 
 
 def main() -> int:

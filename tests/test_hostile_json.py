@@ -24,7 +24,15 @@ from typer.testing import CliRunner, Result
 
 from tqaforge.cli import app
 from tqaforge.errors import ReaderError
-from tqaforge.tables.readers.jsonio import MAX_DEPTH, JSONNestingError, json_depth, loads, read_json_file, read_json_lines
+from tqaforge.tables.readers.jsonio import (
+    MAX_DEPTH,
+    JSONNestingError,
+    json_depth,
+    loads,
+    read_json_file,
+    read_json_lines,
+    read_json_lines_at,
+)
 
 pytestmark = pytest.mark.hostile
 
@@ -354,3 +362,18 @@ def test_model_names_with_control_characters_reach_no_terminal_or_file_raw(relea
     report = run(EvaluateOptions(release=release, predictions=path, out=tmp_path / "out2", plots=False))
     assert all("\x1b" not in line and "\u202e" not in line for line in report.lines())
     assert any(escaped in line for line in report.lines())
+
+
+def test_each_json_lines_offset_reads_its_value_again(tmp_path: Path) -> None:
+    """``read_json_lines_at`` (the bounded reader, with offsets): reading from a line's offset gives
+    its value again, past a byte-order mark, blank lines, CRLF ends and multi-byte text; the values
+    and line numbers are those of ``read_json_lines``."""
+    path = tmp_path / "rows.jsonl"
+    values = [{"a": "é\u2028x"}, [1, 2], "tail"]
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(values[0], ensure_ascii=False).encode() + b"\r\n\n  \n"
+                     + json.dumps(values[1]).encode() + b"\n" + json.dumps(values[2]).encode())
+    found = list(read_json_lines_at(path))
+    assert [(n, v) for n, _, v in found] == list(read_json_lines(path)) == [(1, values[0]), (4, values[1]), (5, values[2])]
+    data = path.read_bytes()
+    for _, at, value in found:
+        assert json.loads(data[at:].split(b"\n", 1)[0].decode("utf-8")) == value

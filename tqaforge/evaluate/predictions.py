@@ -35,7 +35,7 @@ from tqaforge.printable import escape_controls
 from tqaforge.release.verify import read_manifest, subset_file, verify_release
 from tqaforge.schemas.enums import AnswerMethod
 from tqaforge.tables.readers._common import open_regular
-from tqaforge.tables.readers.jsonio import loads, read_json_lines
+from tqaforge.tables.readers.jsonio import loads, read_json_lines, read_json_lines_at
 
 #: The answering methods a prediction may name (TableBench's instruction types).
 METHODS = tuple(m.value for m in AnswerMethod)
@@ -268,29 +268,23 @@ def _jsonl_columns(path: Path) -> tuple[dict[str, list[Any]], list[int]]:
     Parquet twin: a column no row has is left out, a row without it holds None) and the byte offset of
     each row's line. Each row must be an object whose scoring columns hold strings (``answer`` a list
     of strings), as the Parquet schema has them: a release rewritten with its manifest is still input."""
+    values: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
+    seen: set[str] = set()
+    offsets: list[int] = []
     try:
-        with os.fdopen(open_regular(path), "rb") as handle:
-            data = handle.read(JSONL_READ_BYTES + 1)
-        if len(data) > JSONL_READ_BYTES:
-            raise ValueError(f"longer than {JSONL_READ_BYTES:,} bytes")
-        values: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
-        seen: set[str] = set()
-        offsets: list[int] = []
-        at = 0
-        for number, line in enumerate(data.split(b"\n"), start=1):  # as readline() splits, in table()
-            if line.strip():
-                row = loads(line.decode("utf-8"))  # nesting bounded, as every JSON we read
-                if not isinstance(row, dict):
-                    raise ValueError(f"line {number} is not a JSON object")
-                seen.update(row)
-                offsets.append(at)
-                for name, column in values.items():
-                    value = row.get(name)
-                    if value is not None and not _plain_value(name, value):
-                        raise ValueError(f"line {number}: {name} is not {'a list of strings' if name == 'answer' else 'a string'}")
-                    column.append(value)
-            at += len(line) + 1
-    except (OSError, ValueError) as exc:
+        for number, at, row in read_json_lines_at(path, max_bytes=JSONL_READ_BYTES):
+            if not isinstance(row, dict):
+                raise ValueError(f"line {number} is not a JSON object")
+            seen.update(row)
+            offsets.append(at)
+            for name, column in values.items():
+                value = row.get(name)
+                if value is not None and not _plain_value(name, value):
+                    raise ValueError(f"line {number}: {name} is not {'a list of strings' if name == 'answer' else 'a string'}")
+                column.append(value)
+    except ReaderError as exc:
+        raise EvaluateError(f"cannot read {path}: line {exc.line}: {exc.problem}", hint="rebuild the release") from None
+    except ValueError as exc:
         raise EvaluateError(f"cannot read {path}: {exc}", hint="rebuild the release") from None
     return {name: column for name, column in values.items() if name in seen}, offsets
 

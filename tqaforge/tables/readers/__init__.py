@@ -22,6 +22,7 @@ caption and question passes the one control-character rule (removals counted in
 malformed XML in a workbook, memory exhausted) reaches the caller as a :class:`ReaderError`
 naming the file.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -33,15 +34,8 @@ if TYPE_CHECKING:
         FORMATS,
         READERS,
         TIDY_FORMATS,
-        JSONNestingError,
-        Reader,
-        ReadResult,
         TidyOptions,
-        describe_size,
         detect_format,
-        loads,
-        open_regular,
-        read_commanding,
         read_csv,
         read_excel,
         read_freb_tqa,
@@ -60,17 +54,10 @@ __all__ = [
     "BENCHMARK_FORMATS",
     "DEFAULT_MAX_BYTES",
     "FORMATS",
-    "JSONNestingError",
     "READERS",
-    "ReadResult",
-    "Reader",
     "TIDY_FORMATS",
     "TidyOptions",
-    "describe_size",
     "detect_format",
-    "loads",
-    "open_regular",
-    "read_commanding",
     "read_csv",
     "read_excel",
     "read_freb_tqa",

@@ -3,7 +3,6 @@ the one entry point (see the package's docs). Kept out of the package's ``__init
 importing one reader module (``jsonio`` for a release's manifest, say) does not import every
 reader and the libraries they use."""
 
-
 from __future__ import annotations
 
 import csv

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 from tqaforge.errors import ReaderError
 from tqaforge.tables.readers._common import DEFAULT_MAX_BYTES, decode, describe_size, open_regular, read_bytes
 
-__all__ = ["MAX_DEPTH", "JSONNestingError", "json_depth", "loads", "read_json_file", "read_json_lines"]
+__all__ = ["MAX_DEPTH", "JSONNestingError", "json_depth", "loads", "read_json_file", "read_json_lines", "read_json_lines_at"]
 
 #: The deepest nesting of ``[`` and ``{`` accepted. What tqaforge reads is nested a few levels
 #: (a manifest 3, a table 4, a Label Studio result 6); Python's parser gives up near 1,000.
@@ -118,11 +118,22 @@ def read_json_lines(
     device is refused before anything is read); no line and not the whole file may be longer
     than ``max_bytes``. Raises :class:`ReaderError` naming the file and the line of the first
     line that is not UTF-8, not JSON or nested deeper than ``max_depth``."""
+    for number, _, value in read_json_lines_at(path, max_bytes=max_bytes, max_depth=max_depth):
+        yield number, value
+
+
+def read_json_lines_at(
+    path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = MAX_DEPTH
+) -> Iterator[tuple[int, int, Any]]:
+    """:func:`read_json_lines` with each line's byte offset in the file: ``(line number, offset,
+    value)``, where reading from ``offset`` to the line's end gives the value again (after a
+    byte-order mark on the first line)."""
     with os.fdopen(open_regular(path), "rb") as handle:
         total = 0
         number = 0
         while raw := handle.readline(max_bytes + 1):
             number += 1
+            start = total
             total += len(raw)
             if len(raw) > max_bytes or total > max_bytes:
                 raise ReaderError(
@@ -131,6 +142,7 @@ def read_json_lines(
                 )
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]  # a UTF-8 byte-order mark some editors write
+                start = 3
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -144,4 +156,4 @@ def read_json_lines(
                 value = loads(line, max_depth=max_depth)
             except ValueError as exc:
                 raise ReaderError(str(path), _problem(exc)[0], line=number, hint="one JSON value per line") from None
-            yield number, value
+            yield number, start, value
