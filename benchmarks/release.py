@@ -65,11 +65,17 @@ SETUP = "python3 -m venv .venv-tablebench && .venv-tablebench/bin/pip install pa
 SEED = 0
 #: The last commit before the streamed release (``--before``'s default).
 BEFORE = "02ad2970537ecd1e99dfe86c8bdf5ac693547614"
-#: One release build as a child process: the code under argv[1], the workspace argv[2], out argv[3].
+#: One release build as a child process, as `tqaforge release build` runs it (the same Arrow allocator):
+#: the code under argv[1], the workspace argv[2], out argv[3].
 BUILD_CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
+try:  # what `tqaforge` does before any command (tqaforge.arrow_memory); older code did not
+    from tqaforge.arrow_memory import prefer_system_allocator
+    prefer_system_allocator()
+except ImportError:
+    pass
 from tqaforge.release.build import ReleaseOptions, build_release
 from tqaforge.store import open_workspace
 ws = open_workspace(Path(sys.argv[2]))

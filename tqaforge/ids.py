@@ -22,6 +22,18 @@ ID_LENGTH = 32
 
 # The compact, non-ASCII-preserving JSON form that :func:`content_hash` hashes.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# The same with sorted keys, built once (json.dumps with options builds an encoder a call).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def canonical_json(value: object) -> str:
+    """``value`` as JSON with sorted keys, no whitespace and non-ASCII text as it is: the form
+    :func:`content_hash` hashes, and a release's JSON Lines rows.
+
+    >>> canonical_json({"b": [1, "é"], "a": None})
+    '{"a":null,"b":[1,"é"]}'
+    """
+    return _CANONICAL.encode(value)
 
 
 def content_hash(payload: object, length: int = ID_LENGTH) -> str:
@@ -30,8 +42,7 @@ def content_hash(payload: object, length: int = ID_LENGTH) -> str:
     >>> content_hash({"b": 1, "a": "é"}) == content_hash({"a": "é", "b": 1})
     True
     """
-    text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()[:length]
 
 
 def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -46,6 +46,7 @@ from tqaforge.annotation.labelstudio.server import (
     http_url,
     is_loopback,
 )
+from tqaforge.arrow_memory import prefer_system_allocator
 from tqaforge.errors import ConfigError, LoginError, LoginRequired, ServerBindError, TqaforgeError
 from tqaforge.logins import LOGIN_ENV, oidc_secrets_file, read_users, users_file
 from tqaforge.redact import redact_url
@@ -310,6 +311,7 @@ def app_environment(args: argparse.Namespace, workspace: Path) -> dict[str, str]
     """The app's environment: ours, its workspace, and ``TQAFORGE_APP_LOGIN=1`` when a login is
     needed (the app's one switch for its sign-in gate; a browser cannot reach the environment)."""
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
+    prefer_system_allocator(env)  # as the CLI does (tqaforge.arrow_memory)
     if login_needed(args):
         env[LOGIN_ENV] = "1"
     return env

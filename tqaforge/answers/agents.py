@@ -26,11 +26,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqaforge.answers.parse import ParsedReply, answer_from_output, last_python_block, parse_reply
 from tqaforge.errors import InvalidReply
-from tqaforge.llm import Gateway
 from tqaforge.prompts import format_rules, render
 from tqaforge.sandbox import Outcome, RunResult, Sandbox
 from tqaforge.sandbox.charts import ChartReading, chart_type_of, comparable_values
@@ -38,6 +37,9 @@ from tqaforge.schemas.enums import AnswerMethod, CandidateStatus
 from tqaforge.schemas.shapes import CandidateDetails, CandidateExecution
 from tqaforge.tables.serialize import serialize
 from tqaforge.tables.table import Table
+
+if TYPE_CHECKING:  # the gateway imports openai (about 40 MB, 0.4 s): a release build renders prompts
+    from tqaforge.llm import Gateway  # without it, and only answering passes one in
 
 #: The subtype whose answers are charts drawn by code.
 CHART_SUBTYPE = "ChartGeneration"

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from tqaforge.arrow_memory import prefer_system_allocator
 from tqaforge.cli import annotators as _annotators  # noqa: F401  registers `annotators people|new|merge`
 from tqaforge.cli import evaluate as _evaluate
 from tqaforge.cli import health as _health
@@ -28,6 +29,9 @@ from tqaforge.cli.sandbox import sandbox_app
 from tqaforge.cli.seeds import seeds_app
 from tqaforge.cli.tables import tables_app
 from tqaforge.cli.variants import variants_app
+
+# Before any command imports pyarrow (no command module does at import: tests/test_arrow_memory.py).
+prefer_system_allocator()
 
 # rich_markup_mode=None: help texts are plain text, so "[llm]" or "[row, col]" in a help string
 # prints as written (and --help does not pay for Rich's markup machinery).

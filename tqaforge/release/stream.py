@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import marshal
 import pickle
 import struct
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Iterator
+
+from tqaforge.ids import canonical_json
 
 #: JSON bytes of the rows held (and written as one Parquet row group) at once. Measured on
 #: TableBench's release (``benchmarks/release.py``): peak RSS 239 MB at 2 MB, 249 MB at 4 MB,
@@ -49,7 +50,7 @@ READ_BUFFER = 64 * 1024
 
 def dumps(value: Any) -> str:
     """One JSONL line's text: sorted keys, no spaces, UTF-8 as it is."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return canonical_json(value)
 
 
 class HashingFile:

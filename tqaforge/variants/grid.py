@@ -33,7 +33,6 @@ from sqlmodel import Session, col, select
 from tqaforge.answers.agents import AGENTS
 from tqaforge.errors import ReaderError, TqaforgeError
 from tqaforge.files import atomic_write_text, name_target, replace_durably
-from tqaforge.generation.classify import structural_words
 from tqaforge.ids import variant_id
 from tqaforge.progress import Progress
 from tqaforge.queries import tables_by_id, trusted_answers
@@ -43,6 +42,7 @@ from tqaforge.store import Workspace, insert_new
 from tqaforge.tables.commanding import gold_is_table
 from tqaforge.tables.perturb import MOVES_CELLS, PERTURBATIONS, TORR_PERTURBATIONS, PerturbationSkipped, perturb
 from tqaforge.tables.perturb.base import ItemContext, Perturbed
+from tqaforge.tables.perturb.structural import structural_words
 from tqaforge.tables.readers.jsonio import read_json_file
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 from tqaforge.tables.table import Table
@@ -155,7 +155,7 @@ class Item:
 
     @property
     def structural_words(self) -> tuple[str, ...]:
-        """Position and order words in the question (see :func:`classify.structural_words`)."""
+        """Position and order words in the question (see :func:`~tqaforge.tables.perturb.structural.structural_words`)."""
         return structural_words(self.question)
 
 
