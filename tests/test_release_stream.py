@@ -202,3 +202,24 @@ def test_the_external_sort_keeps_a_row_marshal_cannot_hold(tmp_path: Path) -> No
     for k in (3, 1, 2):
         spill.add({"id": str(k), "kind": Kind.A, "n": k})
     assert [(r["id"], r["kind"], r["n"]) for r in spill] == [("1", Kind.A, 1), ("2", Kind.A, 2), ("3", Kind.A, 3)]
+
+
+IMPORTS_PROBE = "import sys, importlib; importlib.import_module(sys.argv[1]); print('openai' in sys.modules)"
+
+
+@pytest.mark.parametrize(("module", "imports_openai"), [
+    ("tqaforge.release.build", False),
+    ("tqaforge.variants.grid", False),
+    ("tqaforge.llm", True),  # the control: the probe sees openai where it is imported
+])
+def test_a_release_build_does_not_import_the_llm_client(module: str, imports_openai: bool) -> None:
+    """Building a release renders prompts but calls no model: importing openai's client cost it
+    about 20 MB of its peak (the grid took ``structural_words`` through question typing and the
+    LLM layer, and the answer agents imported the gateway for a type)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, module], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(imports_openai)
