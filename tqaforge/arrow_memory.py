@@ -7,8 +7,9 @@ the C library's pool to each call did not help: the Parquet writer allocates fro
 too), so TableBench's release peaked at 256 MB where the C library's allocator gives 231 MB
 (``benchmarks/release.py``; issue 26's bound is 250 MB). Arrow reads its choice once, when it is
 loaded, from ``ARROW_DEFAULT_MEMORY_POOL``: :func:`prefer_system_allocator` sets it before
-anything imports pyarrow, and leaves a value the user set alone. Importing tqaforge as a library
-changes nothing: only our entry points call it.
+anything imports pyarrow, and leaves a value the user set alone. Only our entry points call it:
+importing ``tqaforge.cli`` (the command's module) sets the variable in that process, importing
+the rest of tqaforge as a library changes nothing.
 """
 
 from __future__ import annotations
