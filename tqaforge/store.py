@@ -505,6 +505,30 @@ class Workspace:
         self.engine.dispose()
 
 
+def refresh_planner_statistics(ws: Workspace) -> bool:
+    """Give SQLite's query planner statistics of the workspace's indexes (``ANALYZE``: it reads
+    the indexes, not the rows; 17 ms for TableBench x10's 44,300 variants); True when it ran.
+    Without statistics SQLite takes an index on any column compared with ``=`` or ``IN`` for
+    selective: a release build's paged read of the variants went through the index on ``status``
+    (one value for all of them) and sorted every variant for each page of 200 (TableBench x10:
+    63 ms a page, 11 s in all; with statistics it walks the primary key, 2 ms a page).
+    ``PRAGMA optimize`` would not do: SQLite 3.40 analyses only tables that queries of the same
+    connection missed statistics for. PostgreSQL analyses its tables itself (autovacuum): nothing
+    is done there. A database that is busy or read-only is left as it is: the statistics only make
+    queries faster."""
+    if ws.engine.dialect.name != "sqlite":
+        return False
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        with ws.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
+    except OperationalError:
+        return False
+    return True
+
+
 def _lock_file_name(name: str) -> str:
     """A file name for lock ``name``: readable, and distinct for distinct names."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60]

@@ -52,7 +52,7 @@ from tqaforge.printable import escape_controls
 from tqaforge.release.contents import SUBSETS, Contents, collect, subset_rows
 from tqaforge.release.stream import SubsetWriter, write_file
 from tqaforge.schemas.records import Answer, LLMCall, Release
-from tqaforge.store import Workspace, insert_new
+from tqaforge.store import Workspace, insert_new, refresh_planner_statistics
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
 
 #: The default threshold of the gate. Which kinds gate a release (their labels make what it holds:
@@ -468,6 +468,7 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
     """Build (or confirm) a release (module docs). The files are written into a temporary folder
     next to ``out`` and moved into place whole; a version that exists is rebuilt there and
     compared file by file (sha256), then the temporary folder goes."""
+    refresh_planner_statistics(ws)  # the build reads every released variant, a page at a time
     options, contents, agreement, low = _prepare(ws, options)
     name = options.name or ws.config.name
     out = options.out or ws.paths.releases / f"{name}-{options.version}"

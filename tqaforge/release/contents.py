@@ -163,13 +163,19 @@ def _base_rows(s: Session, contents: Contents) -> Iterator[dict[str, Any]]:
         s.expunge_all()  # the session keeps nothing of a chunk once it is out
 
 
+def variant_page(perturbations: set[str], last: str) -> Any:
+    """The query of one page of a variant subset: the released variants of ``perturbations``
+    whose id follows ``last``, :data:`CHUNK` of them in id order (keyset paging)."""
+    return select(Variant).where(_released(perturbations), col(Variant.id) > last).order_by(Variant.id).limit(CHUNK)
+
+
 def _variant_rows(s: Session, contents: Contents, subset: str) -> Iterator[dict[str, Any]]:
     """A variant subset's rows: the kept variants of its perturbations, in id order, a page at a time."""
     perturbations = {p for p, sub in SUBSET_OF.items() if sub == subset}
     items = set(contents.question_ids)
     last = ""
     while True:
-        page = s.exec(select(Variant).where(_released(perturbations), col(Variant.id) > last).order_by(Variant.id).limit(CHUNK)).all()
+        page = s.exec(variant_page(perturbations, last)).all()
         if not page:
             return
         last = page[-1].id
