@@ -352,3 +352,31 @@ def test_a_hostile_base_parquet_file_that_verifies_is_refused_with_a_reason(
     value["files"]["data/base.parquet"] = sha256(target)
     write_manifest(release, value)
     assert_refused(evaluate(release, preds), "base.parquet", needle)
+
+
+def _has_statistics(db: Path) -> bool:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone()[0] == 1
+
+
+def test_a_read_only_database_gets_no_planner_statistics_and_no_error(sqlite_workspace: Any) -> None:
+    """A release build first gives SQLite's planner statistics (store.refresh_planner_statistics);
+    they only make queries faster, so a database SQLite cannot write is left as it was, without an
+    error, and the same database writable gets them (the control)."""
+    import sqlite3
+
+    from tqaforge.store import Workspace, make_engine, refresh_planner_statistics
+
+    db = sqlite_workspace.root / "tqaforge.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    read_only = Workspace(sqlite_workspace.root, sqlite_workspace.config, make_engine(f"sqlite:///file:{db}?mode=ro&uri=true"))
+    try:
+        assert refresh_planner_statistics(read_only) is False
+    finally:
+        read_only.engine.dispose()
+    assert not _has_statistics(db)
+    assert refresh_planner_statistics(sqlite_workspace) is True
+    assert _has_statistics(db)

@@ -244,20 +244,3 @@ def test_a_release_build_pages_the_variants_by_their_key_not_by_a_sort_each_page
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "r", accept_low_agreement="test"))
     after = _page_plan(sample_with_grid)
     assert "TEMP B-TREE" not in after and "sqlite_autoindex_variants_1" in after, after
-
-
-def test_statistics_are_skipped_on_a_read_only_database(sample_with_grid: Workspace) -> None:
-    """They only make queries faster: a database SQLite cannot write is left as it is."""
-    import sqlite3
-
-    from tqaforge.store import make_engine, refresh_planner_statistics
-
-    db = sample_with_grid.root / "tqaforge.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    read_only = Workspace(sample_with_grid.root, sample_with_grid.config, make_engine(f"sqlite:///file:{db}?mode=ro&uri=true"))
-    try:
-        assert refresh_planner_statistics(read_only) is False
-    finally:
-        read_only.engine.dispose()
-    assert refresh_planner_statistics(sample_with_grid) is True

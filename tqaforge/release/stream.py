@@ -48,11 +48,6 @@ FAN_IN = 16
 READ_BUFFER = 64 * 1024
 
 
-def dumps(value: Any) -> str:
-    """One JSONL line's text: sorted keys, no spaces, UTF-8 as it is."""
-    return canonical_json(value)
-
-
 class HashingFile:
     """A binary file written once, start to end, whose sha256 is taken over the bytes as they go
     (Parquet's writer takes it as a Python file: ``write``, ``tell``, ``flush``, ``close``)."""
@@ -134,7 +129,7 @@ class SubsetWriter:
 
     def add(self, row: dict[str, Any]) -> None:
         """One row (rows come sorted: the writer keeps their order)."""
-        line = (dumps(row) + "\n").encode("utf-8")
+        line = (canonical_json(row) + "\n").encode("utf-8")  # sorted keys, no spaces, UTF-8 as it is
         self._rows.append(row)
         self._lines.append(line)
         self._held += len(line)

@@ -14,7 +14,6 @@ symbolic link pointing out of it) and anything that is not a regular file, namin
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tqaforge.errors import ReaderError, ReleaseError
+from tqaforge.ids import canonical_json
 from tqaforge.printable import escape_controls
 from tqaforge.tables.readers._common import open_regular
 from tqaforge.tables.readers.jsonio import read_json_file, read_json_lines
@@ -200,7 +200,7 @@ def _rows(root: Path, manifest: dict[str, Any], subset: str) -> dict[str, str]:
         for number, row in read_json_lines(path):
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise ReleaseError(f"{path}, line {number}: a release row is a JSON object with an id", hint=_ALTERED_HINT)
-            rows[row["id"]] = json.dumps(row, sort_keys=True, ensure_ascii=False)
+            rows[row["id"]] = canonical_json(row)
     except ReaderError as exc:
         raise ReleaseError(f"{root}: manifest entry {_shown(entry)}: {exc.args[0]}", hint=_ALTERED_HINT) from None
     return rows
