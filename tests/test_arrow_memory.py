@@ -59,5 +59,14 @@ def test_prefer_system_allocator_sets_only_an_unset_choice() -> None:
     prefer_system_allocator(env)
     assert env == {ARROW_POOL_ENV: "system"}
     env = {ARROW_POOL_ENV: "mimalloc"}
-    prefer_system_allocator(env)
+    assert prefer_system_allocator(env) is None
     assert env == {ARROW_POOL_ENV: "mimalloc"}
+
+
+def test_the_app_is_started_with_the_system_pool_in_place_of_one_arrow_does_not_know(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _parse(["--workspace", str(tmp_path)])
+    monkeypatch.setenv(ARROW_POOL_ENV, "Mimalloc")
+    assert app_environment(args, tmp_path)[ARROW_POOL_ENV] == "system"
+    assert "ARROW_DEFAULT_MEMORY_POOL='Mimalloc' is not one of Arrow's memory pools" in capsys.readouterr().err

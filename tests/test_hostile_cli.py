@@ -199,3 +199,39 @@ def test_deeply_nested_label_is_a_usage_error(ws_dir: Path) -> None:
     result = runner.invoke(app, ["-w", str(ws_dir), "agreement", "resolve", "abc", "[" * 100_000, "--by", "ana"])
     assert result.exit_code == 2
     assert "nested too deeply" in result.output
+
+
+# What a `tqaforge` process's Arrow ends up with when the user's ARROW_DEFAULT_MEMORY_POOL is
+# not a pool Arrow knows (tqaforge.arrow_memory): pyarrow loaded after the CLI's import.
+_POOL_PROBE = "import tqaforge.cli, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+
+
+def _pool_probe(value: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": value, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, "-c", _POOL_PROBE], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("value", ["bogus", "System", " system"])
+def test_an_arrow_pool_arrow_does_not_know_is_reported_and_replaced(value: str) -> None:
+    done = _pool_probe(value)
+    assert done.returncode == 0, done.stderr
+    # Left alone, Arrow warns in its own words and allocates from mimalloc (the control below).
+    assert done.stdout.strip() == "system"
+    assert f"ARROW_DEFAULT_MEMORY_POOL={value!r} is not one of Arrow's memory pools" in done.stderr
+    assert "Unsupported backend" not in done.stderr
+
+
+def test_an_unknown_arrow_pool_is_what_arrow_would_fall_back_on() -> None:
+    # The control: without tqaforge's import, the same value gives mimalloc and Arrow's warning.
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "bogus"}
+    done = subprocess.run([sys.executable, "-c", "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip() == "mimalloc"
+    assert "Unsupported backend 'bogus'" in done.stderr
+
+
+def test_an_empty_arrow_pool_is_the_system_one_without_a_warning() -> None:
+    done = _pool_probe("")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "system"
+    assert "ARROW_DEFAULT_MEMORY_POOL" not in done.stderr

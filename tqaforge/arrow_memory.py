@@ -16,13 +16,27 @@ from __future__ import annotations
 
 import os
 
-#: Arrow's documented variable for its default memory pool ("system", "mimalloc" or "jemalloc").
+#: Arrow's documented variable for its default memory pool.
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+#: The pools Arrow knows by that variable (it compares the text exactly: no spaces, lower case).
+ARROW_POOLS = ("system", "mimalloc", "jemalloc")
 
 
-def prefer_system_allocator(env: dict[str, str] | None = None) -> None:
+def prefer_system_allocator(env: dict[str, str] | None = None) -> str | None:
     """Ask for Arrow's "system" pool in ``env`` (default: this process's environment) unless a
     pool is chosen there already. Takes effect in a process that has not imported pyarrow yet
-    (Arrow reads the variable once), or in a child given ``env``."""
+    (Arrow reads the variable once), or in a child given ``env``.
+
+    A value Arrow does not know ("System", "bogus") would make Arrow print a warning of its own
+    when it loads and fall back to mimalloc, and an empty one fall back silently: either is
+    replaced by "system", and for the first the message to show the user is returned (None
+    otherwise)."""
     target: dict[str, str] | os._Environ[str] = os.environ if env is None else env
-    target.setdefault(ARROW_POOL_ENV, "system")
+    chosen = target.get(ARROW_POOL_ENV, "")
+    if chosen in ARROW_POOLS:
+        return None
+    target[ARROW_POOL_ENV] = "system"
+    if not chosen.strip():
+        return None
+    return (f"warning: {ARROW_POOL_ENV}={chosen!r} is not one of Arrow's memory pools ({', '.join(ARROW_POOLS)}); "
+            f"using 'system'")

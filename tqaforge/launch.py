@@ -311,7 +311,9 @@ def app_environment(args: argparse.Namespace, workspace: Path) -> dict[str, str]
     """The app's environment: ours, its workspace, and ``TQAFORGE_APP_LOGIN=1`` when a login is
     needed (the app's one switch for its sign-in gate; a browser cannot reach the environment)."""
     env = {**os.environ, "TQAFORGE_WORKSPACE": str(workspace)}
-    prefer_system_allocator(env)  # as the CLI does (tqaforge.arrow_memory)
+    pool_warning = prefer_system_allocator(env)  # as the CLI does (tqaforge.arrow_memory)
+    if pool_warning:
+        print(pool_warning, file=sys.stderr)
     if login_needed(args):
         env[LOGIN_ENV] = "1"
     return env

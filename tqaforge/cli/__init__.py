@@ -7,6 +7,7 @@ print their message (no traceback) and exit with status 1.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -31,7 +32,9 @@ from tqaforge.cli.tables import tables_app
 from tqaforge.cli.variants import variants_app
 
 # Before any command imports pyarrow (no command module does at import: tests/test_arrow_memory.py).
-prefer_system_allocator()
+_pool_warning = prefer_system_allocator()
+if _pool_warning:
+    print(_pool_warning, file=sys.stderr)
 
 # rich_markup_mode=None: help texts are plain text, so "[llm]" or "[row, col]" in a help string
 # prints as written (and --help does not pay for Rich's markup machinery).
