@@ -79,7 +79,7 @@ def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
     from tqaforge.release import stream
 
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "one", accept_low_agreement="golden"), row_group_bytes=1 << 40)
-    monkeypatch.setattr(stream, "RUN_BYTES", 40_000)  # about 115 runs: merged on two levels (FAN_IN 16)
+    monkeypatch.setattr(stream, "RUN_BYTES", 40_000)  # about 115 runs: some merged into a run of the next level (FAN_IN 64)
     build_release(sample_with_grid, ReleaseOptions(version="1.0.0", out=tmp_path / "split", accept_low_agreement="golden"),
                   row_group_bytes=30_000)
     golden, split = json.loads(GOLDEN.read_text()), _hashes(tmp_path / "split")
@@ -101,8 +101,8 @@ def test_small_batches_keep_the_jsonl_bytes_and_the_parquet_content(
 
 
 def test_the_external_sort_merges_runs_by_level_and_leaves_no_file(tmp_path: Path) -> None:
-    """5,000 rows in a random order through runs of about 40 rows: 125 runs, merged 16 at a
-    time into runs of the next level, out in key order, the spill folder empty afterwards."""
+    """5,000 rows in a random order through runs of about 40 rows: 125 runs, merged FAN_IN
+    (64) at a time into a run of the next level, out in key order, the spill folder empty afterwards."""
     import random
 
     from tqaforge.release.stream import FAN_IN, SortedSpill

@@ -226,6 +226,8 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[dic
             conditions += [(v.id, v.perturbation, -1 if v.seed is None else v.seed, Table.from_dict(v.table or {}), list(v.answers or []))
                            for v in grid.get(q.id, [])]
             for variant_id, perturbation, seed, table, answer in conditions:
+                # One object for the condition's rows of every serialization (nothing changes it).
+                table_data = {"header": list(table.header), "rows": [list(r) for r in table.rows]}
                 for serialization in contents.serializations:
                     runs.add({
                         "id": configuration_id(variant_id or q.id, serialization), "item_id": q.id, "variant_id": variant_id,
@@ -233,7 +235,7 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[dic
                         "config": f"{serialization}/{perturbation}", "qtype": q.qtype or "", "qsubtype": q.subtype or "",
                         "chart_type": _chart_type(q), "question": q.text, "answer": answer,
                         "prompt": render_prompt(table, q.text, serialization, q.subtype),
-                        "table": {"header": list(table.header), "rows": [list(r) for r in table.rows]},
+                        "table": table_data,
                     })
         s.expunge_all()
     yield from runs

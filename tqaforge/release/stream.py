@@ -43,8 +43,11 @@ from tqaforge.ids import canonical_json
 ROW_GROUP_BYTES = 2 * 1024 * 1024
 #: Marshalled bytes of the rows an external sort holds before it writes a sorted run.
 RUN_BYTES = 4 * 1024 * 1024
-#: Runs merged at once (and at most this many files open a level at the end).
-FAN_IN = 16
+#: Runs merged at once (and at most this many files open a level at the end, each with a read
+#: buffer of :data:`READ_BUFFER`: 4 MB at most a level). Every merge writes the rows again: at 16,
+#: TableBench x10's configurations (about 370 runs) went through three levels; at 64, through one
+#: merge for most rows and the final one (``benchmarks/release.py``).
+FAN_IN = 64
 READ_BUFFER = 64 * 1024
 
 
