@@ -380,3 +380,69 @@ def test_a_read_only_database_gets_no_planner_statistics_and_no_error(sqlite_wor
     assert not _has_statistics(db)
     assert refresh_planner_statistics(sqlite_workspace) is True
     assert _has_statistics(db)
+
+
+# A build that stops in the middle of its first subset, as a SIGKILL or the OOM killer stops one:
+# argv[1] the workspace, argv[2] a file it creates when its temporary folder holds rows.
+KILLED_BUILD = """
+import signal, sys
+from pathlib import Path
+from tqaforge.release import stream
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.store import open_workspace
+
+def add(self, row):
+    Path(sys.argv[2]).write_text("writing")
+    signal.pause()  # until the test kills this process
+
+stream.SubsetWriter.add = add
+build_release(open_workspace(Path(sys.argv[1])), ReleaseOptions(version="1.0.0"))
+"""
+
+
+def test_a_killed_build_leaves_a_folder_the_next_build_removes_and_a_live_one_is_kept(
+    sqlite_workspace: Any, tmp_path: Path
+) -> None:
+    """A build killed with SIGKILL cannot clean up: its temporary folder stays. The next build
+    removes it (its lock is free) and says so; a folder a live build holds (the control: same
+    shape, lock held) and a hidden folder that is not a build's (no marker) are kept."""
+    import signal
+
+    from conftest import wait_for
+
+    from tqaforge.ingest import import_paths
+    from tqaforge.release.workdir import MARKER, BuildFolder
+
+    assert not import_paths(sqlite_workspace, [SAMPLE]).failed
+    releases = sqlite_workspace.paths.releases
+    ready = tmp_path / "ready"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "TQAFORGE_DATABASE_URL": ""}
+    child = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(sqlite_workspace.root), str(ready)], env=env)
+    try:
+        wait_for(lambda: ready.exists() or child.poll() is not None, 120, "the build to start writing")
+        assert child.poll() is None, "the build ended before it was killed"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    left = [p for p in releases.iterdir() if p.name.startswith(".test-1.0.0.")]
+    assert len(left) == 1 and (left[0] / MARKER).exists()  # what a killed build leaves
+    live = BuildFolder.claim(releases, "test-2.0.0")  # another build, running: its lock is held
+    (live.path / "data").mkdir()
+    not_ours = releases / ".notes.abcdefgh"  # the name's shape, but no marker
+    not_ours.mkdir()
+    try:
+        result = runner.invoke(app, ["-w", str(sqlite_workspace.root), "release", "build", "--version", "1.0.0"])
+        assert result.exit_code == 0, result.output
+        assert not left[0].exists()
+        assert "removed 1 folder(s) left by killed builds" in result.output and left[0].name in result.output
+        assert live.path.exists() and (live.path / "data").exists() and not_ours.exists()
+        built = releases / "test-1.0.0"
+        assert (built / "manifest.json").exists() and not (built / MARKER).exists()
+        assert [p.name for p in releases.iterdir() if p.name.startswith(".test-1.0.0.")] == []
+    finally:
+        live.release()
+    # The live build's lock gone (its process ended without moving its folder): the next build removes it.
+    result = runner.invoke(app, ["-w", str(sqlite_workspace.root), "release", "build", "--version", "1.0.0"])
+    assert result.exit_code == 0, result.output
+    assert not live.path.exists() and not_ours.exists()
+    assert "already built, identical" in result.output

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -51,6 +50,7 @@ from tqaforge.labels import NOT_OURS
 from tqaforge.printable import escape_controls
 from tqaforge.release.contents import SUBSETS, Contents, collect, subset_rows
 from tqaforge.release.stream import SubsetWriter, write_file
+from tqaforge.release.workdir import Abandoned, BuildFolder, remove_abandoned
 from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new, refresh_planner_statistics
 from tqaforge.tables.serialize import SERIALIZATIONS, TORR_SERIALIZATIONS
@@ -121,11 +121,17 @@ class ReleaseSummary:
     identical_to_existing: bool = False
     low_agreement: list[str] = field(default_factory=list)
     accepted_reason: str | None = None
+    #: Folders of killed builds removed before this one (:mod:`tqaforge.release.workdir`).
+    abandoned: list[Abandoned] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         state = "already built, identical: nothing written" if self.identical_to_existing else "built (read-only)"
         lines = [f"release {self.version} {state}: {self.path}"]
         lines += [f"  {name}: {n} rows" for name, n in self.counts.items()]
+        if self.abandoned:
+            size = sum(a.size for a in self.abandoned)
+            lines.append(f"removed {len(self.abandoned)} folder(s) left by killed builds ({size:,} bytes): "
+                         + ", ".join(escape_controls(a.name) for a in self.abandoned))
         if self.low_agreement:
             lines.append(f"agreement below the threshold, accepted ({self.accepted_reason}):")
             lines += [f"  {line}" for line in self.low_agreement]
@@ -473,11 +479,16 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
     name = options.name or ws.config.name
     out = options.out or ws.paths.releases / f"{name}-{options.version}"
     tmp: Path | None = None
+    folder: BuildFolder | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        abandoned = remove_abandoned(out.parent)
+        folder = BuildFolder.claim(out.parent, out.name)  # locked while this build runs
+        tmp = folder.path
         hashes, manifest_bytes, summary = _render(ws, options, contents, agreement, low, tmp, row_group_bytes)
         summary.path = str(out)
+        summary.abandoned = abandoned
+        folder.unmark()
         if out.exists():
             held = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
             if held == hashes:
@@ -501,5 +512,8 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
         if problem is not None:
             raise problem from None
         raise
+    finally:
+        if folder is not None:
+            folder.release()
     _record(ws, name, options.version, out, manifest_bytes)
     return summary
