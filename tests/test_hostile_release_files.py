@@ -446,3 +446,85 @@ def test_a_killed_build_leaves_a_folder_the_next_build_removes_and_a_live_one_is
     assert result.exit_code == 0, result.output
     assert not live.path.exists() and not_ours.exists()
     assert "already built, identical" in result.output
+
+
+# Rows given to the writer as their lines (stream.EncodedRow, the configurations subset) must
+# give the bytes rows given as dicts give: the same JSON Lines text from RowTemplate, the same
+# Arrow schema from configuration_schema, the same Parquet file from Arrow's JSON reader.
+HOSTILE_TEXTS = ["", "plain", 'quo"te', "back\\slash", "nul\x00byte", "\x000\x00", '"\\u0000', "line\nbreak\r\n",
+                 "\u2028\u2029", "tab\tbell\x07", "\x7fdel", "é 中文 🙂", "{\"id\": 1}", "%s %(x)s {0}", "-0", "1e309"]
+
+
+def _configuration_rows(seed: int, n: int) -> list[dict[str, Any]]:
+    """Configuration rows (their columns in their order) with hostile text everywhere, and some
+    with empty answers, empty headers, no rows or rows without cells."""
+    import random
+
+    from tqaforge.release.contents import CONFIGURATION_COLUMNS
+
+    rng = random.Random(seed)
+
+    def text() -> str:
+        return "".join(rng.choice(HOSTILE_TEXTS) for _ in range(rng.randrange(0, 4)))
+
+    rows = []
+    for _ in range(n):
+        width = rng.choice([0, 1, 3])
+        table = {"header": [text() for _ in range(width)], "rows": [[text() for _ in range(width)] for _ in range(rng.choice([0, 1, 4]))]}
+        values = {"id": f"{rng.getrandbits(64):016x}", "seed": rng.choice([-1, 0, 7]), "answer": [text() for _ in range(rng.choice([0, 1, 2]))],
+                  "table": table, "qsubtype": rng.choice(["", "Counting"])}
+        rows.append({name: values.get(name, text()) for name in CONFIGURATION_COLUMNS})
+    return sorted(rows, key=lambda row: row["id"])
+
+
+def test_a_row_template_gives_the_canonical_json_of_hostile_rows() -> None:
+    from tqaforge.ids import canonical_json
+    from tqaforge.release.stream import RowTemplate
+
+    varying = ("id", "serialization", "config", "prompt")
+    for row in _configuration_rows(1, 300):
+        fixed = {k: v for k, v in row.items() if k not in varying}
+        template = RowTemplate(fixed, varying)
+        assert template(*(row.get(k, "") for k in varying)) == canonical_json({**fixed, **{k: row.get(k, "") for k in varying}})
+    # A fixed value holding a placeholder's own encoding, a value that is no string, a name in
+    # both: the template falls back to encoding the whole row, and the text is still canonical.
+    fixed = {"question": "\x000\x00", "answer": []}
+    assert RowTemplate(fixed, ("id",))("x") == canonical_json({**fixed, "id": "x"})
+    assert RowTemplate({"a": 1}, ("b",))(2) == canonical_json({"a": 1, "b": 2})  # type: ignore[arg-type]
+    assert RowTemplate({"a": 1}, ("a",))("y") == canonical_json({"a": "y"})
+
+
+@pytest.mark.parametrize("n, group_bytes, empty", [(1, None, 0), (40, None, 0), (40, None, 40), (40, None, 39), (400, 3_000, 100), (400, 200, 100)])
+def test_rows_given_as_lines_write_the_bytes_of_rows_given_as_dicts(tmp_path: Path, n: int, group_bytes: int | None, empty: int) -> None:
+    """One batch and many (spilled, schemas unified, batches cast), with ``empty`` rows whose
+    lists are all empty (a whole batch of them has columns of Arrow's null type)."""
+    from tqaforge.ids import canonical_json
+    from tqaforge.release.contents import _configuration_shape, configuration_schema
+    from tqaforge.release.stream import EncodedRow, SubsetWriter
+
+    rows = _configuration_rows(n + (group_bytes or 0) + empty, n)
+    for row in rows[:empty]:  # a run of rows empty in every list: batches of their own at small sizes
+        row["answer"], row["table"] = [], {"header": [], "rows": []}
+    hashes = []
+    for mode in ("dicts", "lines"):
+        root = tmp_path / mode
+        with SubsetWriter(root, "configurations", root / ".spill", group_bytes, schema=configuration_schema) as writer:
+            for row in rows:
+                if mode == "dicts":
+                    writer.add(row)
+                else:
+                    line = (canonical_json(row) + "\n").encode("utf-8")
+                    writer.add_encoded(EncodedRow(line, row["qsubtype"], _configuration_shape(row["answer"], row["table"])))
+        hashes.append((writer.hashes, writer.count, writer.by_subtype))
+    assert hashes[0] == hashes[1]
+    if group_bytes == 200:  # the control: these batches differ in their schemas, which the file unifies
+        import pyarrow.parquet as pq
+
+        assert pq.ParquetFile(tmp_path / "lines" / "data" / "configurations.parquet").metadata.num_row_groups > 10
+
+
+def test_a_writer_takes_rows_one_way_only(tmp_path: Path) -> None:
+    from tqaforge.release.stream import EncodedRow, SubsetWriter
+
+    with pytest.raises(ValueError, match="takes rows as dicts"):
+        SubsetWriter(tmp_path, "base", tmp_path / ".spill").add_encoded(EncodedRow(b"{}\n", ""))

@@ -119,9 +119,10 @@ def test_the_external_sort_merges_runs_by_level_and_leaves_no_file(tmp_path: Pat
 
 
 #: A child process: build the release of the workspace argv[1] into argv[2] ("build"), or, as the
-#: control, hold the configurations subset's rows in a list ("hold").
+#: control, hold the configurations subset's rows in a list ("hold"), as Python values (what an
+#: in-memory build holds to make its Parquet file; the stream gives them as JSON lines).
 MEMORY_CHILD = """
-import sys
+import json, sys
 from pathlib import Path
 from tqaforge.release.build import ReleaseOptions, build_release, _prepare
 from tqaforge.release.contents import subset_rows
@@ -133,7 +134,7 @@ if sys.argv[3] == "build":
 else:
     _, contents, _, _ = _prepare(ws, options)
     with ws.session() as s:
-        held = list(subset_rows(s, contents, "configurations", Path(sys.argv[2]) / "spill"))
+        held = [json.loads(row.line) for row in subset_rows(s, contents, "configurations", Path(sys.argv[2]) / "spill")]
     print(len(held))
 print(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0])
 """

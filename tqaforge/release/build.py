@@ -48,8 +48,8 @@ from tqaforge.files import file_sha256
 from tqaforge.ids import content_hash
 from tqaforge.labels import NOT_OURS
 from tqaforge.printable import escape_controls
-from tqaforge.release.contents import SUBSETS, Contents, collect, subset_rows
-from tqaforge.release.stream import SubsetWriter, write_file
+from tqaforge.release.contents import SUBSET_SCHEMAS, SUBSETS, Contents, collect, subset_rows
+from tqaforge.release.stream import EncodedRow, SubsetWriter, write_file
 from tqaforge.release.workdir import Abandoned, BuildFolder, remove_abandoned
 from tqaforge.schemas.records import Answer, LLMCall, Release
 from tqaforge.store import Workspace, insert_new, refresh_planner_statistics
@@ -394,9 +394,12 @@ def _render(ws: Workspace, options: ReleaseOptions, contents: Contents, agreemen
     spill = root / ".spill"
     with ws.session() as s:
         for sub in options.subsets:
-            with SubsetWriter(root, sub, spill, row_group_bytes) as writer:
+            with SubsetWriter(root, sub, spill, row_group_bytes, schema=SUBSET_SCHEMAS.get(sub)) as writer:
                 for row in subset_rows(s, contents, sub, spill):
-                    writer.add(row)
+                    if isinstance(row, EncodedRow):
+                        writer.add_encoded(row)
+                    else:
+                        writer.add(row)
             hashes.update(writer.hashes)
             counts[sub] = writer.count
             by_subtype[sub] = dict(sorted(writer.by_subtype.items()))

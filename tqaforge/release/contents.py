@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlmodel import Session, col, select
 
 from tqaforge.answers.agents import chart_type_for
 from tqaforge.ids import content_hash
 from tqaforge.queries import CHECKED_BY_PEOPLE, tables_by_id, trusted_answers
-from tqaforge.release.stream import SortedSpill
+from tqaforge.release.stream import EncodedRow, RowTemplate, SortedSpill
 from tqaforge.schemas.enums import QuestionStatus, VariantStatus
 from tqaforge.schemas.records import Question, Variant
 from tqaforge.tables.perturb import TORR_PERTURBATIONS
@@ -127,9 +127,10 @@ def collect(
     return Contents(tuple(subsets), tuple(serializations), tuple(items), tuple(sorted(kept)), token_buckets=large)
 
 
-def subset_rows(s: Session, contents: Contents, subset: str, spill: Path) -> Iterator[dict[str, Any]]:
+def subset_rows(s: Session, contents: Contents, subset: str, spill: Path) -> Iterator[dict[str, Any] | EncodedRow]:
     """The rows of ``subset``, sorted by id, read a chunk at a time (``spill``: a folder for the
-    external sort of the configurations subset)."""
+    external sort of the configurations subset, whose rows come as their JSON Lines lines, with
+    :data:`SUBSET_SCHEMAS` giving their Arrow schema)."""
     if subset == "base":
         yield from _base_rows(s, contents)
     elif subset == "configurations":
@@ -211,8 +212,45 @@ def _chart_type(q: Question) -> str:
     return (chart_type_for(q.text, q.meta) or "") if q.subtype == CHART_SUBTYPE else ""
 
 
-def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[dict[str, Any]]:
-    """The configurations subset's rows (module docs), sorted by id through an external sort."""
+#: The configurations subset's columns, in the order its rows list them (and the Parquet file).
+CONFIGURATION_COLUMNS = ("id", "item_id", "variant_id", "perturbation", "seed", "serialization", "config", "qtype",
+                         "qsubtype", "chart_type", "question", "answer", "prompt", "table")
+# A configuration row's shape bits (stream.EncodedRow.shape): which of its lists hold items.
+_ANSWER_ITEMS, _HEADER_ITEMS, _ROWS, _ROW_ITEMS = 1, 2, 4, 8
+
+
+def _configuration_shape(answer: Sequence[str], table: dict[str, Any]) -> int:
+    shape = _ANSWER_ITEMS if answer else 0
+    shape |= _HEADER_ITEMS if table["header"] else 0
+    if table["rows"]:
+        shape |= _ROWS | (_ROW_ITEMS if any(table["rows"]) else 0)
+    return shape
+
+
+def configuration_schema(shape: int) -> Any:
+    """The Arrow schema ``pyarrow.Table.from_pylist`` infers for a batch of configuration rows
+    whose shapes OR to ``shape``: every column a string but ``seed`` (int64), ``answer`` and the
+    table's ``header`` lists of strings and its ``rows`` lists of those, where a list that is
+    empty in every row of the batch has items of Arrow's ``null`` type, as inferred."""
+    import pyarrow as pa
+
+    def items(bit: int) -> Any:
+        return pa.string() if shape & bit else pa.null()
+
+    rows = pa.list_(pa.list_(items(_ROW_ITEMS))) if shape & _ROWS else pa.list_(pa.null())
+    table = pa.struct([("header", pa.list_(items(_HEADER_ITEMS))), ("rows", rows)])
+    types = {"seed": pa.int64(), "answer": pa.list_(items(_ANSWER_ITEMS)), "table": table}
+    return pa.schema([(name, types.get(name, pa.string())) for name in CONFIGURATION_COLUMNS])
+
+
+#: The subsets whose rows :func:`subset_rows` gives as lines, and their schema functions.
+SUBSET_SCHEMAS: dict[str, Callable[[int], Any]] = {"configurations": configuration_schema}
+
+
+def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[EncodedRow]:
+    """The configurations subset's rows (module docs), sorted by id through an external sort, as
+    their JSON Lines lines (:class:`~tqaforge.release.stream.EncodedRow`): the values the rows of
+    one condition share (the table above all) are encoded once for its serializations."""
     if not contents.question_ids:
         return
     runs = SortedSpill(spill, "configurations")
@@ -225,17 +263,19 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[dic
             conditions: list[tuple[str, str, int, Table, list[str]]] = [("", "none", 0, tables[q.table_id], list(gold[q.id].values))]
             conditions += [(v.id, v.perturbation, -1 if v.seed is None else v.seed, Table.from_dict(v.table or {}), list(v.answers or []))
                            for v in grid.get(q.id, [])]
+            subtype = q.subtype or ""
             for variant_id, perturbation, seed, table, answer in conditions:
-                # One object for the condition's rows of every serialization (nothing changes it).
                 table_data = {"header": list(table.header), "rows": [list(r) for r in table.rows]}
+                shared = {
+                    "item_id": q.id, "variant_id": variant_id, "perturbation": perturbation, "seed": seed, "qtype": q.qtype or "",
+                    "qsubtype": subtype, "chart_type": _chart_type(q), "question": q.text, "answer": answer, "table": table_data,
+                }
+                line = RowTemplate(shared, ("id", "serialization", "config", "prompt"))
+                shape = _configuration_shape(answer, table_data)
                 for serialization in contents.serializations:
-                    runs.add({
-                        "id": configuration_id(variant_id or q.id, serialization), "item_id": q.id, "variant_id": variant_id,
-                        "perturbation": perturbation, "seed": seed, "serialization": serialization,
-                        "config": f"{serialization}/{perturbation}", "qtype": q.qtype or "", "qsubtype": q.subtype or "",
-                        "chart_type": _chart_type(q), "question": q.text, "answer": answer,
-                        "prompt": render_prompt(table, q.text, serialization, q.subtype),
-                        "table": table_data,
-                    })
+                    row_id = configuration_id(variant_id or q.id, serialization)
+                    text = line(row_id, serialization, f"{serialization}/{perturbation}",
+                                render_prompt(table, q.text, serialization, q.subtype))
+                    runs.add_encoded(row_id, EncodedRow((text + "\n").encode("utf-8"), subtype, shape))
         s.expunge_all()
     yield from runs
