@@ -6,8 +6,8 @@
 >>> writer.hashes                                                         # doctest: +SKIP
 {"data/base.jsonl": "...", "data/base.parquet": "..."}
 
-**JSONL** is written a batch at a time, each line as :func:`dumps` makes it, so its bytes do not
-depend on the batching. **Parquet** cannot be written before its schema is known, and the
+**JSONL** is written a batch at a time, each line as :func:`~tqaforge.ids.canonical_json` makes
+it, so its bytes do not depend on the batching. **Parquet** cannot be written before its schema is known, and the
 schema is inferred from every row (as ``pyarrow.Table.from_pylist`` over the whole subset would:
 a column empty everywhere is ``list<null>``, say), so each batch of at most
 :data:`ROW_GROUP_BYTES` of JSON becomes an Arrow table spilled to a temporary file; at the end
