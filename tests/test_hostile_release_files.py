@@ -400,18 +400,32 @@ build_release(open_workspace(Path(sys.argv[1])), ReleaseOptions(version="1.0.0")
 """
 
 
+# Another build, running: it holds its folder's lock until the test kills it (argv[1] the
+# releases folder); it prints the folder's path.
+LIVE_BUILD = """
+import signal, sys
+from pathlib import Path
+from tqaforge.release.workdir import BuildFolder
+folder = BuildFolder.claim(Path(sys.argv[1]), "test-2.0.0")
+(folder.root / "data").mkdir()
+print(folder.path, flush=True)
+signal.pause()
+"""
+
+
 def test_a_killed_build_leaves_a_folder_the_next_build_removes_and_a_live_one_is_kept(
     sqlite_workspace: Any, tmp_path: Path
 ) -> None:
     """A build killed with SIGKILL cannot clean up: its temporary folder stays. The next build
     removes it (its lock is free) and says so; a folder a live build holds (the control: same
-    shape, lock held) and a hidden folder that is not a build's (no marker) are kept."""
+    shape, lock held by another process) and a hidden folder that is not a build's (no marker)
+    are kept; once that build is killed too, the next build removes its folder."""
     import signal
 
     from conftest import wait_for
 
     from tqaforge.ingest import import_paths
-    from tqaforge.release.workdir import MARKER, BuildFolder
+    from tqaforge.release.workdir import MARKER
 
     assert not import_paths(sqlite_workspace, [SAMPLE]).failed
     releases = sqlite_workspace.paths.releases
@@ -425,27 +439,31 @@ def test_a_killed_build_leaves_a_folder_the_next_build_removes_and_a_live_one_is
         child.send_signal(signal.SIGKILL)
         child.wait(30)
     left = [p for p in releases.iterdir() if p.name.startswith(".test-1.0.0.")]
-    assert len(left) == 1 and (left[0] / MARKER).exists()  # what a killed build leaves
-    live = BuildFolder.claim(releases, "test-2.0.0")  # another build, running: its lock is held
-    (live.path / "data").mkdir()
-    not_ours = releases / ".notes.abcdefgh"  # the name's shape, but no marker
-    not_ours.mkdir()
+    assert len(left) == 1 and (left[0] / MARKER).exists() and (left[0] / "release").exists()  # what a killed build leaves
+    live = subprocess.Popen([sys.executable, "-c", LIVE_BUILD, str(releases)], env=env, stdout=subprocess.PIPE, text=True)
     try:
+        assert live.stdout is not None
+        live_path = Path(live.stdout.readline().strip())  # blocks until the other build holds its lock
+        assert live_path.name.startswith(".test-2.0.0.")
+        not_ours = releases / ".notes.abcdefgh"  # the name's shape, but no marker
+        not_ours.mkdir()
         result = runner.invoke(app, ["-w", str(sqlite_workspace.root), "release", "build", "--version", "1.0.0"])
         assert result.exit_code == 0, result.output
         assert not left[0].exists()
         assert "removed 1 folder(s) left by killed builds" in result.output and left[0].name in result.output
-        assert live.path.exists() and (live.path / "data").exists() and not_ours.exists()
+        assert (live_path / "release" / "data").exists() and not_ours.exists()
         built = releases / "test-1.0.0"
         assert (built / "manifest.json").exists() and not (built / MARKER).exists()
         assert [p.name for p in releases.iterdir() if p.name.startswith(".test-1.0.0.")] == []
     finally:
-        live.release()
-    # The live build's lock gone (its process ended without moving its folder): the next build removes it.
+        live.kill()
+        live.wait(30)
+    # The other build killed: the next build (of the same version: identical, nothing written) removes its folder.
     result = runner.invoke(app, ["-w", str(sqlite_workspace.root), "release", "build", "--version", "1.0.0"])
     assert result.exit_code == 0, result.output
-    assert not live.path.exists() and not_ours.exists()
-    assert "already built, identical" in result.output
+    assert "already built, identical" in result.output and live_path.name in result.output
+    assert not live_path.exists() and not_ours.exists()
+    assert sorted(p.name for p in releases.iterdir()) == [".notes.abcdefgh", "test-1.0.0"]
 
 
 # Rows given to the writer as their lines (stream.EncodedRow, the configurations subset) must
@@ -495,10 +513,18 @@ def test_a_row_template_gives_the_canonical_json_of_hostile_rows() -> None:
 
 
 @pytest.mark.parametrize("n, group_bytes, empty", [(1, None, 0), (40, None, 0), (40, None, 40), (40, None, 39), (400, 3_000, 100), (400, 200, 100)])
-def test_rows_given_as_lines_write_the_bytes_of_rows_given_as_dicts(tmp_path: Path, n: int, group_bytes: int | None, empty: int) -> None:
+@pytest.mark.parametrize("in_python", [False, True])
+def test_rows_given_as_lines_write_the_bytes_of_rows_given_as_dicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int, group_bytes: int | None, empty: int, in_python: bool
+) -> None:
     """One batch and many (spilled, schemas unified, batches cast), with ``empty`` rows whose
-    lists are all empty (a whole batch of them has columns of Arrow's null type)."""
+    lists are all empty (a whole batch of them has columns of Arrow's null type); batches parsed
+    by Arrow's JSON reader, and (``in_python``) as a batch too large for it is."""
     from tqaforge.ids import canonical_json
+    from tqaforge.release import stream
+
+    if in_python:
+        monkeypatch.setattr(stream, "READER_MAX_BYTES", 0)
     from tqaforge.release.contents import _configuration_shape, configuration_schema
     from tqaforge.release.stream import EncodedRow, SubsetWriter
 

@@ -481,17 +481,15 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
     options, contents, agreement, low = _prepare(ws, options)
     name = options.name or ws.config.name
     out = options.out or ws.paths.releases / f"{name}-{options.version}"
-    tmp: Path | None = None
     folder: BuildFolder | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         abandoned = remove_abandoned(out.parent)
         folder = BuildFolder.claim(out.parent, out.name)  # locked while this build runs
-        tmp = folder.path
+        tmp = folder.root
         hashes, manifest_bytes, summary = _render(ws, options, contents, agreement, low, tmp, row_group_bytes)
         summary.path = str(out)
         summary.abandoned = abandoned
-        folder.unmark()
         if out.exists():
             held = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
             if held == hashes:
@@ -504,12 +502,12 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
                     hint="a release never changes under its version: give a new --version",
                     app_hint="a release never changes under its version: give a new version",
                 )
-            shutil.rmtree(tmp, ignore_errors=True)
         else:
             os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
     except BaseException as exc:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if folder is not None:
+            folder.remove()
+            folder = None
         # A full or read-only disk names the release, not its temporary folder (removed above).
         problem = disk_error(exc, out) if isinstance(exc, OSError) else None
         if problem is not None:
@@ -517,6 +515,6 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
         raise
     finally:
         if folder is not None:
-            folder.release()
+            folder.remove()  # what is left of it: the marker, or the rebuilt copy compared above
     _record(ws, name, options.version, out, manifest_bytes)
     return summary

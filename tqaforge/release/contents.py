@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, Callable, Iterator, Sequence
 
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from tqaforge.answers.agents import chart_type_for
@@ -256,13 +257,17 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[Enc
     runs = SortedSpill(spill, "configurations")
     for chunk in _chunks(contents.question_ids):
         items, gold, tables = _items(s, chunk)
-        grid: dict[str, list[Variant]] = {}
-        for v in s.exec(select(Variant).where(_released(set(TORR_PERTURBATIONS)), col(Variant.question_id).in_(chunk)).order_by(Variant.id)).all():
-            grid.setdefault(v.question_id, []).append(v)
+        # The columns used, not whole records: no JSON decoded for a variant's changes and
+        # parameters, no ORM object built (a tenth of the 10x build's reading time).
+        grid: dict[str, list[tuple[str, str, int | None, Any, Any]]] = {}
+        columns = [col(c) for c in (Variant.id, Variant.question_id, Variant.perturbation, Variant.seed, Variant.table, Variant.answers)]
+        query = sa_select(*columns).where(_released(set(TORR_PERTURBATIONS)), col(Variant.question_id).in_(chunk))
+        for v_id, question_id, perturbation, seed, table, answers in s.execute(query.order_by(col(Variant.id))).all():
+            grid.setdefault(question_id, []).append((v_id, perturbation, seed, table, answers))
         for q in items:
             conditions: list[tuple[str, str, int, Table, list[str]]] = [("", "none", 0, tables[q.table_id], list(gold[q.id].values))]
-            conditions += [(v.id, v.perturbation, -1 if v.seed is None else v.seed, Table.from_dict(v.table or {}), list(v.answers or []))
-                           for v in grid.get(q.id, [])]
+            conditions += [(v_id, perturbation, -1 if seed is None else seed, Table.from_dict(table or {}), list(answers or []))
+                           for v_id, perturbation, seed, table, answers in grid.get(q.id, [])]
             subtype = q.subtype or ""
             for variant_id, perturbation, seed, table, answer in conditions:
                 table_data = {"header": list(table.header), "rows": [list(r) for r in table.rows]}

@@ -7,8 +7,8 @@
 {"data/base.jsonl": "...", "data/base.parquet": "..."}
 
 **JSONL** is written a batch at a time, each line as :func:`~tqaforge.ids.canonical_json` makes
-it, so its bytes do not depend on the batching. **Parquet** cannot be written before its schema is known, and the
-schema is inferred from every row (as ``pyarrow.Table.from_pylist`` over the whole subset would:
+it, so its bytes do not depend on the batching. **Parquet** cannot be written before its schema
+is known, and the schema is inferred from every row (as ``pyarrow.Table.from_pylist`` over the whole subset would:
 a column empty everywhere is ``list<null>``, say), so each batch of at most
 :data:`ROW_GROUP_BYTES` of JSON becomes an Arrow table spilled to a temporary file; at the end
 the batches' schemas are unified and each batch, cast to that schema, is one row group. A subset
@@ -61,6 +61,9 @@ RUN_BYTES = 4 * 1024 * 1024
 #: merge for most rows and the final one (``benchmarks/release.py``).
 FAN_IN = 64
 READ_BUFFER = 64 * 1024
+#: The largest batch of lines Arrow's JSON reader parses (its block size is an int32); a larger
+#: one (a batch of one enormous row) is parsed in Python.
+READER_MAX_BYTES = 1 << 30
 
 
 class HashingFile:
@@ -237,14 +240,15 @@ class SubsetWriter:
             return pa.Table.from_pylist(self._rows)
         import pyarrow.json as pj
 
+        schema = self._schema(self._shape)
         data = b"".join(self._lines)
-        # One block for the whole batch (the reader cuts blocks at line ends: one chunk, as
-        # from_pylist gives); the block size is an int32.
-        options = pj.ReadOptions(block_size=max(len(data) + 1, 1 << 20), use_threads=False) if len(data) < 1 << 30 else None
-        if options is None:  # a batch of one enormous row: parsed in Python, as a dict row would be
-            return pa.Table.from_pylist([json.loads(line) for line in self._lines], schema=self._schema(self._shape))
-        table = pj.read_json(pa.py_buffer(data), read_options=options, parse_options=pj.ParseOptions(
-            explicit_schema=self._schema(self._shape), unexpected_field_behavior="error"))
+        if len(data) >= READER_MAX_BYTES:
+            return pa.Table.from_pylist([json.loads(line) for line in self._lines], schema=schema)
+        # One block for the whole batch (the reader cuts blocks at line ends): one chunk, as
+        # from_pylist gives.
+        options = pj.ReadOptions(block_size=max(len(data) + 1, 1 << 20), use_threads=False)
+        table = pj.read_json(pa.py_buffer(data), read_options=options,
+                             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
         return table.combine_chunks() if table.num_rows and table.column(0).num_chunks > 1 else table
 
     def _flush(self) -> None:

@@ -1,19 +1,20 @@
 """The temporary folder a release is built in, and what is left of one whose build was killed.
 
 A build writes its files (and its external sort's runs, which at TableBench x10 reach about
-1.5 GB) into a hidden folder next to the release, ``.NAME-VERSION.XXXXXXXX``, and moves it into
-place whole when it is done. A build killed by a signal it cannot catch (SIGKILL, the machine's
-OOM killer, a power cut) leaves that folder behind. So each build holds an advisory lock
-(``flock``) on a marker file in its folder for as long as it runs; the kernel drops the lock
-when the process dies, however it dies. The next build of any release in the same folder removes
-the folders whose lock it can take, and only those: a build running at the same time, in this
-process or another, holds its lock and keeps its folder; a folder without the marker is not a
-build folder of ours and is never touched.
+1.5 GB) into ``release/`` inside a hidden folder next to the release, ``.NAME-VERSION.XXXXXXXX``,
+and moves that ``release/`` into place whole when it is done. A build killed by a signal it
+cannot catch (SIGKILL, the machine's OOM killer, a power cut) leaves the folder behind. So each
+build holds an advisory lock (``flock``) on a marker file in the folder (beside ``release/``,
+never in it) for as long as it runs; the kernel drops the lock when the process dies, however it
+dies. The next build of any release in the same place removes the folders whose lock it can
+take, and only those: a build running at the same time, in this process or another, holds its
+lock and keeps its folder; a folder without the marker is not a build folder of ours and is
+never touched.
 
 >>> folder = BuildFolder.claim(Path("releases"), "tb-1.0.0")     # doctest: +SKIP
->>> folder.path                                                  # doctest: +SKIP
-PosixPath('releases/.tb-1.0.0.k3j9x0ab')
->>> folder.release()                                             # doctest: +SKIP
+>>> folder.root                                                  # doctest: +SKIP
+PosixPath('releases/.tb-1.0.0.k3j9x0ab/release')
+>>> folder.remove()                                              # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from tqaforge.files import remove_tree
 
-#: The marker a live build holds its lock on (removed before the folder becomes the release).
+#: The marker a live build holds its lock on, beside the release it writes.
 MARKER = ".tqaforge-building"
 # tempfile.mkdtemp's names: the prefix, then 8 of [a-z0-9_].
 _BUILD_FOLDER = re.compile(r"\..+\.[a-z0-9_]{8}")
@@ -50,19 +51,26 @@ class BuildFolder:
 
     @classmethod
     def claim(cls, parent: Path, release_name: str) -> BuildFolder:
-        """A new folder ``parent/.RELEASE_NAME.XXXXXXXX``, locked for this build."""
+        """A new folder ``parent/.RELEASE_NAME.XXXXXXXX``, locked for this build, with an empty
+        :attr:`root` to write the release in."""
         path = Path(tempfile.mkdtemp(prefix=f".{release_name}.", dir=parent))
         fd = os.open(path / MARKER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else can hold it yet
+        (path / "release").mkdir()
         return cls(path, fd)
 
-    def unmark(self) -> None:
-        """Remove the marker (the lock stays held until :meth:`release`): call it before the
-        folder is moved into place, so that the release holds only its own files."""
-        (self.path / MARKER).unlink(missing_ok=True)
+    @property
+    def root(self) -> Path:
+        """Where the release is written (and from where it is moved into place)."""
+        return self.path / "release"
 
-    def release(self) -> None:
-        """Drop the lock (the folder itself is the caller's to move or remove)."""
+    def remove(self) -> None:
+        """Remove the folder (what is left in it) and drop the lock, in that order: no other
+        build takes a folder that is still being removed."""
+        try:
+            remove_tree(self.path)
+        except OSError:
+            pass  # left with its lock dropped: the next build removes it
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
