@@ -258,7 +258,7 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[Enc
     for chunk in _chunks(contents.question_ids):
         items, gold, tables = _items(s, chunk)
         # The columns used, not whole records: no JSON decoded for a variant's changes and
-        # parameters, no ORM object built (a tenth of the 10x build's reading time).
+        # parameters, no ORM object built (measured: within the noise of the 10x build).
         grid: dict[str, list[tuple[str, str, int | None, Any, Any]]] = {}
         columns = [col(c) for c in (Variant.id, Variant.question_id, Variant.perturbation, Variant.seed, Variant.table, Variant.answers)]
         query = sa_select(*columns).where(_released(set(TORR_PERTURBATIONS)), col(Variant.question_id).in_(chunk))
