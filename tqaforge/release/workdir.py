@@ -1,8 +1,8 @@
 """The temporary folder a release is built in, and what is left of one whose build was killed.
 
-A build writes its files (and its external sort's runs, which at TableBench x10 reach about
-1.5 GB) into ``release/`` inside a hidden folder next to the release, ``.NAME-VERSION.XXXXXXXX``,
-and moves that ``release/`` into place whole when it is done. A build killed by a signal it
+A build writes its files (and its external sort's runs, over a gigabyte at TableBench x10) into
+``release/`` inside a hidden folder next to the release, ``.NAME-VERSION.XXXXXXXX``, and moves
+that ``release/`` into place whole when it is done. A build killed by a signal it
 cannot catch (SIGKILL, the machine's OOM killer, a power cut) leaves the folder behind. So each
 build holds an advisory lock (``flock``) on a marker file in the folder (beside ``release/``,
 never in it) for as long as it runs; the kernel drops the lock when the process dies, however it
