@@ -345,3 +345,24 @@ def test_whitespace_only_csv_round_trips(tmp_path: Path, cell: str) -> None:
     path.write_bytes(serialize(table, "csv").encode("utf-8"))
     back = read_path(path, strict_headers=False).records[0].table
     assert (back.header, back.rows) == (table.header, table.rows)
+
+
+def test_cells_of_other_types_become_plain_strings_and_plain_rows_are_kept() -> None:
+    """Table.build takes a row of plain strings as it is (one pass in C) and turns anything else,
+    cell by cell, into the str _cell makes: a str subclass (an enum's value, numpy's str_) must
+    not stay a subclass in a row that is otherwise plain, nor a float typed as 3 stay 3.0."""
+    import enum
+
+    from tqaforge.tables.table import Table
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    row = ["a", Colour.RED, None, 3.0, 2.5, 7, True]
+    table = Table.build(["h", Colour.RED, "x", "y", "z", "n", "b"], [row, ["p", "q", "r", "s", "t", "u", "v"]])
+    assert table.rows[0] == ("a", "Colour.RED", "", "3", "2.5", "7", "True")
+    assert [type(c) for r in table.rows for c in r] == [str] * 14 and [type(c) for c in table.header] == [str] * 7
+    assert table.header[1] == "Colour.RED"  # str() of the member, as before
+    plain = ("p", "q", "r", "s", "t", "u", "v")
+    assert table.rows[1] == plain
+    assert Table.from_dict(table.to_dict()) == table

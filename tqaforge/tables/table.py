@@ -241,8 +241,8 @@ class Table:
     ) -> "Table":
         """Make a table from any sequences; cells become strings (``None`` becomes ``""``)."""
         return cls(
-            header=tuple(_cell(c) for c in header),
-            rows=tuple(tuple(_cell(c) for c in row) for row in rows),
+            header=_cells(header),
+            rows=tuple(map(_cells, rows)),
             caption=caption,
             source=source,
             licence=licence,
@@ -334,6 +334,18 @@ class Table:
         values = {k: getattr(self, k) for k in ("caption", "source", "licence", "numbers")}
         values.update(changes)
         return Table(self.header, self.rows, **values)  # type: ignore[arg-type]
+
+
+_ONLY_STR = frozenset({str})
+
+
+def _cells(values: Iterable[object]) -> tuple[str, ...]:
+    """``values`` as cells (:func:`_cell` of each); a row of plain strings (what the store and
+    the readers give) is taken as it is, told by one pass in C instead of a call per cell."""
+    cells = tuple(values)
+    if set(map(type, cells)) <= _ONLY_STR:
+        return cells  # type: ignore[return-value]  # every one a str, as _cell would return it
+    return tuple(map(_cell, cells))
 
 
 def _cell(value: object) -> str:
