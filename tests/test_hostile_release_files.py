@@ -554,3 +554,54 @@ def test_a_writer_takes_rows_one_way_only(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="takes rows as dicts"):
         SubsetWriter(tmp_path, "base", tmp_path / ".spill").add_encoded(EncodedRow(b"{}\n", ""))
+
+
+# A build that stops just before it moves its release into place, until the test says go:
+# argv[1] the workspace, argv[2] the file it creates when it waits, argv[3] the file it waits for.
+RACING_BUILD = """
+import os, sys, time
+from pathlib import Path
+real_replace = os.replace
+
+def replace(source, target):
+    if Path(target).name == "test-1.0.0":
+        Path(sys.argv[2]).write_text("waiting")
+        while not Path(sys.argv[3]).exists():
+            time.sleep(0.02)
+    return real_replace(source, target)
+
+os.replace = replace
+from tqaforge.release.build import ReleaseOptions, build_release
+from tqaforge.store import open_workspace
+print(build_release(open_workspace(Path(sys.argv[1])), ReleaseOptions(version="1.0.0")).identical_to_existing)
+"""
+
+
+def test_two_builds_of_one_version_at_once_end_with_one_release(sqlite_workspace: Any, tmp_path: Path) -> None:
+    """Two commands build the same version at the same time: the one that moves its release into
+    place second finds the other's there (the move fails: the folder is not empty) and compares,
+    as it would have had it seen it first: identical, so it ends well and says so. Without that
+    (the control, checked by hand), it ended with "[Errno 39] Directory not empty"."""
+    from conftest import wait_for
+
+    from tqaforge.ingest import import_paths
+
+    assert not import_paths(sqlite_workspace, [SAMPLE]).failed
+    waiting, go = tmp_path / "waiting", tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "TQAFORGE_DATABASE_URL": ""}
+    child = subprocess.Popen([sys.executable, "-c", RACING_BUILD, str(sqlite_workspace.root), str(waiting), str(go)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: waiting.exists() or child.poll() is not None, 120, "the first build to reach its move")
+        assert child.poll() is None, child.communicate()[1]
+        result = runner.invoke(app, ["-w", str(sqlite_workspace.root), "release", "build", "--version", "1.0.0"])
+        assert result.exit_code == 0, result.output
+        assert "built (read-only)" in result.output
+    finally:
+        go.write_text("go")
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err[-2000:]
+    assert out.strip() == "True"  # it found the other's release, identical to its own
+    releases = sqlite_workspace.paths.releases
+    assert sorted(p.name for p in releases.iterdir()) == ["test-1.0.0"]
+    assert runner.invoke(app, ["release", "verify", str(releases / "test-1.0.0")]).exit_code == 0

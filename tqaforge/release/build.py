@@ -27,6 +27,7 @@ release and are moved into place whole (or, for a version that exists, compared 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -473,6 +474,22 @@ def _record(ws: Workspace, name: str, version: str, out: Path, manifest_bytes: b
         }])
 
 
+def _compare_with_existing(out: Path, hashes: Mapping[str, str], summary: ReleaseSummary, version: str) -> None:
+    """The release at ``out`` against the files just built (their sha256): identical, the summary
+    says so; different, :class:`ReleaseError` naming what would change."""
+    held = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    if held == hashes:
+        summary.identical_to_existing = True
+        return
+    changed = sorted(k for k in set(held) | set(hashes) if held.get(k) != hashes.get(k))
+    raise ReleaseError(
+        f"release {version} exists at {out} and building it again would change {', '.join(changed[:6])}"
+        + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
+        hint="a release never changes under its version: give a new --version",
+        app_hint="a release never changes under its version: give a new version",
+    )
+
+
 def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: int | None = None) -> ReleaseSummary:
     """Build (or confirm) a release (module docs). The files are written into a temporary folder
     next to ``out`` and moved into place whole; a version that exists is rebuilt there and
@@ -491,19 +508,16 @@ def build_release(ws: Workspace, options: ReleaseOptions, *, row_group_bytes: in
         summary.path = str(out)
         summary.abandoned = abandoned
         if out.exists():
-            held = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
-            if held == hashes:
-                summary.identical_to_existing = True
-            else:
-                changed = sorted(k for k in set(held) | set(hashes) if held.get(k) != hashes.get(k))
-                raise ReleaseError(
-                    f"release {options.version} exists at {out} and building it again would change {', '.join(changed[:6])}"
-                    + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""),
-                    hint="a release never changes under its version: give a new --version",
-                    app_hint="a release never changes under its version: give a new version",
-                )
+            _compare_with_existing(out, hashes, summary, options.version)
         else:
-            os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
+            try:
+                os.replace(tmp, out)  # all or nothing: a killed build leaves no half release under the name
+            except OSError as exc:
+                # Another build of this version (another command, at the same time) moved its
+                # release into place since the check above: compared like one found there.
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not out.is_dir():
+                    raise
+                _compare_with_existing(out, hashes, summary, options.version)
     except BaseException as exc:
         if folder is not None:
             folder.remove()
