@@ -105,15 +105,15 @@ def test_the_external_sort_merges_runs_by_level_and_leaves_no_file(tmp_path: Pat
     (64) at a time into a run of the next level, out in key order, the spill folder empty afterwards."""
     import random
 
-    from tqaforge.release.stream import FAN_IN, SortedSpill
+    from tqaforge.release.stream import FAN_IN, EncodedRow, SortedSpill
 
     rows = [{"id": f"{k:08x}", "payload": "x" * random.Random(k).randrange(20, 200)} for k in range(5000)]
     random.Random(0).shuffle(rows)
     spill = SortedSpill(tmp_path / "spill", "t", run_bytes=6_000)
     for row in rows:
-        spill.add(row)
+        spill.add(row["id"], EncodedRow(json.dumps(row).encode(), "", len(row["payload"])))
     assert len(spill._levels) == 2 and len(spill._levels[1]) >= 120 // FAN_IN  # control: levels were merged
-    out = list(spill)
+    out = [json.loads(r.line) for r in spill]
     assert [r["id"] for r in out] == sorted(r["id"] for r in rows) and out == sorted(rows, key=lambda r: r["id"])
     assert list((tmp_path / "spill").iterdir()) == []
 
@@ -197,12 +197,14 @@ def test_a_5000_item_release_is_built_in_bounded_memory(tmp_path: Path, monkeypa
 
 def test_the_external_sort_keeps_a_row_marshal_cannot_hold(tmp_path: Path) -> None:
     """A ``str`` subclass (an enum's value, say) is no marshal type: the row goes through pickle."""
-    from tqaforge.release.stream import SortedSpill
+    from tqaforge.release.stream import EncodedRow, SortedSpill
 
     spill = SortedSpill(tmp_path / "spill", "t", run_bytes=1)  # every row its own run
     for k in (3, 1, 2):
-        spill.add({"id": str(k), "kind": Kind.A, "n": k})
-    assert [(r["id"], r["kind"], r["n"]) for r in spill] == [("1", Kind.A, 1), ("2", Kind.A, 2), ("3", Kind.A, 3)]
+        spill.add(str(k), EncodedRow(str(k).encode(), Kind.A, k))
+    out = list(spill)
+    assert [(r.line, r.subtype, r.shape) for r in out] == [(b"1", Kind.A, 1), (b"2", Kind.A, 2), (b"3", Kind.A, 3)]
+    assert {type(r.subtype) for r in out} == {Kind}  # the subclass kept, not made a plain str
 
 
 IMPORTS_PROBE = "import sys, importlib; importlib.import_module(sys.argv[1]); print('openai' in sys.modules)"

@@ -268,12 +268,12 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[Enc
             conditions: list[tuple[str, str, int, Table, list[str]]] = [("", "none", 0, tables[q.table_id], list(gold[q.id].values))]
             conditions += [(v_id, perturbation, -1 if seed is None else seed, Table.from_dict(table or {}), list(answers or []))
                            for v_id, perturbation, seed, table, answers in grid.get(q.id, [])]
-            subtype = q.subtype or ""
+            subtype, chart_type = q.subtype or "", _chart_type(q)
             for variant_id, perturbation, seed, table, answer in conditions:
                 table_data = {"header": list(table.header), "rows": [list(r) for r in table.rows]}
                 shared = {
                     "item_id": q.id, "variant_id": variant_id, "perturbation": perturbation, "seed": seed, "qtype": q.qtype or "",
-                    "qsubtype": subtype, "chart_type": _chart_type(q), "question": q.text, "answer": answer, "table": table_data,
+                    "qsubtype": subtype, "chart_type": chart_type, "question": q.text, "answer": answer, "table": table_data,
                 }
                 line = RowTemplate(shared, ("id", "serialization", "config", "prompt"))
                 shape = _configuration_shape(answer, table_data)
@@ -281,6 +281,6 @@ def _configurations(s: Session, contents: Contents, spill: Path) -> Iterator[Enc
                     row_id = configuration_id(variant_id or q.id, serialization)
                     text = line(row_id, serialization, f"{serialization}/{perturbation}",
                                 render_prompt(table, q.text, serialization, q.subtype))
-                    runs.add_encoded(row_id, EncodedRow((text + "\n").encode("utf-8"), subtype, shape))
+                    runs.add(row_id, EncodedRow((text + "\n").encode("utf-8"), subtype, shape))
         s.expunge_all()
     yield from runs

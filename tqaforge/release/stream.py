@@ -18,9 +18,8 @@ columns and values (``pyarrow.parquet.read_table`` gives equal tables), not the 
 Either way the same rows always give the same bytes: the boundaries are a function of the rows.
 
 :class:`SortedSpill` is an external sort for rows made in another order than the file's (the
-configurations subset is sorted by prompt id, a hash): runs of at most :data:`RUN_BYTES` of rows
-on disk (``marshal``: three times faster to write than ``pickle``, and it keeps a dict's key
-order), merged.
+configurations subset is sorted by prompt id, a hash), given as :class:`EncodedRow`: runs of at
+most :data:`RUN_BYTES` of rows on disk, merged.
 
 **Rows made as their lines** (:class:`EncodedRow`): a subset whose columns are known in advance
 (the configurations: 35 rows an item, ten columns of each the same for seven of them) can be
@@ -307,30 +306,24 @@ class SubsetWriter:
 
 
 class SortedSpill:
-    """Rows in any order in, out sorted by ``key``, with at most :data:`RUN_BYTES` of them held.
+    """Rows (:class:`EncodedRow`) in any order in, out sorted by their keys, with at most
+    :data:`RUN_BYTES` of them held.
 
     Sorted runs go to disk; :data:`FAN_IN` runs of one level are merged into one run of the next
     (so the files open at the end, and their read buffers, stay few whatever the rows' number)."""
 
-    def __init__(self, spill: Path, name: str, key: str = "id", run_bytes: int | None = None) -> None:
+    def __init__(self, spill: Path, name: str, run_bytes: int | None = None) -> None:
         self._spill = spill
         self._name = name
-        self._key = key
         self._run_bytes = RUN_BYTES if run_bytes is None else run_bytes
         self._held: list[tuple[str, bytes]] = []
         self._size = 0
         self._levels: list[list[Path]] = []  # the runs on disk, by level
         self._made = 0
 
-    def add(self, row: dict[str, Any]) -> None:
-        """A row, sorted by its ``key`` field."""
-        self._hold(row[self._key], _dump(row))
-
-    def add_encoded(self, key: str, row: EncodedRow) -> None:
-        """A row as its line (:class:`EncodedRow`), sorted by ``key``."""
-        self._hold(key, b"e" + marshal.dumps((row.line, row.subtype, row.shape)))
-
-    def _hold(self, key: str, blob: bytes) -> None:
+    def add(self, key: str, row: EncodedRow) -> None:
+        """A row, sorted by ``key``."""
+        blob = _dump(row)
         self._held.append((key, blob))
         self._size += len(blob)
         if self._size >= self._run_bytes:
@@ -371,8 +364,8 @@ class SortedSpill:
                 f.close()
                 path.unlink(missing_ok=True)
 
-    def __iter__(self) -> Iterator[Any]:
-        """The rows in key order: dicts, and :class:`EncodedRow` for those added as lines."""
+    def __iter__(self) -> Iterator[EncodedRow]:
+        """The rows in key order."""
         if not self._levels:  # everything fitted: no file
             self._held.sort(key=lambda pair: pair[0])
             held, self._held = self._held, []
@@ -388,22 +381,19 @@ class SortedSpill:
 _LENGTHS = struct.Struct("<II")
 
 
-def _dump(row: dict[str, Any]) -> bytes:
-    """A row as bytes: ``marshal`` (rows are str, int, float, None, list and dict, its types),
-    ``pickle`` for a row holding anything else (a ``str`` subclass, say)."""
+def _dump(row: EncodedRow) -> bytes:
+    """A row as bytes: ``marshal`` of its fields (three times faster than ``pickle``), ``pickle``
+    when marshal cannot hold them (a subtype that is a ``str`` subclass, say)."""
+    fields = (row.line, row.subtype, row.shape)
     try:
-        return b"m" + marshal.dumps(row)
+        return b"m" + marshal.dumps(fields)
     except ValueError:
-        return b"p" + pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
+        return b"p" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _load(blob: bytes) -> Any:
-    """A row back from :func:`_dump` or :meth:`SortedSpill.add_encoded` (only ever our own files
-    of this process: never read from elsewhere)."""
-    kind = blob[:1]
-    if kind == b"e":
-        return EncodedRow(*marshal.loads(blob[1:]))
-    return marshal.loads(blob[1:]) if kind == b"m" else pickle.loads(blob[1:])
+def _load(blob: bytes) -> EncodedRow:
+    """A row back from :func:`_dump` (only ever our own files of this process: never read from elsewhere)."""
+    return EncodedRow(*(marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])))
 
 
 def _put(f: IO[bytes], key: str, blob: bytes) -> None:
