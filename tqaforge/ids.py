@@ -24,6 +24,8 @@ ID_LENGTH = 32
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # The same with sorted keys, built once (json.dumps with options builds an encoder a call).
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+# What _JSON does with one str, without its set-up (the same C function).
+_encode_string: Any = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def canonical_json(value: object) -> str:
@@ -52,7 +54,7 @@ def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     The rows are fed to the hash one at a time (the bytes are the same as the one-shot form),
     so hashing a table read from a large file needs no second copy of it."""
     digest = hashlib.sha256()
-    digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[')
+    digest.update(b'{"header":' + _string_list(header).encode("utf-8") + b',"rows":[')
     # Rows are encoded a batch at a time (one call of the C encoder per batch, not per row):
     # a batch's "[[...],[...]]" without its outer brackets is the rows' part of the one-shot form.
     it = iter(rows)
@@ -77,11 +79,19 @@ def table_id_of_joined(header: Sequence[str], joined: str, cell_sep: str, row_se
     the same bytes as encoding every cell, in a few calls."""
     if "\\" in joined:
         return None
-    cell, row = json.encoder.encode_basestring(cell_sep)[1:-1], json.encoder.encode_basestring(row_sep)[1:-1]  # type: ignore[attr-defined]
-    body = json.encoder.encode_basestring(joined)[1:-1].replace(cell, '","').replace(row, '"],["')  # type: ignore[attr-defined]
-    digest = hashlib.sha256()
-    digest.update(b'{"header":' + _JSON.encode(list(header)).encode("utf-8") + b',"rows":[["' + body.encode("utf-8") + b'"]]}')
-    return digest.hexdigest()[:ID_LENGTH]
+    cell, row = _encode_string(cell_sep)[1:-1], _encode_string(row_sep)[1:-1]
+    body = _encode_string(joined)[1:-1].replace(cell, '","').replace(row, '"],["')
+    text = '{"header":' + _string_list(header) + ',"rows":[["' + body + '"]]}'
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ID_LENGTH]
+
+
+def _string_list(values: Sequence[str]) -> str:
+    """``_JSON.encode(list(values))`` for strings: one C call a string, without the encoder's
+    set-up for each list (which costs a table's id about as much as hashing its cells)."""
+    try:
+        return "[" + ",".join(map(_encode_string, values)) + "]"
+    except TypeError:  # not every value a str: the encoder says what it makes of them
+        return _JSON.encode(list(values))
 
 
 def question_id(table_id: str, text: str, subtype: str | None, source_id: str | None = None) -> str:

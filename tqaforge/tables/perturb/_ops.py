@@ -15,7 +15,7 @@ from tqaforge.tables.perturb.base import (
     Perturbed,
 )
 from tqaforge.tables.source import Cell
-from tqaforge.tables.table import CELL_SEP, PackedRows, Table
+from tqaforge.tables.table import CELL_SEP, PackedRows, Table, flat_cells
 
 # Rejection sampling bound. Every loop using it accepts a draw with probability >= 1/2, so
 # reaching it means a bug, not bad luck (2**-64).
@@ -55,10 +55,36 @@ def packed(rows: Sequence[tuple[str, ...]], width: int) -> Sequence[tuple[str, .
     """``rows`` (tuples of ``width`` cells) as :class:`PackedRows` when no cell holds its
     separator, else as they are: every serializer then joins the rows in one call instead of
     one per row (for tables made column by column: transposed, columns shuffled)."""
-    items = list(map(CELL_SEP.join, rows))
-    if CELL_SEP.join(items).count(CELL_SEP) != len(items) * width - 1 and items:
-        return tuple(rows)
+    found = _packed_items(list(map(CELL_SEP.join, rows)), width)
+    return tuple(rows) if found is None else found
+
+
+def packed_cells(cells: list[str], width: int) -> Sequence[tuple[str, ...]]:
+    """The rows of ``width`` cells that ``cells`` holds one after the other, as :func:`packed`
+    makes them: each row joined straight from the flat list (zip cuts it into rows in C and
+    reuses its one tuple), no row made a tuple of its own."""
+    found = _packed_items(list(map(CELL_SEP.join, zip(*[iter(cells)] * width))), width)
+    return tuple(zip(*[iter(cells)] * width)) if found is None else found
+
+
+def _packed_items(items: list[str], width: int) -> PackedRows | None:
+    """``items`` (rows of ``width`` cells, each joined by :data:`CELL_SEP`) as
+    :class:`PackedRows`; None when a cell holds the separator (the rows then hold more of them)."""
+    if items and CELL_SEP.join(items).count(CELL_SEP) != len(items) * width - 1:
+        return None
     return PackedRows._of(items, width if items else None)  # type: ignore[arg-type]
+
+
+def columns_taken(table: Table, order: Sequence[int]) -> Sequence[tuple[str, ...]]:
+    """The rows of ``table`` with its columns in ``order`` (a permutation of the original
+    column indexes), packed as :func:`packed_cells`: each column moves as one slice of the flat
+    cell list, and no row is unpacked into a tuple."""
+    m = table.n_cols
+    flat = flat_cells(table.rows)
+    out = flat[:]  # every slot is overwritten: the new column j is the old column order[j]
+    for new, old in enumerate(order):
+        out[new::m] = flat[old::m]
+    return packed_cells(out, m)
 
 
 def empty_row_item(table: Table) -> Any:
@@ -78,6 +104,8 @@ def picker(order: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
 
 def reorder(table: Table, row_order: Sequence[int], col_order: Sequence[int]) -> Table:
     """The table with rows and columns taken in the given original order."""
+    if tuple(row_order) == identity(table.n_rows):
+        return rebuild(table, picker(col_order)(table.header), columns_taken(table, col_order))
     rows = table.row_tuples()  # packed rows unpacked once, not once per cell
     if tuple(col_order) == identity(table.n_cols):
         return rebuild(table, table.header, tuple([rows[r] for r in row_order]))

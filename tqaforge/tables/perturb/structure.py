@@ -30,9 +30,11 @@ header without data rows.
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 from tqaforge.tables.matching import target_columns, target_rows
 from tqaforge.tables.perturb._ops import (
+    columns_taken,
     draw_until,
     empty_row_item,
     identity,
@@ -115,21 +117,24 @@ def shuffle_columns(table: Table, ctx: ItemContext, seed: int) -> Perturbed:
     drawn and skipped as :func:`shuffle_rows`."""
     if table.n_cols < 2:
         raise PerturbationSkipped(f"the table has {table.n_cols} column; shuffling needs at least 2")
-    m = table.n_cols
-    rows = table.row_tuples()
-    # (name, cells) per column; zip transposes in C (no rows: every column is empty).
-    columns = list(zip(table.header, zip(*rows) if rows else [()] * m))
-    if all(col == columns[0] for col in columns):
-        raise PerturbationSkipped("all columns are equal; no order differs from the original")
+    m, header = table.n_cols, table.header
+    accept: Callable[[tuple[int, ...]], bool]
+    if len(set(header)) == m:
+        # Distinct names: no two columns are equal, so only the identity leaves the table as it
+        # was (the same draws accepted as by comparing the columns, without making them).
+        unchanged = identity(m)
+        accept = unchanged.__ne__
+    else:
+        rows = table.row_tuples()
+        # (name, cells) per column; zip transposes in C (no rows: every column is empty).
+        columns = list(zip(header, zip(*rows) if rows else [()] * m))
+        if all(col == columns[0] for col in columns):
+            raise PerturbationSkipped("all columns are equal; no order differs from the original")
+        accept = lambda o: [columns[i] for i in o] != columns  # noqa: E731
     rng = rng_for(table, "shuffle_columns", seed)
-    order = draw_until(
-        rng,
-        lambda g: tuple(g.sample(range(m), m)),
-        lambda o: [columns[i] for i in o] != columns,
-    )
-    change = Change(row_order=identity(len(rows)), col_order=order)
-    pick = picker(order)
-    return result("shuffle_columns", seed, rebuild(table, pick(table.header), packed(list(map(pick, rows)), m)), change, ctx)
+    order = draw_until(rng, lambda g: tuple(g.sample(range(m), m)), accept)
+    change = Change(row_order=identity(table.n_rows), col_order=order)
+    return result("shuffle_columns", seed, rebuild(table, picker(order)(header), columns_taken(table, order)), change, ctx)
 
 
 def _shift_into(
