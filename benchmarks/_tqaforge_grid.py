@@ -5,7 +5,8 @@ the code in a given folder: today's tree, or an older commit extracted with ``gi
     python benchmarks/_tqaforge_grid.py CODE_DIR TableBench.jsonl
 
 It reads one command a line on stdin (``grid``: one timed pass over the whole grid;
-``breakdown``: each perturbation and serialization timed on its own; ``describe``) and answers
+``breakdown``: each perturbation and serialization timed on its own; ``floor``: what a seeded
+perturbation cannot do without; ``describe``) and answers
 each with a line ``RESULT <json>``.
 """
 
@@ -36,6 +37,8 @@ def main() -> int:
                               "chars": chars, "skipped": skipped}
         elif command == "breakdown":
             answer = variants.breakdown_ours(items)
+        elif command == "floor":
+            answer = variants.floor_ours(items)
         elif command == "describe":
             answer = {"code": str(code), "items": len(items)}
         else:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -141,6 +142,25 @@ def breakdown_ours(items: list[Item]) -> dict[str, Any]:
             t_ser[sname] += clock() - t0
             chars[cname][sname] += sum(map(len, texts))
     return {"perturbation_seconds": t_pert, "serializer_seconds": t_ser, "chars": chars, "skips": skips}
+
+
+def floor_ours(items: list[Item], passes: int = 7) -> dict[str, Any]:
+    """What a seeded perturbation cannot do without, timed over every item (CPU, best of
+    ``passes``): making Python's generator from the item's 64-bit seed for insert_empty_rows
+    (:func:`tqaforge.tables.perturb.base.generator_seed`, computed outside the timing), before
+    anything is drawn. The seeded outputs are pinned byte for byte to this generator and these
+    seeds (the golden digests), so no cheaper generator may stand in for it."""
+    from tqaforge.tables.perturb.base import generator_seed  # today's code only
+
+    seeds = [generator_seed(table, "insert_empty_rows", SEED) for table, _ctx in items]
+    make, clock = random.Random, time.process_time
+    best = float("inf")
+    for _ in range(passes):
+        t0 = clock()
+        for value in seeds:
+            make(value)
+        best = min(best, clock() - t0)
+    return {"seeding_seconds": best, "calls": len(seeds)}
 
 
 class Server:
@@ -255,6 +275,25 @@ def report_parts(before: dict[str, Any] | None, after: dict[str, Any], theirs: d
         print(f"  {met} of {total} perturbations and serializations at >= {TARGET_EACH:.0f}x")
 
 
+def report_floor(floor: dict[str, Any], after: dict[str, Any], theirs: dict[str, Any], n_items: int) -> None:
+    """Why ``insert_empty_rows`` cannot reach the per-part target while its outputs stay
+    byte-identical: unitxt's whole call against what ours cannot leave out, each per call."""
+    unitxt = theirs["perturbation_seconds"]["insert_empty_rows"] / n_items
+    budget = unitxt / TARGET_EACH
+    seeding = floor["seeding_seconds"] / floor["calls"]
+    record = after["perturbation_seconds"]["none"] / n_items
+    us = 1e6
+    print(f"\nWhat insert_empty_rows at >= {TARGET_EACH:.0f}x would need (CPU a call, this run; {n_items} calls each):")
+    print(f"  unitxt's whole call (two list.insert into the caller's table, the global random) {unitxt * us:7.2f} us")
+    print(f"  the time that leaves tqaforge for a call at >= {TARGET_EACH:.0f}x{'':<32} {budget * us:7.2f} us")
+    print(f"  making the generator its byte-identical outputs are drawn from (Python's Mersenne\n"
+          f"    Twister from the item's 64-bit seed), nothing drawn yet{'':<24} {seeding * us:7.2f} us"
+          f"  ({seeding / budget:.1f}x that time)")
+    print(f"  the record every perturbation returns (the none condition: orders and answers) {record * us:7.2f} us"
+          f"  ({record / budget:.1f}x that time)")
+    print(f"  so with nothing done but seeding, insert_empty_rows could reach at most {unitxt / seeding:.2f}x unitxt")
+
+
 def report_chars(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     """Output sizes per cell, ours against unitxt's: equal sizes mean equivalent formats."""
     print("\nCharacters per grid cell, tqaforge / unitxt (ratio; 1.00 = same size):")
@@ -323,6 +362,7 @@ def main() -> int:
         for _ in range(args.repeat):
             for name, server in servers.items():
                 parts[name].append(server.ask("breakdown"))
+        floor = servers["after"].ask("floor")
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -375,6 +415,7 @@ def main() -> int:
         line += f" (before: {without_df(theirs) / without_df(before_parts):.1f}x)"
     print(line)
     report_parts(before_parts, after_parts, theirs)
+    report_floor(floor, after_parts, theirs, n_items)
     report_chars(after_parts, theirs)
     if after_parts["skips"]:
         print("\nskipped cells (tqaforge): " + "; ".join(f"{k} x{v}" for k, v in after_parts["skips"].items()))

@@ -98,5 +98,12 @@ Perturbation = Callable[[Table, ItemContext, int], Perturbed]
 def rng_for(table: Table, perturbation: str, seed: int) -> random.Random:
     """A generator seeded from (table content, perturbation name, seed): machine-independent,
     and different perturbations of one table with one seed do not share their draws."""
+    return random.Random(generator_seed(table, perturbation, seed))
+
+
+def generator_seed(table: Table, perturbation: str, seed: int) -> int:
+    """The 64-bit integer :func:`rng_for` seeds Python's Mersenne Twister with: the first 8 bytes
+    of SHA-256 of ``"<table id>:<perturbation>:<seed>"``. Every seeded output ever written
+    depends on it and on that generator, so neither may change."""
     material = f"{table.id}:{perturbation}:{seed}".encode()
-    return random.Random(int.from_bytes(hashlib.sha256(material).digest()[:8], "big"))
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
