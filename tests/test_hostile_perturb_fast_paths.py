@@ -12,7 +12,9 @@ import pytest
 
 from tqaforge import ids
 from tqaforge.tables.perturb import PERTURBATIONS, PerturbationSkipped
+from tqaforge.tables.perturb._ops import columns_taken, reorder
 from tqaforge.tables.perturb.base import ItemContext, rng_for
+from tqaforge.tables.perturb.relevant import shorten
 from tqaforge.tables.perturb.structure import target_columns_back, target_columns_front
 from tqaforge.tables.serialize import SERIALIZATIONS
 from tqaforge.tables.table import PackedRows, Table
@@ -103,6 +105,29 @@ def test_target_columns_move_whole_columns(shift: object) -> None:
         assert list(got.table.rows) == [tuple(row[i] for i in order) for row in table.rows]
         checked += 1
     assert checked > 50
+
+
+def test_columns_taken_by_any_order_or_selection_equal_the_picked_rows() -> None:
+    """Permutations (the shuffles), selections and repeats (a shortened table keeps some
+    columns; ``reorder`` takes this path whenever every row stays where it was)."""
+    rng = random.Random(11)
+    for table in _tables():
+        for order in (
+            tuple(rng.sample(range(table.n_cols), table.n_cols)),
+            tuple(sorted(rng.sample(range(table.n_cols), rng.randint(1, table.n_cols)))),
+            tuple(rng.choice(range(table.n_cols)) for _ in range(rng.randint(1, 4))),
+        ):
+            expected = [tuple(row[i] for i in order) for row in table.rows]
+            assert list(columns_taken(table, order)) == expected, (table, order)
+            moved = reorder(table, tuple(range(table.n_rows)), order)
+            assert moved.header == tuple(table.header[i] for i in order) and list(moved.rows) == expected
+
+
+def test_shorten_keeps_the_rows_and_columns_of_its_cells() -> None:
+    table = Table(("name", "a", "b", "c"), PackedRows([["x", "1", "2", "3"], ["y", "4", "5", "6"]]))
+    short, change = shorten(table, [(0, 2), (1, 2)])
+    assert short.header == ("name", "b") and list(short.rows) == [("x", "2"), ("y", "5")]
+    assert change.col_order == (0, 2) and change.row_order == (0, 1)
 
 
 @pytest.mark.parametrize(

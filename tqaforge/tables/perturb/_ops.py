@@ -76,15 +76,17 @@ def _packed_items(items: list[str], width: int) -> PackedRows | None:
 
 
 def columns_taken(table: Table, order: Sequence[int]) -> Sequence[tuple[str, ...]]:
-    """The rows of ``table`` with its columns in ``order`` (a permutation of the original
-    column indexes), packed as :func:`packed_cells`: each column moves as one slice of the flat
-    cell list, and no row is unpacked into a tuple."""
-    m = table.n_cols
+    """The rows of ``table`` with the columns at ``order`` (original column indexes: a
+    permutation, or a selection as a shortened table keeps), packed as :func:`packed_cells`:
+    each column moves as one slice of the flat cell list, and no row is unpacked into a tuple."""
+    m, k = table.n_cols, len(order)
+    if not k:
+        return tuple(() for _ in range(table.n_rows))
     flat = flat_cells(table.rows)
-    out = flat[:]  # every slot is overwritten: the new column j is the old column order[j]
+    out = [""] * (table.n_rows * k)  # every slot is overwritten: new column j is old column order[j]
     for new, old in enumerate(order):
-        out[new::m] = flat[old::m]
-    return packed_cells(out, m)
+        out[new::k] = flat[old::m]
+    return packed_cells(out, k)
 
 
 def empty_row_item(table: Table) -> Any:
