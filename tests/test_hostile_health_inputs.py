@@ -4,10 +4,10 @@ questions, unicode, malformed or missing reference files, lying options."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
+from cpu_clock import cpu_now
 
 from tqaforge.errors import ConfigError, ReaderError, TqaforgeError
 from tqaforge.evaluate.predictions import Reference
@@ -41,9 +41,9 @@ def test_huge_cells_and_questions_stay_fast() -> None:
     t2 = Table.build(["a", "b"], [[big, "1"], ["y", "3"]])
     long_q = " ".join(f"w{i}" for i in range(20_000))
     near_q = long_q.replace("w5 ", "v5 ", 1)
-    started = time.perf_counter()
+    started = cpu_now()
     section = find_leakage([Item("a", RELEASE, long_q, t1), Item("b", RELEASE, near_q, t2)])
-    assert time.perf_counter() - started < 10
+    assert cpu_now() - started < 10
     assert {d.kind for d in section.questions} == {"near"}  # compared on the first 1000 tokens
     assert section.tables == []  # cell sets {a, b, big, 1, y, 2|3}: Jaccard 5/7 < 0.8
     loose = find_leakage([Item("a", RELEASE, "", t1), Item("b", RELEASE, "", t2)], options=LeakageOptions(table_threshold=0.7))
@@ -117,9 +117,9 @@ def test_first_listed_option_reads_any_question_quickly(question: str) -> None:
     reader returns options or None within a moment, and the bias section never fails on them."""
     from tqaforge.health.bias import listed_options
 
-    started = time.monotonic()
+    started = cpu_now()
     listed = listed_options(question)
-    assert time.monotonic() - started < 2.0
+    assert cpu_now() - started < 2.0
     if listed is not None:
         assert listed.count >= 2 and listed.index_of("") is None
     refs = [Reference(f"q{k}", "base", f"q{k}", "base", "FactChecking", "Odd", ("B",), "B", k, question) for k in range(6)]

@@ -4,9 +4,8 @@ exception, and huge input stays linear."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from cpu_clock import cpu_now
 
 from tqaforge.answers.parse import answer_from_output, final_answer_line, parse_reply, python_blocks, scot_steps, split_answer
 from tqaforge.tables.matching import AnswerRule, normalize_answer, same_answer
@@ -70,9 +69,9 @@ def test_binary_bytes_decoded_any_way() -> None:
 
 
 def _timed(fn: object, *args: object) -> float:
-    start = time.perf_counter()
+    start = cpu_now()
     fn(*args)  # type: ignore[operator]
-    return time.perf_counter() - start
+    return cpu_now() - start
 
 
 @pytest.mark.parametrize(
@@ -105,11 +104,11 @@ def test_huge_replies_are_linear(text: str) -> None:
 
 def test_huge_answers_compare_quickly() -> None:
     many = [str(i) for i in range(5000)]
-    start = time.perf_counter()
+    start = cpu_now()
     assert same_answer(many, list(reversed(many)))  # long lists: greedy pairing
     assert not same_answer(many, many[:-1] + ["x"])
     assert same_answer(many, many, AnswerRule(ordered=True))
-    assert time.perf_counter() - start < 20
+    assert cpu_now() - start < 20
     assert normalize_answer("9" * 10_000) == "9" * 10_000  # too long to be a number: its text
     assert normalize_answer("1e999") == "1e999" and normalize_answer("1e99") == "1" + "0" * 99  # exponents up to 99
 

@@ -4,10 +4,10 @@ that is no table, code in a DataFrame reply, bad lines of a commanding JSONL fil
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
+from cpu_clock import cpu_now
 
 from tqaforge.errors import ReaderError
 from tqaforge.evaluate.predictions import Prediction, Reference
@@ -92,13 +92,13 @@ def test_a_ragged_reply_is_scored_not_refused() -> None:
 def test_huge_tables_are_refused_by_teds_and_scored_zero_quickly() -> None:
     huge = Table.build(["a", "b", "c"], [[str(i), "x", "y"] for i in range(20_000)])
     reply = serialize(huge, "markdown")
-    start = time.monotonic()
+    start = cpu_now()
     parsed = parse_table(reply)
     assert len(parsed.layout.body) == 20_000
     with pytest.raises(TedsTooLarge, match="too large for TEDS"):
         teds(parsed.layout, TARGET)
     assert _score(reply) == (0.0, True, 0.0)
-    assert time.monotonic() - start < 30
+    assert cpu_now() - start < 30
 
 
 def test_a_reply_beyond_the_limit_is_not_searched() -> None:
@@ -111,12 +111,12 @@ def test_a_reply_beyond_the_limit_is_not_searched() -> None:
     "| a |\n" * 100_000, "+--+\n" * 100_000, "<table>" * 50_000, "<Table><Row>" * 50_000, ",\n" * 50_000,
 ])
 def test_hostile_replies_are_read_in_linear_time(reply: str) -> None:
-    start = time.monotonic()
+    start = cpu_now()
     try:
         parse_table(reply)
     except TableParseError:
         pass
-    assert time.monotonic() - start < 10, reply[:20]
+    assert cpu_now() - start < 10, reply[:20]
 
 
 def test_the_metric_of_a_table_gold_is_teds() -> None:
