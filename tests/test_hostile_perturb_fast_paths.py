@@ -135,11 +135,11 @@ def test_shorten_keeps_the_rows_and_columns_of_its_cells() -> None:
     [["a", "é", '"q"', "\\", "\x1f", "\u2028", "\x00", "😀"], ["x"], [], ["dup", "dup"]],
 )
 def test_the_table_ids_header_text_is_the_encoders(header: list[str]) -> None:
-    assert ids._string_list(header) == json.dumps(header, ensure_ascii=False, separators=(",", ":"))
+    assert ids.json_string_list(header) == json.dumps(header, ensure_ascii=False, separators=(",", ":"))
 
 
 def test_a_header_of_other_values_is_left_to_the_encoder() -> None:
-    assert ids._string_list([1, "a", None]) == '[1,"a",null]'  # type: ignore[list-item]
+    assert ids.json_string_list([1, "a", None]) == '[1,"a",null]'  # type: ignore[list-item]
 
 
 def test_the_joined_id_equals_the_row_by_row_id_on_hostile_tables() -> None:

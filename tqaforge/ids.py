@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from itertools import islice
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 #: Length of a hexadecimal id (128 bits of SHA-256: collisions are not a practical concern).
 ID_LENGTH = 32
@@ -24,8 +24,9 @@ ID_LENGTH = 32
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # The same with sorted keys, built once (json.dumps with options builds an encoder a call).
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-# What _JSON does with one str, without its set-up (the same C function).
-_encode_string: Any = json.encoder.encode_basestring  # type: ignore[attr-defined]
+#: A str as a JSON string literal, non-ASCII kept: what :data:`_JSON` does with one str, without
+#: its set-up (the same C function). Every fast path that builds JSON text from cells uses it.
+encode_json_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def canonical_json(value: object) -> str:
@@ -54,7 +55,7 @@ def table_id(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     The rows are fed to the hash one at a time (the bytes are the same as the one-shot form),
     so hashing a table read from a large file needs no second copy of it."""
     digest = hashlib.sha256()
-    digest.update(b'{"header":' + _string_list(header).encode("utf-8") + b',"rows":[')
+    digest.update(b'{"header":' + json_string_list(header).encode("utf-8") + b',"rows":[')
     # Rows are encoded a batch at a time (one call of the C encoder per batch, not per row):
     # a batch's "[[...],[...]]" without its outer brackets is the rows' part of the one-shot form.
     it = iter(rows)
@@ -79,17 +80,18 @@ def table_id_of_joined(header: Sequence[str], joined: str, cell_sep: str, row_se
     the same bytes as encoding every cell, in a few calls."""
     if "\\" in joined:
         return None
-    cell, row = _encode_string(cell_sep)[1:-1], _encode_string(row_sep)[1:-1]
-    body = _encode_string(joined)[1:-1].replace(cell, '","').replace(row, '"],["')
-    text = '{"header":' + _string_list(header) + ',"rows":[["' + body + '"]]}'
+    cell, row = encode_json_string(cell_sep)[1:-1], encode_json_string(row_sep)[1:-1]
+    body = encode_json_string(joined)[1:-1].replace(cell, '","').replace(row, '"],["')
+    text = '{"header":' + json_string_list(header) + ',"rows":[["' + body + '"]]}'
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-def _string_list(values: Sequence[str]) -> str:
-    """``_JSON.encode(list(values))`` for strings: one C call a string, without the encoder's
-    set-up for each list (which costs a table's id about as much as hashing its cells)."""
+def json_string_list(values: Sequence[str]) -> str:
+    """``values`` as a compact JSON array (``_JSON.encode(list(values))``) in one C call a string,
+    without the encoder's set-up for each list (which costs a table's id about as much as hashing
+    its cells)."""
     try:
-        return "[" + ",".join(map(_encode_string, values)) + "]"
+        return "[" + ",".join(map(encode_json_string, values)) + "]"
     except TypeError:  # not every value a str: the encoder says what it makes of them
         return _JSON.encode(list(values))
 

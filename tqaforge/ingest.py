@@ -26,7 +26,6 @@ import os
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -34,6 +33,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlmodel import Session, select
 
 from tqaforge.errors import DiskError, HeaderNameError, ImportFailed, ReaderError, TaxonomyError, TqaforgeError
+from tqaforge.ids import json_string_list
 from tqaforge.progress import Progress
 from tqaforge.queries import get_by_prefix
 from tqaforge.schemas.enums import AnswerStatus, Origin, QuestionStatus, QuestionType
@@ -637,7 +637,7 @@ def _rows_json(table: Table) -> str:
     for start in range(0, len(rows), _JSON_SLICE):
         # Cells are strings: the C string encoder is all JSON needs, and is fast.
         slices.append(",".join(
-            "[" + ",".join(map(encode_basestring, rows[i])) + "]"
+            json_string_list(rows[i])
             for i in range(start, min(start + _JSON_SLICE, len(rows)))
         ))
     return "[" + ",".join(slices) + "]"

@@ -45,7 +45,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
-from tqaforge.ids import canonical_json
+from tqaforge.ids import canonical_json, encode_json_string
 
 #: JSON bytes of the rows held (and written as one Parquet row group) at once. Measured on
 #: TableBench's release (``benchmarks/release.py``): peak RSS 239 MB at 2 MB, 249 MB at 4 MB,
@@ -132,7 +132,6 @@ class EncodedRow:
 # A placeholder no text of the rows can hold as it is encoded: JSON writes a NUL as \u0000, and
 # each placeholder is checked to occur exactly once in the encoded template.
 _SLOT = "\x00{}\x00"
-_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 class RowTemplate:
@@ -149,7 +148,7 @@ class RowTemplate:
         self._varying = tuple(varying)
         slots = {name: _SLOT.format(i) for i, name in enumerate(self._varying)}
         text = canonical_json({**self._fixed, **slots})
-        marks = [_encode_string(slot) for slot in slots.values()]
+        marks = [encode_json_string(slot) for slot in slots.values()]
         self._pieces: list[str] | None = None
         self._order: list[int] = []
         if len(set(self._varying)) == len(self._varying) and not set(self._varying) & set(self._fixed) \
@@ -168,7 +167,7 @@ class RowTemplate:
             return canonical_json({**self._fixed, **dict(zip(self._varying, values, strict=True))})
         parts = [""] * (2 * len(self._order) + 1)
         parts[0::2] = self._pieces
-        parts[1::2] = [_encode_string(values[i]) for i in self._order]
+        parts[1::2] = [encode_json_string(values[i]) for i in self._order]
         return "".join(parts)
 
 

@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from tqaforge.errors import TableError
+from tqaforge.ids import encode_json_string
 from tqaforge.tables.names import NameNumberer
 from tqaforge.tables.table import CELL_SEP, ROW_SEP, Table, flat_cells, joined_rows
 from tqaforge.tables.writers import _XML_ILLEGAL, _markdown_text, write_csv, write_html
@@ -90,7 +91,7 @@ def _json_keys(header: tuple[str, ...]) -> list[str]:
     last = _last_keys  # one read: another thread may replace it meanwhile
     if last[0] is header:
         return last[1]
-    keys = list(map(_encode_string, unique_names(header)))
+    keys = list(map(encode_json_string, unique_names(header)))
     if type(header) is tuple:  # immutable: the keys stay right for it
         _last_keys = (header, keys)
     return keys
@@ -158,9 +159,7 @@ def serialize_csv(table: Table) -> str:
     return write_csv(table).removesuffix("\r\n")
 
 
-# What _JSON.encode does with a str, without its checks (the same C function).
-_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
-_JSON_CELL_SEP = _encode_string(CELL_SEP)[1:-1]  # the escape \u001f
+_JSON_CELL_SEP = encode_json_string(CELL_SEP)[1:-1]  # the escape \u001f
 
 
 class _Texts:
@@ -219,7 +218,7 @@ def serialize_json(table: Table) -> str:
         keys = _json_keys(table.header)
         m, n = len(keys), table.n_rows
         parts: list[str] = [""] * (2 * m * n + 1)
-        parts[1:-1:2] = _encode_string(rows.replace(ROW_SEP, CELL_SEP))[1:-1].split(_JSON_CELL_SEP)
+        parts[1:-1:2] = encode_json_string(rows.replace(ROW_SEP, CELL_SEP))[1:-1].split(_JSON_CELL_SEP)
         parts[0::2] = _json_before(keys, n)
         return "".join(parts)
     names = unique_names(table.header)
@@ -339,7 +338,7 @@ def _column_text(cells: Sequence[str]) -> str:
         return _JSON.encode(list(cells))
     if _is_number_column(text, cells):
         return "[" + text.replace(_COLUMN_SEP, ", ") + "]"
-    return "[" + _encode_string(text).replace(_COLUMN_SEP, '", "') + "]"
+    return "[" + encode_json_string(text).replace(_COLUMN_SEP, '", "') + "]"
 
 
 def _is_number_column(text: str, cells: Sequence[str]) -> bool:

@@ -80,8 +80,6 @@ def columns_taken(table: Table, order: Sequence[int]) -> Sequence[tuple[str, ...
     permutation, or a selection as a shortened table keeps), packed as :func:`packed_cells`:
     each column moves as one slice of the flat cell list, and no row is unpacked into a tuple."""
     m, k = table.n_cols, len(order)
-    if not k:
-        return tuple(() for _ in range(table.n_rows))
     flat = flat_cells(table.rows)
     out = [""] * (table.n_rows * k)  # every slot is overwritten: new column j is old column order[j]
     for new, old in enumerate(order):
